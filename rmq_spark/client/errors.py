@@ -1,0 +1,53 @@
+"""The one exception hierarchy of rmq_spark: every failure the client can raise is a ``RocketMQError``."""
+from __future__ import annotations
+
+
+class RocketMQError(Exception):
+    """A RocketMQ failure; ``code`` and ``remark`` are the broker's response code and remark when there is one."""
+
+    def __init__(self, message: str, *, code: int | None = None, remark: str | None = None) -> None:
+        self.code = code
+        self.remark = remark
+        detail = message
+        if code is not None:
+            detail += f" (code {code}" + (f": {remark}" if remark else "") + ")"
+        super().__init__(detail)
+
+
+class ProtocolError(RocketMQError):
+    """Bytes that do not follow the RocketMQ wire format (truncated or malformed frame, header or message)."""
+
+
+class ConnectionLostError(RocketMQError):
+    """The connection closed or broke while a request was pending, or could not be opened."""
+
+
+class RequestTimeoutError(RocketMQError):
+    """No response arrived within the request's timeout."""
+
+
+class TopicNotFoundError(RocketMQError):
+    """The name server has no route for the topic."""
+
+
+class AuthError(RocketMQError):
+    """Authentication failed or the credentials lack the permission for the request."""
+
+
+class OffsetMovedError(RocketMQError):
+    """The requested offset is outside what the broker holds (deleted or beyond the end)."""
+
+    def __init__(self, message: str, *, code: int | None = None, remark: str | None = None,
+                 next_begin_offset: int = -1, min_offset: int = -1, max_offset: int = -1) -> None:
+        super().__init__(message, code=code, remark=remark)
+        self.next_begin_offset = next_begin_offset
+        self.min_offset = min_offset
+        self.max_offset = max_offset
+
+
+class BrokerError(RocketMQError):
+    """The broker answered a request with an error code not covered by a more specific class."""
+
+
+class DataLossError(RocketMQError):
+    """Messages that a planned range asked for are no longer on the broker."""

@@ -1,0 +1,137 @@
+"""Values of the RocketMQ client: queues, routes, messages and pull results (transport-neutral, picklable)."""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+MASTER_ID = 0
+
+# Permission bits of a topic or broker (PermName in RocketMQ).
+PERM_INHERIT = 0x1
+PERM_WRITE = 0x2
+PERM_READ = 0x4
+
+
+@dataclass(frozen=True, order=True)
+class MessageQueue:
+    """One queue of a topic on one broker; the unit of ordering and of offsets."""
+
+    topic: str
+    broker_name: str
+    queue_id: int
+
+    @property
+    def key(self) -> str:
+        """The ``brokerName/queueId`` key used in offset JSON."""
+        return f"{self.broker_name}/{self.queue_id}"
+
+    def __str__(self) -> str:
+        return f"{self.topic}:{self.broker_name}/{self.queue_id}"
+
+
+@dataclass(frozen=True)
+class BrokerData:
+    """A broker group: its name and the address of each broker id (0 is the master)."""
+
+    broker_name: str
+    addresses: dict[int, str]
+    cluster: str = ""
+
+    @property
+    def master_address(self) -> str | None:
+        return self.addresses.get(MASTER_ID)
+
+
+@dataclass(frozen=True)
+class QueueData:
+    """The queue counts and permissions of a topic on one broker group."""
+
+    broker_name: str
+    read_queue_nums: int
+    write_queue_nums: int
+    perm: int
+    topic_sys_flag: int = 0
+
+    @property
+    def readable(self) -> bool:
+        return bool(self.perm & PERM_READ)
+
+    @property
+    def writable(self) -> bool:
+        return bool(self.perm & PERM_WRITE)
+
+
+@dataclass(frozen=True)
+class TopicRoute:
+    """The route of one topic as the name server reports it."""
+
+    topic: str
+    brokers: tuple[BrokerData, ...]
+    queues: tuple[QueueData, ...]
+
+    def broker(self, broker_name: str) -> BrokerData | None:
+        for b in self.brokers:
+            if b.broker_name == broker_name:
+                return b
+        return None
+
+    def read_queues(self) -> list[MessageQueue]:
+        """Every readable queue, sorted by broker name and queue id."""
+        out = [MessageQueue(self.topic, q.broker_name, i)
+               for q in self.queues if q.readable for i in range(q.read_queue_nums)]
+        return sorted(out)
+
+    def write_queues(self) -> list[MessageQueue]:
+        out = [MessageQueue(self.topic, q.broker_name, i)
+               for q in self.queues if q.writable for i in range(q.write_queue_nums)]
+        return sorted(out)
+
+
+@dataclass(frozen=True)
+class Message:
+    """One message as stored by the broker."""
+
+    topic: str
+    broker_name: str
+    queue_id: int
+    queue_offset: int
+    msg_id: str
+    tags: str | None
+    keys: tuple[str, ...]
+    body: bytes
+    born_timestamp: int  # ms since epoch
+    store_timestamp: int  # ms since epoch
+    born_host: str
+    store_host: str
+    reconsume_times: int
+    flag: int
+    properties: dict[str, str] = field(default_factory=dict)
+    sys_flag: int = 0
+    commit_log_offset: int = 0
+    body_crc: int = 0
+
+
+class PullStatus(enum.Enum):
+    FOUND = "FOUND"
+    NO_NEW_MSG = "NO_NEW_MSG"  # PULL_NOT_FOUND: nothing at or after the offset yet
+    NO_MATCHED_MSG = "NO_MATCHED_MSG"  # PULL_RETRY_IMMEDIATELY: the filter skipped everything pulled
+    OFFSET_ILLEGAL = "OFFSET_ILLEGAL"  # PULL_OFFSET_MOVED: offset outside [min, max]
+
+
+@dataclass(frozen=True)
+class PullResult:
+    """The outcome of one pull. ``body`` is the raw message block for FOUND (decode with the message codec)."""
+
+    status: PullStatus
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    body: bytes = b""
+    suggest_which_broker_id: int = 0
+
+
+@dataclass(frozen=True)
+class SendResult:
+    msg_id: str
+    queue: MessageQueue
+    queue_offset: int

@@ -1,0 +1,301 @@
+"""Start and drive the real Apache RocketMQ of ``jvm-shim`` (name server + brokers in one JVM).
+
+Used by the demo, the tests (a session-scoped fixture) and the benchmarks::
+
+    with EmbeddedRocketMQ(brokers=2) as mq:
+        mq.create_topic("Orders", queues=4)
+        mq.produce("Orders", [{"body": "hello", "tags": "TagA"}])
+        print(mq.name_server, mq.offsets("Orders"))
+
+The JVM reads commands on its stdin and exits when stdin closes, so a killed Python process leaves no JVM behind.
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from rmq_spark.client.errors import RocketMQError
+
+SHIM_DIR = Path(os.environ.get("RMQ_SPARK_SHIM_DIR", Path(__file__).resolve().parent.parent / "jvm-shim"))
+JAR = SHIM_DIR / "target" / "rmq-shim.jar"
+JVM_FLAGS_FILE = SHIM_DIR / "jvm-flags.txt"
+_TAIL_LINES = 80
+
+
+class EmbeddedClusterError(RocketMQError):
+    """The embedded RocketMQ could not be built, started, or did not carry out a command."""
+
+
+def _require_tool(name: str, what: str) -> str:
+    path = shutil.which(name)
+    if path is None:
+        raise EmbeddedClusterError(f"'{name}' was not found on PATH: install {what} and make sure '{name}' runs.")
+    return path
+
+
+def _sources_newer_than(target: Path) -> bool:
+    built = target.stat().st_mtime
+    sources = [SHIM_DIR / "pom.xml", JVM_FLAGS_FILE, *(SHIM_DIR / "src").rglob("*")]
+    return any(p.is_file() and p.stat().st_mtime > built for p in sources)
+
+
+def ensure_jar(*, force: bool = False) -> Path:
+    """Build ``jvm-shim/target/rmq-shim.jar`` with Maven when it is missing or older than its sources."""
+    if not (SHIM_DIR / "pom.xml").is_file():
+        raise EmbeddedClusterError(
+            f"jvm-shim was not found at {SHIM_DIR}: run from a checkout of rmq-spark (pip install -e .) "
+            "or set RMQ_SPARK_SHIM_DIR to the jvm-shim folder.")
+    if JAR.is_file() and not force and not _sources_newer_than(JAR):
+        return JAR
+    _require_tool("java", "a JDK 17 or newer (e.g. apt-get install openjdk-17-jdk-headless)")
+    mvn = _require_tool("mvn", "Apache Maven (e.g. apt-get install maven)")
+    proc = subprocess.run([mvn, "-q", "-B", "package", "-DskipTests"], cwd=SHIM_DIR,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if proc.returncode != 0 or not JAR.is_file():
+        tail = "\n".join(proc.stdout.splitlines()[-40:])
+        raise EmbeddedClusterError(f"building jvm-shim with 'mvn -q package' failed (exit {proc.returncode}):\n{tail}")
+    JAR.touch()
+    return JAR
+
+
+def jvm_command(*args: str, heap: str = "768m") -> list[str]:
+    """The java command line that runs the shim's jar with the flags RocketMQ needs on JDK 17."""
+    java = _require_tool("java", "a JDK 17 or newer (e.g. apt-get install openjdk-17-jdk-headless)")
+    flags = []
+    if JVM_FLAGS_FILE.is_file():
+        flags = [line.strip() for line in JVM_FLAGS_FILE.read_text().splitlines()
+                 if line.strip() and not line.lstrip().startswith("#")]
+    return [java, f"-Xmx{heap}", *flags, "-jar", str(ensure_jar()), *args]
+
+
+class EmbeddedRocketMQ:
+    """A running name server and ``brokers`` brokers on 127.0.0.1, driven through the shim's command protocol."""
+
+    def __init__(self, brokers: int = 1, *, store_dir: str | os.PathLike | None = None,
+                 access_key: str | None = None, secret_key: str | None = None,
+                 commitlog_file_size: int | None = None, cq_file_entries: int | None = None,
+                 heap: str = "768m", ready_timeout: float = 180.0) -> None:
+        if (access_key is None) != (secret_key is None):
+            raise ValueError("give both access_key and secret_key for an authenticated cluster, or neither")
+        self.broker_count = brokers
+        self.store_dir = store_dir
+        self.access_key = access_key
+        self.secret_key = secret_key
+        self.commitlog_file_size = commitlog_file_size
+        self.cq_file_entries = cq_file_entries
+        self.heap = heap
+        self.ready_timeout = ready_timeout
+        self.name_server: str = ""
+        self.brokers: dict[str, str] = {}
+        self._proc: subprocess.Popen | None = None
+        self._ids = 0
+        self._lock = threading.Lock()
+        self._cond = threading.Condition()
+        self._results: dict[int, dict] = {}
+        self._ready: dict | None = None
+        self._output: collections.deque[str] = collections.deque(maxlen=_TAIL_LINES)
+        self._stdout_closed = False
+
+    # -- lifecycle -------------------------------------------------------------------------------------------
+    def start(self) -> "EmbeddedRocketMQ":
+        args = ["--brokers", str(self.broker_count)]
+        if self.store_dir is not None:
+            args += ["--store", str(self.store_dir)]
+        if self.access_key is not None:
+            args += ["--auth-access-key", self.access_key, "--auth-secret-key", str(self.secret_key)]
+        if self.commitlog_file_size is not None:
+            args += ["--commitlog-file-size", str(self.commitlog_file_size)]
+        if self.cq_file_entries is not None:
+            args += ["--cq-file-entries", str(self.cq_file_entries)]
+        cmd = jvm_command(*args, heap=self.heap)
+        self._proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                      text=True, encoding="utf-8", bufsize=1)
+        threading.Thread(target=self._read_stdout, name="rmq-shim-stdout", daemon=True).start()
+        threading.Thread(target=self._read_stderr, name="rmq-shim-stderr", daemon=True).start()
+        deadline = time.monotonic() + self.ready_timeout
+        with self._cond:
+            while self._ready is None and not self._stdout_closed and time.monotonic() < deadline:
+                self._cond.wait(timeout=0.5)
+        if self._ready is None:
+            reason = "exited" if self._stdout_closed else f"was not ready within {self.ready_timeout:.0f} s"
+            self.close()
+            raise EmbeddedClusterError(f"the embedded RocketMQ {reason}; its last output:\n{self._tail()}")
+        self.name_server = self._ready["nameServer"]
+        self.brokers = {b["name"]: b["address"] for b in self._ready["brokers"]}
+        return self
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Shut the cluster down (end of stdin) and wait for the JVM to exit; kill it if it does not."""
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        try:
+            if proc.stdin:
+                proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+
+    def __enter__(self) -> "EmbeddedRocketMQ":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc else None
+
+    # -- protocol --------------------------------------------------------------------------------------------
+    def _read_stdout(self) -> None:
+        assert self._proc and self._proc.stdout
+        for line in self._proc.stdout:
+            line = line.rstrip("\n")
+            if line.startswith("READY "):
+                with self._cond:
+                    self._ready = json.loads(line[6:])
+                    self._cond.notify_all()
+            elif line.startswith("RESULT "):
+                msg = json.loads(line[7:])
+                with self._cond:
+                    self._results[msg["id"]] = msg
+                    self._cond.notify_all()
+            else:
+                self._output.append(line)
+        with self._cond:
+            self._stdout_closed = True
+            self._cond.notify_all()
+
+    def _read_stderr(self) -> None:
+        assert self._proc and self._proc.stderr
+        for line in self._proc.stderr:
+            self._output.append(line.rstrip("\n"))
+
+    def _tail(self) -> str:
+        return "\n".join(self._output) or "(no output)"
+
+    def command(self, cmd: str, *, timeout: float = 120.0, **args: Any) -> Any:
+        """Send one command to the shim and return its result; raise EmbeddedClusterError on failure."""
+        proc = self._proc
+        if proc is None or proc.stdin is None:
+            raise EmbeddedClusterError(f"command {cmd!r}: the embedded RocketMQ is not running (call start())")
+        with self._lock:
+            self._ids += 1
+            rid = self._ids
+            try:
+                proc.stdin.write(json.dumps({"id": rid, "cmd": cmd, **args}) + "\n")
+                proc.stdin.flush()
+            except OSError as e:
+                raise EmbeddedClusterError(f"command {cmd!r}: the embedded RocketMQ is gone ({e}); "
+                                           f"its last output:\n{self._tail()}") from e
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while rid not in self._results:
+                if self._stdout_closed:
+                    raise EmbeddedClusterError(f"command {cmd!r}: the embedded RocketMQ exited; "
+                                               f"its last output:\n{self._tail()}")
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise EmbeddedClusterError(f"command {cmd!r} got no answer within {timeout:.0f} s")
+                self._cond.wait(timeout=min(left, 0.5))
+            msg = self._results.pop(rid)
+        if not msg.get("ok"):
+            raise EmbeddedClusterError(f"command {cmd!r} failed in the embedded RocketMQ: {msg.get('error')}")
+        return msg.get("result")
+
+    # -- commands --------------------------------------------------------------------------------------------
+    def create_topic(self, topic: str, queues: int = 4, broker: str | None = None) -> None:
+        """Create ``topic`` with ``queues`` read/write queues on every broker (or one) and wait for its route."""
+        self.command("createTopic", topic=topic, queues=queues, **({"broker": broker} if broker else {}))
+
+    def stop_broker(self, broker: str) -> None:
+        self.command("stopBroker", broker=broker)
+
+    def start_broker(self, broker: str) -> None:
+        """Restart a stopped broker on its old port and store."""
+        self.command("startBroker", broker=broker)
+
+    def produce(self, topic: str, messages: list[dict], *, batch: bool = False) -> list[dict]:
+        """Send messages with the official Java producer; each dict may hold body or bodyBase64, tags, keys,
+        properties, broker and queueId. Returns msgId, brokerName, queueId and queueOffset of each."""
+        return self.command("produce", topic=topic, messages=messages, batch=batch)
+
+    def produce_bulk(self, topic: str, count: int, body_size: int = 100, *, tags: list[str] | None = None,
+                     key_prefix: str = "key-", timeout: float = 600.0) -> dict:
+        """Load ``count`` generated messages fast with the official Java producer (benchmarks, large tests)."""
+        return self.command("produceBulk", topic=topic, count=count, bodySize=body_size, tags=tags or ["TagA"],
+                            keyPrefix=key_prefix, timeout=timeout)
+
+    def consume(self, topic: str, **selection: Any) -> list[dict]:
+        """Every message of the topic (or of ``broker``/``queueId``) as the official Java consumer sees it."""
+        return self.command("consume", topic=topic, **selection)
+
+    def offsets(self, topic: str) -> list[dict]:
+        """Min and max offset of every queue of the topic, from the official Java admin tool."""
+        return self.command("offsets", topic=topic)
+
+    def search_offset(self, topic: str, broker: str, queue_id: int, timestamp: int,
+                      boundary: str | None = None) -> int:
+        return self.command("searchOffset", topic=topic, broker=broker, queueId=queue_id, timestamp=timestamp,
+                            **({"boundary": boundary} if boundary else {}))
+
+    def query_consumer_offset(self, group: str, topic: str, broker: str, queue_id: int) -> int:
+        return self.command("queryConsumerOffset", group=group, topic=topic, broker=broker, queueId=queue_id)
+
+    def update_consumer_offset(self, group: str, topic: str, broker: str, queue_id: int, offset: int) -> None:
+        self.command("updateConsumerOffset", group=group, topic=topic, broker=broker, queueId=queue_id,
+                     offset=offset)
+
+    def earliest_store_time(self, topic: str, broker: str, queue_id: int) -> int:
+        return self.command("earliestMsgStoreTime", topic=topic, broker=broker, queueId=queue_id)
+
+    def delete_old_files(self, broker: str) -> Any:
+        """Make the broker delete all but its newest commit-log file (data-loss tests)."""
+        return self.command("deleteOldFiles", broker=broker)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m rmq_spark.embedded",
+                                     description="Run the embedded Apache RocketMQ of jvm-shim until stdin closes "
+                                                 "or Ctrl-C.")
+    parser.add_argument("--brokers", type=int, default=1, help="number of brokers (broker-a, broker-b, ...)")
+    parser.add_argument("--store", help="store directory (default: a temporary one, deleted at exit)")
+    parser.add_argument("--topic", action="append", default=[], help="create this topic (repeatable)")
+    parser.add_argument("--queues", type=int, default=4, help="queues per broker for --topic")
+    parser.add_argument("--build", action="store_true", help="only build the jar (when missing or stale) and exit")
+    args = parser.parse_args(argv)
+    try:
+        if args.build:
+            print(ensure_jar())
+            return 0
+        with EmbeddedRocketMQ(args.brokers, store_dir=args.store) as mq:
+            for topic in args.topic:
+                mq.create_topic(topic, args.queues)
+            print(json.dumps({"nameServer": mq.name_server, "brokers": mq.brokers, "topics": args.topic}),
+                  flush=True)
+            try:
+                for _ in sys.stdin:
+                    pass
+            except KeyboardInterrupt:
+                pass
+    except EmbeddedClusterError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Sourced by scripts/demo.sh and scripts/test.sh: checks the prerequisites, creates the virtualenv, installs
+# rmq-spark with its test extra (when pyproject.toml changed) and builds jvm-shim (when its sources changed).
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="${RMQ_SPARK_VENV:-$ROOT/.venv}"
+
+die() { echo "error: $*" >&2; exit 1; }
+
+PYTHON="${PYTHON:-python3}"
+command -v "$PYTHON" >/dev/null 2>&1 || die "python3 was not found: install Python 3.10 or newer."
+"$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 10))' \
+  || die "$("$PYTHON" --version 2>&1) is too old: install Python 3.10 or newer."
+command -v java >/dev/null 2>&1 || die "java was not found: install a JDK 17 or newer (e.g. apt-get install openjdk-17-jdk-headless)."
+java_major=$(java -XshowSettings:properties -version 2>&1 | sed -n 's/^ *java.specification.version = //p')
+[ "${java_major%%.*}" -ge 17 ] 2>/dev/null || die "java ${java_major:-?} is too old: install a JDK 17 or newer."
+command -v mvn >/dev/null 2>&1 || die "mvn was not found: install Apache Maven (e.g. apt-get install maven)."
+
+if [ ! -x "$VENV/bin/python" ]; then
+  echo "==> creating virtualenv $VENV"
+  "$PYTHON" -m venv "$VENV"
+fi
+stamp="$VENV/.rmq-spark-installed"
+if [ ! -f "$stamp" ] || [ "$ROOT/pyproject.toml" -nt "$stamp" ]; then
+  echo "==> installing rmq-spark and its test extra into $VENV"
+  "$VENV/bin/python" -m pip install -q --upgrade pip
+  "$VENV/bin/python" -m pip install -q -e "$ROOT[test]"
+  touch "$stamp"
+fi
+echo "==> building jvm-shim (when missing or stale)"
+"$VENV/bin/python" -m rmq_spark.embedded --build >/dev/null
+PY="$VENV/bin/python"
