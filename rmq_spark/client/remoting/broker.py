@@ -1,0 +1,102 @@
+"""Broker requests: build each request command and read its response (no connection or routing logic here)."""
+from __future__ import annotations
+
+import time
+
+from rmq_spark.client.errors import RocketMQError
+from rmq_spark.client.model import MessageQueue, PullResult, PullStatus, SendResult
+from rmq_spark.client.remoting import codes
+from rmq_spark.client.remoting.frame import RemotingCommand
+from rmq_spark.client.remoting.message_codec import OutgoingMessage, encode_batch, encode_properties
+from rmq_spark.client.remoting.status import check
+
+_PULL_STATUS = {
+    codes.SUCCESS: PullStatus.FOUND,
+    codes.PULL_NOT_FOUND: PullStatus.NO_NEW_MSG,
+    codes.PULL_RETRY_IMMEDIATELY: PullStatus.NO_MATCHED_MSG,
+    codes.PULL_OFFSET_MOVED: PullStatus.OFFSET_ILLEGAL,
+}
+
+
+def _queue_fields(mq: MessageQueue) -> dict[str, str]:
+    return {"topic": mq.topic, "queueId": str(mq.queue_id)}
+
+
+def pull_request(mq: MessageQueue, group: str, offset: int, max_nums: int, *, expression: str = "*",
+                 expression_type: str = "TAG", suspend_ms: int = 0) -> RemotingCommand:
+    """PULL_MESSAGE carrying its subscription, so the broker needs no heartbeat from us."""
+    sys_flag = codes.PULL_FLAG_SUBSCRIPTION | (codes.PULL_FLAG_SUSPEND if suspend_ms > 0 else 0)
+    return RemotingCommand(code=codes.PULL_MESSAGE, ext_fields={
+        "consumerGroup": group, **_queue_fields(mq), "queueOffset": str(offset), "maxMsgNums": str(max_nums),
+        "sysFlag": str(sys_flag), "commitOffset": "0", "suspendTimeoutMillis": str(suspend_ms),
+        "subscription": expression, "subVersion": str(int(time.time() * 1000)), "expressionType": expression_type,
+    })
+
+
+def pull_result(response: RemotingCommand, mq: MessageQueue, address: str) -> PullResult:
+    status = _PULL_STATUS.get(response.code)
+    if status is None:
+        check(response, f"pull of {mq}", address)
+        raise RocketMQError(f"pull of {mq} at {address}: unexpected response code {response.code}",
+                            code=response.code, remark=response.remark)
+    h = response.ext_fields
+    try:
+        return PullResult(status=status, next_begin_offset=int(h.get("nextBeginOffset", -1)),
+                          min_offset=int(h.get("minOffset", -1)), max_offset=int(h.get("maxOffset", -1)),
+                          body=response.body if status is PullStatus.FOUND else b"",
+                          suggest_which_broker_id=int(h.get("suggestWhichBrokerId", 0)))
+    except ValueError as e:
+        raise RocketMQError(f"pull of {mq} at {address}: malformed response header {h!r}") from e
+
+
+def offset_request(code: int, mq: MessageQueue, **extra: str) -> RemotingCommand:
+    """GET_MIN_OFFSET / GET_MAX_OFFSET / SEARCH_OFFSET_BY_TIMESTAMP / GET_EARLIEST_MSG_STORETIME."""
+    return RemotingCommand(code=code, ext_fields={**_queue_fields(mq), **extra})
+
+
+def header_long(response: RemotingCommand, name: str, what: str, address: str, *ok: int) -> int:
+    check(response, what, address, *ok)
+    try:
+        return int(response.ext_fields[name])
+    except (KeyError, ValueError) as e:
+        raise RocketMQError(f"{what} at {address}: response has no valid {name!r} field") from e
+
+
+def query_consumer_offset_request(group: str, mq: MessageQueue) -> RemotingCommand:
+    return RemotingCommand(code=codes.QUERY_CONSUMER_OFFSET,
+                           ext_fields={"consumerGroup": group, **_queue_fields(mq), "setZeroIfNotFound": "false"})
+
+
+def update_consumer_offset_request(group: str, mq: MessageQueue, offset: int) -> RemotingCommand:
+    return RemotingCommand(code=codes.UPDATE_CONSUMER_OFFSET,
+                           ext_fields={"consumerGroup": group, **_queue_fields(mq), "commitOffset": str(offset)})
+
+
+def create_topic_request(topic: str, read_queues: int, write_queues: int, perm: int = 6) -> RemotingCommand:
+    return RemotingCommand(code=codes.UPDATE_AND_CREATE_TOPIC, ext_fields={
+        "topic": topic, "defaultTopic": "TBW102", "readQueueNums": str(read_queues),
+        "writeQueueNums": str(write_queues), "perm": str(perm), "topicFilterType": "SINGLE_TAG",
+        "topicSysFlag": "0", "order": "false"})
+
+
+def send_request(group: str, mq: MessageQueue, messages: list[OutgoingMessage]) -> RemotingCommand:
+    """SEND_MESSAGE_V2 for one message, SEND_BATCH_MESSAGE for several (all to one queue)."""
+    batch = len(messages) > 1
+    first = messages[0]
+    fields = {
+        "a": group, "b": mq.topic, "c": "TBW102", "d": "4", "e": str(mq.queue_id), "f": "0",
+        "g": str(int(time.time() * 1000)), "h": str(first.flag),
+        "i": "" if batch else encode_properties(first.wire_properties()), "j": "0", "k": "false",
+        "m": "true" if batch else "false", "n": mq.broker_name,
+    }
+    body = encode_batch(messages) if batch else first.body
+    return RemotingCommand(code=codes.SEND_BATCH_MESSAGE if batch else codes.SEND_MESSAGE_V2,
+                           ext_fields=fields, body=body)
+
+
+def send_result(response: RemotingCommand, mq: MessageQueue, address: str) -> SendResult:
+    check(response, f"send to {mq}", address)
+    h = response.ext_fields
+    return SendResult(msg_id=h.get("msgId", ""), queue=MessageQueue(mq.topic, mq.broker_name,
+                                                                     int(h.get("queueId", mq.queue_id))),
+                      queue_offset=int(h.get("queueOffset", -1)))

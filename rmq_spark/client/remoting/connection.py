@@ -1,0 +1,199 @@
+"""One TCP (or TLS) connection to a name server or broker, with many requests in flight matched by ``opaque``."""
+from __future__ import annotations
+
+import itertools
+import socket
+import ssl
+import struct
+import threading
+import time
+from typing import Callable
+
+from rmq_spark.client.errors import (ConnectionLostError, ProtocolError, RequestTimeoutError, RocketMQError)
+from rmq_spark.client.remoting.frame import RemotingCommand, decode_frame, encode_command
+
+# The broker's own limit (com.rocketmq.remoting.frameMaxLength); a larger length means a corrupt stream.
+MAX_FRAME_LENGTH = 16 * 1024 * 1024
+_LENGTH = struct.Struct(">i")
+_opaques = itertools.count(1)
+
+Signer = Callable[[RemotingCommand], None]
+
+
+def split_address(address: str) -> tuple[str, int]:
+    """``host:port`` (or ``[v6]:port``) → (host, port); raise RocketMQError naming the address if malformed."""
+    host, sep, port = address.strip().rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise RocketMQError(f"address {address!r} is not host:port")
+    return host.strip("[]"), int(port)
+
+
+class PendingRequest:
+    """A request sent on a connection; ``result()`` waits for its response until the request's deadline."""
+
+    __slots__ = ("connection", "code", "opaque", "deadline", "_event", "_response", "_error")
+
+    def __init__(self, connection: "Connection", code: int, opaque: int, deadline: float) -> None:
+        self.connection = connection
+        self.code = code
+        self.opaque = opaque
+        self.deadline = deadline
+        self._event = threading.Event()
+        self._response: RemotingCommand | None = None
+        self._error: RocketMQError | None = None
+
+    def _complete(self, response: RemotingCommand | None, error: RocketMQError | None = None) -> None:
+        self._response, self._error = response, error
+        self._event.set()
+
+    def done(self) -> bool:
+        return self._event.is_set()
+
+    def result(self) -> RemotingCommand:
+        if not self._event.wait(max(0.0, self.deadline - time.monotonic())):
+            self.connection._forget(self.opaque)
+            if not self._event.is_set():
+                raise RequestTimeoutError(
+                    f"request code {self.code} to {self.connection.address} got no response in time")
+        if self._error is not None:
+            raise self._error
+        assert self._response is not None
+        return self._response
+
+
+class Connection:
+    """A socket with a reader thread. Thread-safe: any thread may send; responses complete their requests."""
+
+    def __init__(self, address: str, *, connect_timeout: float = 5.0, tls: ssl.SSLContext | None = None,
+                 signer: Signer | None = None) -> None:
+        self.address = address
+        self._signer = signer
+        self._send_lock = threading.Lock()
+        self._pending: dict[int, PendingRequest] = {}
+        self._pending_lock = threading.Lock()
+        self._closed_error: RocketMQError | None = None
+        host, port = split_address(address)
+        try:
+            sock = socket.create_connection((host, port), timeout=connect_timeout)
+            if tls is not None:
+                sock = tls.wrap_socket(sock, server_hostname=host)
+        except (OSError, ssl.SSLError) as e:
+            raise ConnectionLostError(f"cannot connect to {address}: {e}; check that the address is right and "
+                                      "the server is running and reachable") from e
+        sock.settimeout(None)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._sock = sock
+        self._reader = threading.Thread(target=self._read_loop, name=f"rmq-conn-{address}", daemon=True)
+        self._reader.start()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed_error is not None
+
+    def send(self, cmd: RemotingCommand, timeout: float) -> PendingRequest:
+        """Send a request and return at once; call ``result()`` on the returned object for the response."""
+        cmd.opaque = next(_opaques)
+        if self._signer is not None:
+            self._signer(cmd)
+        frame = encode_command(cmd)
+        pending = PendingRequest(self, cmd.code, cmd.opaque, time.monotonic() + timeout)
+        with self._pending_lock:
+            if self._closed_error is not None:
+                raise ConnectionLostError(f"connection to {self.address} is closed: {self._closed_error}")
+            self._pending[cmd.opaque] = pending
+        try:
+            with self._send_lock:
+                self._sock.sendall(frame)
+        except OSError as e:
+            self._fail(ConnectionLostError(f"connection to {self.address} broke while sending: {e}"))
+        return pending
+
+    def request(self, cmd: RemotingCommand, timeout: float) -> RemotingCommand:
+        """Send a request and wait for its response."""
+        return self.send(cmd, timeout).result()
+
+    def close(self) -> None:
+        self._fail(ConnectionLostError(f"connection to {self.address} was closed by the client"))
+
+    def _forget(self, opaque: int) -> None:
+        with self._pending_lock:
+            self._pending.pop(opaque, None)
+
+    def _fail(self, error: RocketMQError) -> None:
+        with self._pending_lock:
+            if self._closed_error is None:
+                self._closed_error = error
+            pending, self._pending = self._pending, {}
+        try:
+            self._sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        try:
+            self._sock.close()
+        except OSError:
+            pass
+        for p in pending.values():
+            p._complete(None, error)
+
+    def _read_exact(self, n: int) -> memoryview:
+        buf = bytearray(n)
+        view = memoryview(buf)
+        got = 0
+        while got < n:
+            k = self._sock.recv_into(view[got:], n - got)
+            if k == 0:
+                raise ConnectionLostError(f"connection to {self.address} was closed by the server"
+                                          + (" in the middle of a frame" if got else ""))
+            got += k
+        return view
+
+    def _read_loop(self) -> None:
+        try:
+            while True:
+                (length,) = _LENGTH.unpack(self._read_exact(4))
+                if length < 4 or length > MAX_FRAME_LENGTH:
+                    raise ProtocolError(f"{self.address} sent a frame of length {length}, outside 4..{MAX_FRAME_LENGTH}")
+                response = decode_frame(self._read_exact(length))
+                if not response.is_response:
+                    continue  # server-initiated requests (e.g. consumer ids changed) do not concern a pull client
+                with self._pending_lock:
+                    pending = self._pending.pop(response.opaque, None)
+                if pending is not None:
+                    pending._complete(response)
+        except RocketMQError as e:
+            self._fail(e)
+        except (OSError, ValueError) as e:
+            self._fail(ConnectionLostError(f"connection to {self.address} broke: {e}"))
+
+
+class ConnectionPool:
+    """One shared connection per address, reopened on the next request after it broke or the server closed it."""
+
+    def __init__(self, *, connect_timeout: float = 5.0, tls: ssl.SSLContext | None = None,
+                 signer: Signer | None = None) -> None:
+        self._connect_timeout = connect_timeout
+        self._tls = tls
+        self._signer = signer
+        self._lock = threading.Lock()
+        self._conns: dict[str, Connection] = {}
+
+    def get(self, address: str) -> Connection:
+        with self._lock:
+            conn = self._conns.get(address)
+            if conn is None or conn.closed:
+                conn = Connection(address, connect_timeout=self._connect_timeout, tls=self._tls,
+                                  signer=self._signer)
+                self._conns[address] = conn
+            return conn
+
+    def send(self, address: str, cmd: RemotingCommand, timeout: float) -> PendingRequest:
+        return self.get(address).send(cmd, timeout)
+
+    def request(self, address: str, cmd: RemotingCommand, timeout: float) -> RemotingCommand:
+        return self.get(address).request(cmd, timeout)
+
+    def close(self) -> None:
+        with self._lock:
+            conns, self._conns = list(self._conns.values()), {}
+        for c in conns:
+            c.close()

@@ -1,0 +1,83 @@
+"""Name server requests: the route of a topic and the list of all topics, with failover over several addresses."""
+from __future__ import annotations
+
+from rmq_spark.client.errors import ConnectionLostError, RequestTimeoutError, RocketMQError, TopicNotFoundError
+from rmq_spark.client.model import BrokerData, QueueData, TopicRoute
+from rmq_spark.client.remoting import codes
+from rmq_spark.client.remoting.connection import ConnectionPool
+from rmq_spark.client.remoting.frame import RemotingCommand, parse_loose_json
+from rmq_spark.client.remoting.status import check
+
+
+def parse_name_servers(spec: str) -> list[str]:
+    """``host:port;host:port`` (commas accepted too) → list of addresses."""
+    return [a.strip() for a in spec.replace(",", ";").split(";") if a.strip()]
+
+
+class NameServerClient:
+    """Asks the first reachable name server; remembers which one answered last."""
+
+    def __init__(self, pool: ConnectionPool, addresses: list[str], timeout: float = 5.0) -> None:
+        if not addresses:
+            raise RocketMQError("no name server address given: set nameServer to host:port[;host:port]")
+        self._pool = pool
+        self._addresses = list(addresses)
+        self._timeout = timeout
+        self._preferred = 0
+
+    @property
+    def addresses(self) -> list[str]:
+        return list(self._addresses)
+
+    def _request(self, cmd_factory, what: str) -> tuple[RemotingCommand, str]:
+        errors = []
+        n = len(self._addresses)
+        for i in range(n):
+            idx = (self._preferred + i) % n
+            address = self._addresses[idx]
+            try:
+                response = self._pool.request(address, cmd_factory(), self._timeout)
+            except (ConnectionLostError, RequestTimeoutError) as e:
+                errors.append(f"{address}: {e}")
+                continue
+            self._preferred = idx
+            return response, address
+        raise ConnectionLostError(f"{what}: no name server answered ({'; '.join(errors)}); check the nameServer "
+                                  "option and that the name servers are running and reachable")
+
+    def route(self, topic: str) -> TopicRoute:
+        """The topic's brokers and queues; TopicNotFoundError when the name server has no route for it."""
+        response, address = self._request(
+            lambda: RemotingCommand(code=codes.GET_ROUTEINFO_BY_TOPIC, ext_fields={"topic": topic}),
+            f"route of topic {topic!r}")
+        if response.code == codes.TOPIC_NOT_EXIST:
+            raise TopicNotFoundError(f"topic {topic!r} does not exist on name server {address}: check the topic "
+                                     "name, or create the topic", code=response.code, remark=response.remark)
+        check(response, f"route of topic {topic!r}", address)
+        return parse_route(topic, response.body)
+
+    def topics(self) -> list[str]:
+        """Every topic the name server knows, sorted."""
+        response, address = self._request(
+            lambda: RemotingCommand(code=codes.GET_ALL_TOPIC_LIST_FROM_NAMESERVER), "topic list")
+        check(response, "topic list", address)
+        data = parse_loose_json(response.body.decode("utf-8", "replace")) if response.body else {}
+        return sorted(data.get("topicList") or [])
+
+
+def parse_route(topic: str, body: bytes) -> TopicRoute:
+    """Decode the name server's TopicRouteData JSON (standard or with fastjson's integer keys)."""
+    try:
+        data = parse_loose_json(body.decode("utf-8"))
+        brokers = tuple(
+            BrokerData(broker_name=b["brokerName"], cluster=b.get("cluster") or "",
+                       addresses={int(k): v for k, v in (b.get("brokerAddrs") or {}).items()})
+            for b in data.get("brokerDatas") or [])
+        queues = tuple(
+            QueueData(broker_name=q["brokerName"], read_queue_nums=int(q["readQueueNums"]),
+                      write_queue_nums=int(q["writeQueueNums"]), perm=int(q["perm"]),
+                      topic_sys_flag=int(q.get("topicSysFlag") or 0))
+            for q in data.get("queueDatas") or [])
+    except (UnicodeDecodeError, KeyError, TypeError, ValueError, AttributeError) as e:
+        raise RocketMQError(f"the name server's route for topic {topic!r} could not be read: {e!r}") from e
+    return TopicRoute(topic=topic, brokers=brokers, queues=queues)

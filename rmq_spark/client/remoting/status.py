@@ -1,0 +1,33 @@
+"""Turn an error response into the matching ``RocketMQError`` subclass, in one place."""
+from __future__ import annotations
+
+from rmq_spark.client.errors import AuthError, BrokerError, RocketMQError, TopicNotFoundError
+from rmq_spark.client.remoting import codes
+from rmq_spark.client.remoting.frame import RemotingCommand
+
+_HINTS = {
+    codes.TOPIC_NOT_EXIST: (TopicNotFoundError, "check the topic name, or create the topic"),
+    codes.NO_PERMISSION: (AuthError, "check accessKey/secretKey and the user's permissions on the broker"),
+    codes.USER_NOT_EXIST: (AuthError, "the accessKey is not a user of this cluster: check accessKey"),
+    codes.SUBSCRIPTION_GROUP_NOT_EXIST: (BrokerError, "create the consumer group on the broker "
+                                                      "(autoCreateSubscriptionGroup is off)"),
+    codes.SUBSCRIPTION_PARSE_FAILED: (BrokerError, "check subExpression and expressionType"),
+    codes.REQUEST_CODE_NOT_SUPPORTED: (BrokerError, "the server does not support this request; "
+                                                    "check the address points at a RocketMQ name server or broker"),
+}
+
+
+def check(response: RemotingCommand, what: str, address: str, *ok: int) -> RemotingCommand:
+    """Return ``response`` when its code is SUCCESS or one of ``ok``; else raise the mapped error."""
+    if response.code == codes.SUCCESS or response.code in ok:
+        return response
+    raise error_for(response, what, address)
+
+
+def error_for(response: RemotingCommand, what: str, address: str) -> RocketMQError:
+    cls, hint = _HINTS.get(response.code, (BrokerError, ""))
+    remark = response.remark or ""
+    if cls is BrokerError and ("signature" in remark.lower() or "authenticat" in remark.lower()):
+        cls, hint = AuthError, "check accessKey/secretKey"
+    message = f"{what} failed at {address}" + (f": {hint}" if hint else "")
+    return cls(message, code=response.code, remark=remark)

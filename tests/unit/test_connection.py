@@ -1,0 +1,177 @@
+"""Connection behaviour (pipelining, timeouts, broken and malformed streams) against a scripted local socket peer.
+
+The peer speaks only framing; RocketMQ compatibility is shown by the integration tests on the real broker.
+"""
+from __future__ import annotations
+
+import socket
+import struct
+import threading
+import time
+
+import pytest
+
+from rmq_spark.client.errors import ConnectionLostError, ProtocolError, RequestTimeoutError
+from rmq_spark.client.remoting.connection import Connection, ConnectionPool
+from rmq_spark.client.remoting.frame import RemotingCommand, decode_frame, encode_command
+
+
+class Peer:
+    """Accepts connections on 127.0.0.1 and runs ``script(sock)`` for each one."""
+
+    def __init__(self, script):
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.address = f"127.0.0.1:{self.server.getsockname()[1]}"
+        self.script = script
+        self.accepted = 0
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        while True:
+            try:
+                sock, _ = self.server.accept()
+            except OSError:
+                return
+            self.accepted += 1
+            threading.Thread(target=self._run, args=(sock,), daemon=True).start()
+
+    def _run(self, sock):
+        try:
+            self.script(sock)
+        except OSError:
+            pass
+        finally:
+            sock.close()
+
+    def close(self):
+        self.server.close()
+
+
+def read_request(sock) -> RemotingCommand:
+    def exact(n):
+        buf = b""
+        while len(buf) < n:
+            chunk = sock.recv(n - len(buf))
+            if not chunk:
+                raise OSError("closed")
+            buf += chunk
+        return buf
+    (length,) = struct.unpack(">i", exact(4))
+    return decode_frame(exact(length))
+
+
+def respond(sock, request: RemotingCommand, **fields) -> None:
+    sock.sendall(encode_command(RemotingCommand(code=0, opaque=request.opaque, flag=1, **fields)))
+
+
+@pytest.fixture
+def peer_factory():
+    peers = []
+
+    def make(script):
+        p = Peer(script)
+        peers.append(p)
+        return p
+    yield make
+    for p in peers:
+        p.close()
+
+
+def test_pipelined_requests_are_matched_by_opaque(peer_factory):
+    def script(sock):
+        first, second = read_request(sock), read_request(sock)
+        respond(sock, second, remark="second")  # out of order
+        respond(sock, first, remark="first")
+        time.sleep(0.5)
+    peer = peer_factory(script)
+    conn = Connection(peer.address)
+    a = conn.send(RemotingCommand(code=30), timeout=5)
+    b = conn.send(RemotingCommand(code=31), timeout=5)
+    assert b.result().remark == "second"
+    assert a.result().remark == "first"
+    conn.close()
+
+
+def test_timeout_names_the_address_and_code(peer_factory):
+    peer = peer_factory(lambda sock: time.sleep(3))
+    conn = Connection(peer.address)
+    started = time.monotonic()
+    with pytest.raises(RequestTimeoutError, match=f"code 30 to {peer.address}"):
+        conn.request(RemotingCommand(code=30), timeout=0.3)
+    assert time.monotonic() - started < 2
+    conn.close()
+
+
+def test_close_mid_frame_fails_pending_requests_and_pool_reopens(peer_factory):
+    def script(sock):
+        request = read_request(sock)
+        if request.code == 99:
+            frame = encode_command(RemotingCommand(code=0, opaque=request.opaque, flag=1, body=b"x" * 100))
+            sock.sendall(frame[:30])  # truncated
+            return
+        respond(sock, request, remark="fine")
+    peer = peer_factory(script)
+    pool = ConnectionPool()
+    with pytest.raises(ConnectionLostError, match="closed by the server in the middle of a frame"):
+        pool.request(peer.address, RemotingCommand(code=99), timeout=5)
+    assert pool.request(peer.address, RemotingCommand(code=1), timeout=5).remark == "fine"
+    assert peer.accepted == 2
+    pool.close()
+
+
+@pytest.mark.parametrize("length", [0, 3, 0x7FFFFFFF, -5])
+def test_impossible_frame_length_is_a_protocol_error_that_closes(peer_factory, length):
+    def script(sock):
+        read_request(sock)
+        sock.sendall(struct.pack(">i", length) + b"\x00" * 8)
+        time.sleep(1)
+    peer = peer_factory(script)
+    conn = Connection(peer.address)
+    with pytest.raises(ProtocolError, match="frame of length"):
+        conn.request(RemotingCommand(code=1), timeout=5)
+    assert conn.closed
+    with pytest.raises(ConnectionLostError):
+        conn.send(RemotingCommand(code=1), timeout=1)
+
+
+def test_garbage_header_is_a_protocol_error(peer_factory):
+    def script(sock):
+        read_request(sock)
+        sock.sendall(struct.pack(">ii", 12, 8) + b"not json")
+        time.sleep(1)
+    peer = peer_factory(script)
+    conn = Connection(peer.address)
+    with pytest.raises(ProtocolError):
+        conn.request(RemotingCommand(code=1), timeout=5)
+
+
+def test_connection_refused_is_clear():
+    with pytest.raises(ConnectionLostError, match="cannot connect to 127.0.0.1:1"):
+        Connection("127.0.0.1:1", connect_timeout=2)
+
+
+def test_many_threads_share_one_connection(peer_factory):
+    def script(sock):
+        while True:
+            request = read_request(sock)
+            respond(sock, request, remark=request.ext_fields["n"])
+    peer = peer_factory(script)
+    pool = ConnectionPool()
+    results, errors = [], []
+
+    def worker(k):
+        try:
+            for i in range(50):
+                n = f"{k}-{i}"
+                results.append(pool.request(peer.address, RemotingCommand(code=1, ext_fields={"n": n}), 5).remark
+                               == n)
+        except Exception as e:  # noqa: BLE001 - collected and asserted below
+            errors.append(e)
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert not errors and len(results) == 400 and all(results)
+    assert peer.accepted == 1
+    pool.close()

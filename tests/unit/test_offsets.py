@@ -1,0 +1,48 @@
+"""Offset JSON and range splitting."""
+from __future__ import annotations
+
+import json
+
+from hypothesis import given, strategies as st
+
+from rmq_spark.client.model import MessageQueue
+from rmq_spark.offsets import QueueRange, canonical_json, offsets_from_json, split_ranges
+
+
+def mq(b, q, t="T"):
+    return MessageQueue(t, b, q)
+
+
+def test_canonical_json_is_order_independent_and_sorted_numerically():
+    a = {mq("broker-b", 10): 5, mq("broker-a", 2): 1, mq("broker-a", 10): 3, mq("x", 0, "A"): 9}
+    b = dict(reversed(list(a.items())))
+    assert canonical_json(a) == canonical_json(b)
+    assert list(json.loads(canonical_json(a))) == ["A", "T"]
+    assert list(json.loads(canonical_json(a))["T"]) == ["broker-a/2", "broker-a/10", "broker-b/10"]
+    assert offsets_from_json(canonical_json(a)) == a
+
+
+def test_one_partition_per_nonempty_queue_by_default():
+    ranges = [QueueRange(mq("a", 0), 0, 10), QueueRange(mq("a", 1), 5, 5), QueueRange(mq("b", 0), 3, 4)]
+    assert split_ranges(ranges) == [ranges[0], ranges[2]]
+
+
+def test_max_per_partition_and_min_partitions():
+    r = QueueRange(mq("a", 0), 0, 100)
+    assert split_ranges([r], max_per_partition=30) == [QueueRange(r.queue, 0, 25), QueueRange(r.queue, 25, 50),
+                                                       QueueRange(r.queue, 50, 75), QueueRange(r.queue, 75, 100)]
+    small, big = QueueRange(mq("a", 1), 0, 10), QueueRange(mq("b", 0), 0, 90)
+    parts = split_ranges([small, big], min_partitions=10)
+    assert sum(1 for p in parts if p.queue == big.queue) == 9 and sum(1 for p in parts if p.queue == small.queue) == 1
+
+
+@given(st.lists(st.tuples(st.integers(0, 1000), st.integers(0, 500)), min_size=1, max_size=8),
+       st.one_of(st.none(), st.integers(1, 50)), st.one_of(st.none(), st.integers(1, 200)))
+def test_splitting_covers_every_offset_exactly_once(spans, min_parts, max_per):
+    ranges = [QueueRange(mq("b", i), s, s + n) for i, (s, n) in enumerate(spans)]
+    parts = split_ranges(ranges, min_partitions=min_parts, max_per_partition=max_per)
+    covered = sorted((p.queue, o) for p in parts for o in range(p.start, p.end))
+    assert covered == sorted((r.queue, o) for r in ranges for o in range(r.start, r.end))
+    assert all(p.size > 0 for p in parts)
+    if max_per:
+        assert all(p.size <= max_per for p in parts)

@@ -1,0 +1,68 @@
+"""Option parsing: every bad input gives an OptionError naming the option."""
+from __future__ import annotations
+
+import pytest
+
+from rmq_spark.options import OptionError, parse_duration_ms, parse_options
+
+BASE = {"nameserver": "127.0.0.1:9876", "topic": "T"}
+
+
+def test_defaults_and_case_insensitive_keys():
+    o = parse_options({"NAMESERVER": "a:1;b:2", "Topics": "B, A,A", "FailOnDataLoss": "False"})
+    assert o.name_server == "a:1;b:2" and o.topics == ("A", "B") and o.fail_on_data_loss is False
+    assert o.sub_expression == "*" and o.expression_type == "TAG" and o.pull_depth == 8
+    assert o.commit_offsets_to_broker is False
+
+
+def test_secrets_stay_out_of_repr():
+    o = parse_options({**BASE, "accessKey": "AK", "secretKey": "s3cr3t-value", "securityToken": "tok-value"})
+    assert "s3cr3t-value" not in repr(o) and "tok-value" not in repr(o) and "AK" in repr(o)
+
+
+@pytest.mark.parametrize("raw, message", [
+    ({**BASE, "startingOffset": "earliest"}, "unknown option 'startingOffset'"),
+    ({"topic": "T"}, "option nameServer is required"),
+    ({**BASE, "nameserver": "localhost"}, "option nameServer: 'localhost' is not host:port"),
+    ({"nameserver": "h:1"}, "exactly one of the options topic, topics, topicPattern"),
+    ({**BASE, "topics": "A"}, r"exactly one of the options topic, topics, topicPattern \(got topic, topics\)"),
+    ({**BASE, "topic": "bad topic"}, "not a valid RocketMQ topic name"),
+    ({"nameserver": "h:1", "topicPattern": "("}, "topicPattern is not a valid regular expression"),
+    ({**BASE, "startingOffsets": "{not json"}, "option startingOffsets is not valid JSON"),
+    ({**BASE, "startingOffsets": '{"T": {"broker-a": 1}}'}, "queue key 'broker-a' of topic 'T'"),
+    ({**BASE, "startingOffsets": '{"T": {"broker-a/0": "x"}}'}, "must be an integer"),
+    ({**BASE, "startingOffsets": "newest"}, "option startingOffsets must be earliest | latest | committed"),
+    ({**BASE, "startingOffsets": "latest"}, "startingOffsets=latest is for streaming"),
+    ({**BASE, "startingOffsets": "committed"}, "needs option consumerGroup"),
+    ({**BASE, "minPartitions": "0"}, "option minPartitions must be at least 1"),
+    ({**BASE, "maxMessagesPerPartition": "many"}, "option maxMessagesPerPartition must be an integer"),
+    ({**BASE, "failOnDataLoss": "yes"}, "option failOnDataLoss must be true or false"),
+    ({**BASE, "expressionType": "REGEX"}, "option expressionType must be one of TAG, SQL92"),
+    ({**BASE, "accessKey": "AK"}, "accessKey and secretKey go together"),
+    ({**BASE, "endpoint": "h:1"}, "option endpoint"),
+    ({**BASE, "path": "/x"}, "takes no path"),
+    ({**BASE, "startingOffsetsFallback": "middle"}, "startingOffsetsFallback must be one of"),
+    ({**BASE, "commitOffsetsToBroker": "true"}, "commitOffsetsToBroker=true needs option consumerGroup"),
+])
+def test_bad_options(raw, message):
+    with pytest.raises(OptionError, match=message):
+        parse_options(raw)
+
+
+def test_secret_not_in_errors():
+    with pytest.raises(OptionError) as e:
+        parse_options({**BASE, "secretKey": "s3cr3t-value"})
+    assert "s3cr3t-value" not in str(e.value)
+
+
+def test_streaming_rejects_ending_options():
+    with pytest.raises(OptionError, match="endingOffsets is for batch queries only"):
+        parse_options({**BASE, "endingOffsets": "latest"}, streaming=True)
+    assert parse_options({**BASE, "startingOffsets": "latest"}, streaming=True).starting_offsets == "latest"
+
+
+def test_durations():
+    assert parse_duration_ms("x", "15m") == 900_000 and parse_duration_ms("x", "250ms") == 250
+    assert parse_duration_ms("x", "3") == 3000
+    with pytest.raises(OptionError, match="option x must be a duration"):
+        parse_duration_ms("x", "soon")
