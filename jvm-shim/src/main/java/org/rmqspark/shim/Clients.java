@@ -1,0 +1,106 @@
+package org.rmqspark.shim;
+
+import org.apache.rocketmq.acl.common.AclClientRPCHook;
+import org.apache.rocketmq.acl.common.SessionCredentials;
+import org.apache.rocketmq.client.ClientConfig;
+import org.apache.rocketmq.client.consumer.DefaultMQPullConsumer;
+import org.apache.rocketmq.client.exception.MQClientException;
+import org.apache.rocketmq.client.producer.DefaultMQProducer;
+import org.apache.rocketmq.remoting.RPCHook;
+import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
+
+/**
+ * The shim's own official RocketMQ clients (admin, producer, pull consumer), created on first use. With auth on, all
+ * of them sign their requests with the super user's AK/SK (AclClientRPCHook).
+ */
+final class Clients {
+    static final String PRODUCER_GROUP = "rmq-shim-producer";
+    static final String CONSUMER_GROUP = "rmq-shim-reader";
+
+    private final String namesrv;
+    private final RPCHook hook;
+    private DefaultMQAdminExt admin;
+    private DefaultMQProducer producer;
+    private DefaultMQPullConsumer consumer;
+
+    Clients(String namesrv, String accessKey, String secretKey) {
+        this.namesrv = namesrv;
+        this.hook = accessKey == null ? null : newHook(accessKey, secretKey);
+    }
+
+    static RPCHook newHook(String accessKey, String secretKey) {
+        return new AclClientRPCHook(new SessionCredentials(accessKey, secretKey));
+    }
+
+    private void configure(ClientConfig c, String instance) {
+        c.setNamesrvAddr(namesrv);
+        c.setInstanceName(instance);
+        c.setVipChannelEnabled(false);
+        c.setPollNameServerInterval(1000);
+        c.setHeartbeatBrokerInterval(10_000);
+    }
+
+    synchronized DefaultMQAdminExt admin() throws MQClientException {
+        if (admin == null) {
+            DefaultMQAdminExt a = hook == null ? new DefaultMQAdminExt(5000) : new DefaultMQAdminExt(hook, 5000);
+            configure(a, "rmq-shim-admin");
+            a.setAdminExtGroup("rmq-shim-admin");
+            a.start();
+            admin = a;
+        }
+        return admin;
+    }
+
+    synchronized DefaultMQProducer producer() throws MQClientException {
+        if (producer == null) {
+            producer = newProducer(PRODUCER_GROUP, hook, "rmq-shim-producer");
+        }
+        return producer;
+    }
+
+    /** A producer with an arbitrary hook (null: unsigned); the caller shuts it down. */
+    DefaultMQProducer newProducer(String group, RPCHook rpcHook, String instance) throws MQClientException {
+        DefaultMQProducer p = new DefaultMQProducer(group, rpcHook);
+        configure(p, instance);
+        p.setSendMsgTimeout(10_000);
+        p.setRetryTimesWhenSendFailed(2);
+        p.setMaxMessageSize(4 * 1024 * 1024);
+        p.start();
+        return p;
+    }
+
+    @SuppressWarnings("deprecation")
+    synchronized DefaultMQPullConsumer consumer() throws MQClientException {
+        if (consumer == null) {
+            DefaultMQPullConsumer c = new DefaultMQPullConsumer(CONSUMER_GROUP, hook);
+            configure(c, "rmq-shim-reader");
+            c.setConsumerPullTimeoutMillis(10_000);
+            c.start();
+            consumer = c;
+        }
+        return consumer;
+    }
+
+    synchronized void shutdown() {
+        if (consumer != null) {
+            quietly(consumer::shutdown);
+            consumer = null;
+        }
+        if (producer != null) {
+            quietly(producer::shutdown);
+            producer = null;
+        }
+        if (admin != null) {
+            quietly(admin::shutdown);
+            admin = null;
+        }
+    }
+
+    private static void quietly(Runnable r) {
+        try {
+            r.run();
+        } catch (Throwable t) {
+            System.err.println("rmq-shim: client shutdown failed: " + t);
+        }
+    }
+}

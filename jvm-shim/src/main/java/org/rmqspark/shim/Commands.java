@@ -1,0 +1,415 @@
+package org.rmqspark.shim;
+
+import com.google.gson.JsonArray;
+import com.google.gson.JsonElement;
+import com.google.gson.JsonObject;
+import com.google.gson.JsonPrimitive;
+import org.apache.rocketmq.client.consumer.DefaultMQPullConsumer;
+import org.apache.rocketmq.client.consumer.PullResult;
+import org.apache.rocketmq.client.exception.MQBrokerException;
+import org.apache.rocketmq.client.producer.DefaultMQProducer;
+import org.apache.rocketmq.client.producer.SendResult;
+import org.apache.rocketmq.common.TopicConfig;
+import org.apache.rocketmq.common.constant.PermName;
+import org.apache.rocketmq.common.message.Message;
+import org.apache.rocketmq.common.message.MessageExt;
+import org.apache.rocketmq.common.message.MessageQueue;
+import org.apache.rocketmq.remoting.RPCHook;
+import org.apache.rocketmq.remoting.protocol.ResponseCode;
+import org.apache.rocketmq.remoting.protocol.admin.TopicOffset;
+import org.apache.rocketmq.remoting.protocol.admin.TopicStatsTable;
+import org.apache.rocketmq.remoting.protocol.header.QueryConsumerOffsetRequestHeader;
+import org.apache.rocketmq.remoting.protocol.route.QueueData;
+import org.apache.rocketmq.remoting.protocol.route.TopicRouteData;
+import org.apache.rocketmq.remoting.protocol.subscription.SubscriptionGroupConfig;
+import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
+
+import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
+import java.util.concurrent.atomic.AtomicInteger;
+
+/** The stdin commands (except shutdown, handled by Main). Each returns the JSON "result" or throws. */
+final class Commands {
+    private static final Comparator<MessageQueue> QUEUE_ORDER =
+        Comparator.comparing(MessageQueue::getBrokerName).thenComparingInt(MessageQueue::getQueueId);
+    private static final long TIMEOUT_MS = 10_000;
+
+    private final EmbeddedCluster cluster;
+    private final Clients clients;
+    private final AtomicInteger tmpClients = new AtomicInteger();
+
+    Commands(EmbeddedCluster cluster, Clients clients) {
+        this.cluster = cluster;
+        this.clients = clients;
+    }
+
+    JsonElement run(String cmd, Args a) throws Exception {
+        switch (cmd) {
+            case "ping": return new JsonPrimitive("pong");
+            case "createTopic": return createTopic(a);
+            case "stopBroker": return stopBroker(a);
+            case "startBroker": return startBroker(a);
+            case "produce": return produce(a);
+            case "produceBulk": return produceBulk(a);
+            case "consume": return consume(a);
+            case "offsets": return offsets(a.str("topic"));
+            case "searchOffset": return searchOffset(a);
+            case "queryConsumerOffset": return queryConsumerOffset(a);
+            case "updateConsumerOffset": return updateConsumerOffset(a);
+            case "earliestMsgStoreTime": return earliestMsgStoreTime(a);
+            case "deleteOldFiles": return deleteOldFiles(a);
+            case "clusterInfo": return cluster.readyInfo();
+            case "route": return route(a.str("topic"));
+            default: throw new IllegalArgumentException("unknown command: " + cmd);
+        }
+    }
+
+    // ---------------------------------------------------------------- cluster
+
+    private JsonElement createTopic(Args a) throws Exception {
+        String topic = a.str("topic");
+        int queues = a.integer("queues");
+        List<String> targets = new ArrayList<>();
+        if (a.has("broker")) {
+            targets.add(cluster.broker(a.str("broker")).name);
+        } else {
+            for (EmbeddedCluster.Broker b : cluster.brokers()) {
+                if (b.running()) {
+                    targets.add(b.name);
+                }
+            }
+        }
+        DefaultMQAdminExt admin = clients.admin();
+        for (String name : targets) {
+            TopicConfig tc = new TopicConfig(topic, queues, queues, PermName.PERM_READ | PermName.PERM_WRITE);
+            admin.createAndUpdateTopicConfig(cluster.broker(name).address(), tc);
+        }
+        long start = System.currentTimeMillis();
+        boolean forced = false;
+        while (!cluster.routeShows(topic, targets, queues)) {
+            long waited = System.currentTimeMillis() - start;
+            if (waited > 10_000) {
+                throw new IllegalStateException("route of topic " + topic + " did not show " + queues
+                    + " queues on " + targets + " within 10 s");
+            }
+            if (!forced && waited > 1_500) {
+                for (String name : targets) {
+                    cluster.runningController(name).registerBrokerAll(true, false, true);
+                }
+                forced = true;
+            }
+            EmbeddedCluster.sleep(20);
+        }
+        return null;
+    }
+
+    /** The name server's route of a topic: [{brokerName, readQueueNums, writeQueueNums, perm}], or null. */
+    private JsonElement route(String topic) {
+        TopicRouteData r = cluster.route(topic);
+        if (r == null) {
+            return null;
+        }
+        JsonArray out = new JsonArray();
+        List<QueueData> qds = new ArrayList<>(r.getQueueDatas());
+        qds.sort(Comparator.comparing(QueueData::getBrokerName));
+        for (QueueData qd : qds) {
+            JsonObject o = new JsonObject();
+            o.addProperty("brokerName", qd.getBrokerName());
+            o.addProperty("readQueueNums", qd.getReadQueueNums());
+            o.addProperty("writeQueueNums", qd.getWriteQueueNums());
+            o.addProperty("perm", qd.getPerm());
+            out.add(o);
+        }
+        return out;
+    }
+
+    private JsonElement stopBroker(Args a) throws Exception {
+        cluster.stopBroker(cluster.broker(a.str("broker")));
+        return null;
+    }
+
+    private JsonElement startBroker(Args a) throws Exception {
+        cluster.startBroker(cluster.broker(a.str("broker")), true);
+        return null;
+    }
+
+    private JsonElement deleteOldFiles(Args a) {
+        String name = a.str("broker");
+        return StoreMaintenance.deleteOldFiles(name, cluster.runningController(name));
+    }
+
+    // ---------------------------------------------------------------- producing
+
+    private JsonElement produce(Args a) throws Exception {
+        String topic = a.str("topic");
+        JsonArray input = a.array("messages");
+        boolean batch = a.bool("batch", false);
+
+        // Optional: send with other credentials (auth tests): "unsigned": true, or "signAs": {accessKey, secretKey}.
+        DefaultMQProducer producer;
+        boolean temporary = false;
+        if (a.bool("unsigned", false) || a.has("signAs")) {
+            RPCHook hook = null;
+            if (a.has("signAs")) {
+                JsonObject s = a.get("signAs").getAsJsonObject();
+                hook = Clients.newHook(s.get("accessKey").getAsString(), s.get("secretKey").getAsString());
+            }
+            producer = clients.newProducer("rmq-shim-producer-tmp", hook, "rmq-shim-tmp-" + tmpClients.incrementAndGet());
+            producer.setRetryTimesWhenSendFailed(0);
+            temporary = true;
+        } else {
+            producer = clients.producer();
+        }
+        try {
+            producer.getDefaultMQProducerImpl().getMqClientFactory().updateTopicRouteInfoFromNameServer(topic);
+            List<Message> msgs = new ArrayList<>();
+            for (JsonElement e : input) {
+                msgs.add(MessageJson.toMessage(topic, e.getAsJsonObject()));
+            }
+            JsonArray out = new JsonArray();
+            if (batch) {
+                if (msgs.isEmpty()) {
+                    return out;
+                }
+                JsonObject first = input.get(0).getAsJsonObject();
+                MessageQueue mq = targetQueue(topic, a.has("broker") || a.has("queueId") ? null : first, a, 0);
+                SendResult r = mq == null ? producer.send(msgs, TIMEOUT_MS) : producer.send(msgs, mq, TIMEOUT_MS);
+                MessageJson.batchResults(r, msgs.size()).forEach(out::add);
+            } else {
+                for (int i = 0; i < msgs.size(); i++) {
+                    MessageQueue mq = targetQueue(topic, input.get(i).getAsJsonObject(), null, i);
+                    SendResult r = mq == null ? producer.send(msgs.get(i), TIMEOUT_MS)
+                        : producer.send(msgs.get(i), mq, TIMEOUT_MS);
+                    out.add(MessageJson.sendResult(r));
+                }
+            }
+            cluster.waitDispatched(5_000);
+            return out;
+        } finally {
+            if (temporary) {
+                producer.shutdown();
+            }
+        }
+    }
+
+    /**
+     * The queue named by "broker"/"queueId" of the message (or of the command args when msg is null); null when
+     * neither is given. A broker without queueId gets its queues in turn; a queueId without broker is taken on the
+     * first broker (by name) that has it.
+     */
+    private MessageQueue targetQueue(String topic, JsonObject msg, Args args, int index) {
+        String broker = null;
+        Integer queueId = null;
+        if (msg != null) {
+            if (msg.has("broker") && !msg.get("broker").isJsonNull()) {
+                broker = msg.get("broker").getAsString();
+            }
+            if (msg.has("queueId") && !msg.get("queueId").isJsonNull()) {
+                queueId = msg.get("queueId").getAsInt();
+            }
+        } else if (args != null) {
+            broker = args.str("broker", null);
+            queueId = args.integer("queueId", null);
+        }
+        if (broker == null && queueId == null) {
+            return null;
+        }
+        if (broker != null && queueId != null) {
+            return new MessageQueue(topic, broker, queueId);
+        }
+        List<MessageQueue> all = routeQueues(topic, true);
+        List<MessageQueue> matching = new ArrayList<>();
+        for (MessageQueue mq : all) {
+            if ((broker == null || broker.equals(mq.getBrokerName())) && (queueId == null || queueId == mq.getQueueId())) {
+                matching.add(mq);
+            }
+        }
+        if (matching.isEmpty()) {
+            throw new IllegalArgumentException("no write queue of topic " + topic + " matches broker=" + broker
+                + " queueId=" + queueId);
+        }
+        return queueId != null ? matching.get(0) : matching.get(index % matching.size());
+    }
+
+    /** Read (or write) queues of a topic per the name server route, by broker name and queue id. */
+    private List<MessageQueue> routeQueues(String topic, boolean write) {
+        TopicRouteData r = cluster.route(topic);
+        if (r == null || r.getQueueDatas() == null) {
+            throw new IllegalArgumentException("no route for topic " + topic);
+        }
+        List<MessageQueue> out = new ArrayList<>();
+        for (QueueData qd : r.getQueueDatas()) {
+            int n = write ? qd.getWriteQueueNums() : qd.getReadQueueNums();
+            boolean permitted = write ? PermName.isWriteable(qd.getPerm()) : PermName.isReadable(qd.getPerm());
+            if (!permitted) {
+                continue;
+            }
+            for (int q = 0; q < n; q++) {
+                out.add(new MessageQueue(topic, qd.getBrokerName(), q));
+            }
+        }
+        out.sort(QUEUE_ORDER);
+        return out;
+    }
+
+    private JsonElement produceBulk(Args a) throws Exception {
+        String topic = a.str("topic");
+        long count = a.lng("count");
+        int bodySize = a.integer("bodySize");
+        List<String> tags = new ArrayList<>();
+        if (a.has("tags")) {
+            for (JsonElement e : a.array("tags")) {
+                tags.add(e.getAsString());
+            }
+        }
+        String keyPrefix = a.str("keyPrefix", null);
+        DefaultMQProducer producer = clients.producer();
+        producer.getDefaultMQProducerImpl().getMqClientFactory().updateTopicRouteInfoFromNameServer(topic);
+        JsonElement r = BulkLoad.run(producer, routeQueues(topic, true), topic, count, bodySize, tags, keyPrefix);
+        cluster.waitDispatched(30_000);
+        return r;
+    }
+
+    // ---------------------------------------------------------------- consuming
+
+    @SuppressWarnings("deprecation")
+    private JsonElement consume(Args a) throws Exception {
+        String topic = a.str("topic");
+        String broker = a.str("broker", null);
+        Integer queueId = a.integer("queueId", null);
+        Long fromOffset = a.lng("fromOffset", null);
+        Long toOffset = a.lng("toOffset", null);
+        long maxMessages = a.lng("maxMessages", Long.MAX_VALUE);
+
+        DefaultMQPullConsumer consumer = clients.consumer();
+        List<MessageQueue> queues = new ArrayList<>();
+        for (MessageQueue mq : routeQueues(topic, false)) {
+            if ((broker == null || broker.equals(mq.getBrokerName())) && (queueId == null || queueId == mq.getQueueId())) {
+                queues.add(mq);
+            }
+        }
+        if (queues.isEmpty() && broker != null && queueId != null) {
+            queues.add(new MessageQueue(topic, broker, queueId));
+        }
+        JsonArray out = new JsonArray();
+        long total = 0;
+        for (MessageQueue mq : queues) {
+            long from = fromOffset != null ? fromOffset : consumer.minOffset(mq);
+            long to = toOffset != null ? toOffset : consumer.maxOffset(mq);
+            long offset = from;
+            while (offset < to && total < maxMessages) {
+                int want = (int) Math.min(32, Math.min(to - offset, maxMessages - total));
+                PullResult pr = consumer.pull(mq, "*", offset, want, TIMEOUT_MS);
+                long next = pr.getNextBeginOffset();
+                if (pr.getMsgFoundList() != null) {
+                    for (MessageExt m : pr.getMsgFoundList()) {
+                        if (m.getQueueOffset() < offset || m.getQueueOffset() >= to || total >= maxMessages) {
+                            continue;
+                        }
+                        out.add(MessageJson.fromMessageExt(m));
+                        total++;
+                    }
+                }
+                if (next <= offset) {
+                    break; // nothing more (NO_NEW_MSG at the end, or an offset the broker cannot move past)
+                }
+                offset = next;
+            }
+        }
+        return out;
+    }
+
+    // ---------------------------------------------------------------- offsets
+
+    private JsonElement offsets(String topic) throws Exception {
+        TopicStatsTable stats = clients.admin().examineTopicStats(topic);
+        Map<MessageQueue, TopicOffset> sorted = new TreeMap<>(QUEUE_ORDER);
+        sorted.putAll(stats.getOffsetTable());
+        JsonArray out = new JsonArray();
+        for (Map.Entry<MessageQueue, TopicOffset> e : sorted.entrySet()) {
+            JsonObject o = new JsonObject();
+            o.addProperty("brokerName", e.getKey().getBrokerName());
+            o.addProperty("queueId", e.getKey().getQueueId());
+            o.addProperty("minOffset", e.getValue().getMinOffset());
+            o.addProperty("maxOffset", e.getValue().getMaxOffset());
+            o.addProperty("lastUpdateTimestamp", e.getValue().getLastUpdateTimestamp());
+            out.add(o);
+        }
+        return out;
+    }
+
+    private static MessageQueue queue(Args a) {
+        return new MessageQueue(a.str("topic"), a.str("broker"), a.integer("queueId"));
+    }
+
+    private JsonElement searchOffset(Args a) throws Exception {
+        MessageQueue mq = queue(a);
+        long ts = a.lng("timestamp");
+        String boundary = a.str("boundary", null);
+        DefaultMQAdminExt admin = clients.admin();
+        long r;
+        if (boundary == null) {
+            r = admin.searchOffset(mq, ts);
+        } else if (boundary.equalsIgnoreCase("lower")) {
+            r = admin.searchLowerBoundaryOffset(mq, ts);
+        } else if (boundary.equalsIgnoreCase("upper")) {
+            r = admin.searchUpperBoundaryOffset(mq, ts);
+        } else {
+            throw new IllegalArgumentException("boundary must be lower or upper");
+        }
+        return new JsonPrimitive(r);
+    }
+
+    private JsonElement earliestMsgStoreTime(Args a) throws Exception {
+        return new JsonPrimitive(clients.admin().earliestMsgStoreTime(queue(a)));
+    }
+
+    /** The committed offset as stored by the broker, or -1 when the group has none for that queue. */
+    private JsonElement queryConsumerOffset(Args a) throws Exception {
+        String group = a.str("group");
+        MessageQueue mq = queue(a);
+        QueryConsumerOffsetRequestHeader h = new QueryConsumerOffsetRequestHeader();
+        h.setConsumerGroup(group);
+        h.setTopic(mq.getTopic());
+        h.setQueueId(mq.getQueueId());
+        h.setSetZeroIfNotFound(false);
+        DefaultMQAdminExt admin = clients.admin();
+        try {
+            long off = admin.getDefaultMQAdminExtImpl().getMqClientInstance().getMQClientAPIImpl()
+                .queryConsumerOffset(cluster.broker(mq.getBrokerName()).address(), h, TIMEOUT_MS);
+            return new JsonPrimitive(off);
+        } catch (MQBrokerException e) {
+            if (e.getResponseCode() == ResponseCode.QUERY_NOT_FOUND) {
+                return new JsonPrimitive(-1L);
+            }
+            throw e;
+        }
+    }
+
+    /**
+     * Writes the group's offset for the queue. The broker refuses offsets of a group it does not know
+     * (SUBSCRIPTION_GROUP_NOT_EXIST): the group is then created with default settings and the update repeated.
+     */
+    private JsonElement updateConsumerOffset(Args a) throws Exception {
+        String group = a.str("group");
+        MessageQueue mq = queue(a);
+        long offset = a.lng("offset");
+        String addr = cluster.broker(mq.getBrokerName()).address();
+        DefaultMQAdminExt admin = clients.admin();
+        try {
+            admin.updateConsumeOffset(addr, group, mq, offset);
+        } catch (MQBrokerException e) {
+            if (e.getResponseCode() != ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST) {
+                throw e;
+            }
+            SubscriptionGroupConfig g = new SubscriptionGroupConfig();
+            g.setGroupName(group);
+            admin.createAndUpdateSubscriptionGroupConfig(addr, g);
+            admin.updateConsumeOffset(addr, group, mq, offset);
+        }
+        return null;
+    }
+}

@@ -1,0 +1,397 @@
+package org.rmqspark.shim;
+
+import com.google.gson.JsonArray;
+import com.google.gson.JsonObject;
+import org.apache.rocketmq.auth.authentication.provider.DefaultAuthenticationProvider;
+import org.apache.rocketmq.auth.authentication.provider.LocalAuthenticationMetadataProvider;
+import org.apache.rocketmq.auth.authorization.provider.DefaultAuthorizationProvider;
+import org.apache.rocketmq.auth.authorization.provider.LocalAuthorizationMetadataProvider;
+import org.apache.rocketmq.auth.config.AuthConfig;
+import org.apache.rocketmq.broker.BrokerController;
+import org.apache.rocketmq.common.BrokerConfig;
+import org.apache.rocketmq.common.MixAll;
+import org.apache.rocketmq.common.namesrv.NamesrvConfig;
+import org.apache.rocketmq.namesrv.NamesrvController;
+import org.apache.rocketmq.remoting.netty.NettyClientConfig;
+import org.apache.rocketmq.remoting.netty.NettyServerConfig;
+import org.apache.rocketmq.remoting.protocol.body.ClusterInfo;
+import org.apache.rocketmq.remoting.protocol.route.BrokerData;
+import org.apache.rocketmq.remoting.protocol.route.QueueData;
+import org.apache.rocketmq.remoting.protocol.route.TopicRouteData;
+import org.apache.rocketmq.store.config.MessageStoreConfig;
+
+import java.io.File;
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+
+/** Name server plus N master brokers (broker-a, broker-b, ...) of cluster "DefaultCluster" on 127.0.0.1. */
+final class EmbeddedCluster {
+    static final String CLUSTER = "DefaultCluster";
+    static final String HOST = "127.0.0.1";
+    private static final long REGISTER_TIMEOUT_MS = 30_000;
+
+    /** One broker: fixed name, port and store; the controller changes across stop/start. */
+    static final class Broker {
+        final String name;
+        final int port;
+        final File storeDir;
+        volatile BrokerController controller;
+        int incarnation;
+
+        Broker(String name, int port, File storeDir) {
+            this.name = name;
+            this.port = port;
+            this.storeDir = storeDir;
+        }
+
+        String address() {
+            return HOST + ":" + port;
+        }
+
+        boolean running() {
+            return controller != null;
+        }
+    }
+
+    private final Options options;
+    private final File root;
+    private final Map<String, Broker> brokers = new LinkedHashMap<>();
+    private NamesrvController namesrv;
+    private int namesrvPort;
+
+    EmbeddedCluster(Options options, File root) {
+        this.options = options;
+        this.root = root;
+    }
+
+    String nameServerAddress() {
+        return HOST + ":" + namesrvPort;
+    }
+
+    File root() {
+        return root;
+    }
+
+    Collection<Broker> brokers() {
+        return brokers.values();
+    }
+
+    Broker broker(String name) {
+        Broker b = brokers.get(name);
+        if (b == null) {
+            throw new IllegalArgumentException("unknown broker: " + name + " (known: " + brokers.keySet() + ")");
+        }
+        return b;
+    }
+
+    BrokerController runningController(String name) {
+        BrokerController c = broker(name).controller;
+        if (c == null) {
+            throw new IllegalStateException("broker " + name + " is stopped");
+        }
+        return c;
+    }
+
+    void start() throws Exception {
+        startNamesrv();
+        for (int i = 0; i < options.brokers; i++) {
+            String name = "broker-" + (char) ('a' + i);
+            int port;
+            if (i < options.brokerPorts.size() && options.brokerPorts.get(i) > 0) {
+                port = options.brokerPorts.get(i);
+                Ports.reserve(port, -2, 1);
+            } else {
+                // listen port p, "fast remoting" port p-2, and p+1 kept free for good measure (HA uses port 0)
+                port = Ports.pick(-2, 1);
+            }
+            Broker b = new Broker(name, port, new File(root, name));
+            brokers.put(name, b);
+        }
+        // Sequentially: two brokers initializing at once in one JVM failed now and then inside RocketMQ ("zip file
+        // closed", from the class-path scan each broker runs at start); one broker starts in ~0.4 s anyway.
+        for (Broker b : brokers.values()) {
+            startBroker(b, false);
+        }
+        for (Broker b : brokers.values()) {
+            waitRegistered(b, true);
+        }
+    }
+
+    private void startNamesrv() throws Exception {
+        int port = options.namesrvPort > 0 ? options.namesrvPort : Ports.pick();
+        File dir = new File(root, "namesrv");
+        NamesrvConfig cfg = new NamesrvConfig();
+        cfg.setKvConfigPath(new File(dir, "kvConfig.json").getPath());
+        cfg.setConfigStorePath(new File(dir, "namesrv.properties").getPath());
+        NettyServerConfig server = new NettyServerConfig();
+        server.setListenPort(port);
+        server.setBindAddress(HOST);
+        server.setServerWorkerThreads(4);
+        NamesrvController c = new NamesrvController(cfg, server, new NettyClientConfig());
+        if (!c.initialize()) {
+            throw new IllegalStateException("name server failed to initialize");
+        }
+        c.start();
+        namesrv = c;
+        namesrvPort = c.getRemotingServer().localListenPort();
+    }
+
+    /** Starts (or restarts) a broker on its fixed port and store. Retries while the port is still taken. */
+    void startBroker(Broker b, boolean waitForRegistration) throws Exception {
+        if (b.controller != null) {
+            throw new IllegalStateException("broker " + b.name + " is already running");
+        }
+        Exception last = null;
+        for (int attempt = 0; attempt < 20; attempt++) {
+            BrokerController c = newController(b);
+            try {
+                if (!c.initialize()) {
+                    throw new IllegalStateException("broker " + b.name + " failed to initialize");
+                }
+                c.start();
+                b.controller = c;
+                last = null;
+                break;
+            } catch (Exception e) {
+                last = e;
+                System.err.println("rmq-shim: start of " + b.name + " failed (attempt " + (attempt + 1) + "): "
+                    + Protocol.describe(e));
+                try {
+                    c.shutdown();
+                } catch (Throwable ignored) {
+                    // half-started controller
+                }
+                Thread.sleep(500);
+            }
+        }
+        if (last != null) {
+            throw last;
+        }
+        if (waitForRegistration) {
+            waitRegistered(b, true);
+        }
+    }
+
+    void stopBroker(Broker b) throws InterruptedException {
+        BrokerController c = b.controller;
+        if (c == null) {
+            throw new IllegalStateException("broker " + b.name + " is already stopped");
+        }
+        b.controller = null;
+        try (ShutdownAccelerator ignored = ShutdownAccelerator.start(Thread.currentThread())) {
+            c.shutdown();
+        }
+        // The broker unregisters itself on shutdown; wait (briefly) until the name server agrees.
+        try {
+            waitRegistered(b, false);
+        } catch (IllegalStateException ignored) {
+            // the name server also drops it when the channel closes
+        }
+    }
+
+    private BrokerController newController(Broker b) {
+        b.incarnation++;
+        String store = b.storeDir.getPath();
+
+        BrokerConfig bc = new BrokerConfig();
+        bc.setBrokerName(b.name);
+        bc.setBrokerClusterName(CLUSTER);
+        bc.setBrokerId(MixAll.MASTER_ID);
+        bc.setBrokerIP1(HOST);
+        bc.setBrokerIP2(HOST);
+        bc.setNamesrvAddr(nameServerAddress());
+        bc.setAutoCreateTopicEnable(true);
+        bc.setAutoCreateSubscriptionGroup(true);
+        // SQL92 filters (subExpression with expressionType=SQL92) need the broker to evaluate properties.
+        bc.setEnablePropertyFilter(true);
+        bc.setRegisterNameServerPeriod(10_000);
+
+        NettyServerConfig server = new NettyServerConfig();
+        server.setListenPort(b.port);
+        server.setBindAddress(HOST);
+        server.setServerWorkerThreads(4);
+
+        MessageStoreConfig sc = new MessageStoreConfig();
+        sc.setStorePathRootDir(store);
+        sc.setStorePathCommitLog(new File(b.storeDir, "commitlog").getPath());
+        sc.setMappedFileSizeCommitLog(options.commitLogFileSize);
+        if (options.cqFileEntries > 0) {
+            sc.setMappedFileSizeConsumeQueue(options.cqFileEntries * 20); // 20 bytes per consume-queue entry
+        }
+        sc.setMaxHashSlotNum(5000);
+        sc.setMaxIndexNum(20000);
+        sc.setTimerWheelEnable(false); // the timer wheel maps a 100 MiB timer log and a wheel file at start
+        sc.setHaListenPort(0);         // master only: nobody connects to HA; let the kernel choose
+        sc.setDiskMaxUsedSpaceRatio(95);
+
+        AuthConfig auth = null;
+        if (options.authEnabled()) {
+            auth = new AuthConfig();
+            // The auth factories cache providers by config name for the JVM's lifetime and a stopped broker closes
+            // its providers: a restarted broker needs a fresh name.
+            auth.setConfigName(b.name + "#" + b.incarnation);
+            auth.setClusterName(CLUSTER);
+            auth.setAuthConfigPath(new File(b.storeDir, "config").getPath());
+            auth.setAuthenticationEnabled(true);
+            auth.setAuthorizationEnabled(true);
+            auth.setAuthenticationProvider(DefaultAuthenticationProvider.class.getName());
+            auth.setAuthenticationMetadataProvider(LocalAuthenticationMetadataProvider.class.getName());
+            auth.setAuthorizationProvider(DefaultAuthorizationProvider.class.getName());
+            auth.setAuthorizationMetadataProvider(LocalAuthorizationMetadataProvider.class.getName());
+            JsonObject user = new JsonObject();
+            user.addProperty("username", options.authAccessKey);
+            user.addProperty("password", options.authSecretKey); // made a SUPER user by the broker
+            auth.setInitAuthenticationUser(Protocol.GSON.toJson(user));
+            JsonObject cred = new JsonObject();
+            cred.addProperty("accessKey", options.authAccessKey);
+            cred.addProperty("secretKey", options.authSecretKey);
+            auth.setInnerClientAuthenticationCredentials(Protocol.GSON.toJson(cred));
+        }
+        return new BrokerController(bc, server, new NettyClientConfig(), sc, auth);
+    }
+
+    /** Waits until the name server lists (present=true) or no longer lists (false) the broker at its address. */
+    void waitRegistered(Broker b, boolean present) {
+        long deadline = System.currentTimeMillis() + (present ? REGISTER_TIMEOUT_MS : 5_000);
+        long nextPush = 0;
+        while (System.currentTimeMillis() < deadline) {
+            if (isRegistered(b) == present) {
+                return;
+            }
+            BrokerController c = b.controller;
+            if (present && c != null && System.currentTimeMillis() >= nextPush) {
+                // A broker registers right at start, but only with name servers its client has already found
+                // "available" (a periodic scan); the next regular registration would be 10 s later. Push it.
+                c.registerBrokerAll(true, false, true);
+                nextPush = System.currentTimeMillis() + 250;
+            }
+            sleep(20);
+        }
+        throw new IllegalStateException("broker " + b.name + (present ? " did not register" : " did not unregister")
+            + " with the name server in time");
+    }
+
+    private boolean isRegistered(Broker b) {
+        ClusterInfo info = namesrv.getRouteInfoManager().getAllClusterInfo();
+        BrokerData data = info.getBrokerAddrTable().get(b.name);
+        if (data == null) {
+            return false;
+        }
+        return b.address().equals(data.getBrokerAddrs().get(MixAll.MASTER_ID));
+    }
+
+    /** Route of a topic straight from the in-process name server (null if none). */
+    TopicRouteData route(String topic) {
+        return namesrv.getRouteInfoManager().pickupTopicRouteData(topic);
+    }
+
+    /** True when the name server's route shows the topic on every given broker with the given queue counts. */
+    boolean routeShows(String topic, Collection<String> brokerNames, int queues) {
+        TopicRouteData r = route(topic);
+        if (r == null || r.getQueueDatas() == null) {
+            return false;
+        }
+        for (String name : brokerNames) {
+            boolean found = false;
+            for (QueueData q : r.getQueueDatas()) {
+                if (name.equals(q.getBrokerName()) && q.getReadQueueNums() == queues && q.getWriteQueueNums() == queues) {
+                    found = true;
+                    break;
+                }
+            }
+            if (!found) {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    /**
+     * Waits (at most timeoutMs) until every running broker has dispatched its whole commit log to the consume
+     * queues. A send is acknowledged once it is in the commit log; its queue offset becomes visible to offset
+     * queries and pulls a moment later, when the store's reput service has dispatched it.
+     */
+    void waitDispatched(long timeoutMs) {
+        long deadline = System.currentTimeMillis() + timeoutMs;
+        for (Broker b : brokers.values()) {
+            BrokerController c = b.controller;
+            if (c == null) {
+                continue;
+            }
+            while (c.getMessageStore().dispatchBehindBytes() > 0 && System.currentTimeMillis() < deadline) {
+                sleep(1);
+            }
+        }
+    }
+
+    JsonObject readyInfo() {
+        JsonObject o = new JsonObject();
+        o.addProperty("nameServer", nameServerAddress());
+        JsonArray arr = new JsonArray();
+        for (Broker b : brokers.values()) {
+            JsonObject jb = new JsonObject();
+            jb.addProperty("name", b.name);
+            jb.addProperty("address", b.address());
+            arr.add(jb);
+        }
+        o.add("brokers", arr);
+        o.addProperty("storeDir", root.getAbsolutePath());
+        o.addProperty("auth", options.authEnabled());
+        return o;
+    }
+
+    /** Stops every running broker (in parallel), then the name server. */
+    void shutdown() {
+        try (ShutdownAccelerator acc = ShutdownAccelerator.start(Thread.currentThread())) {
+            List<Thread> stoppers = new ArrayList<>();
+            for (Broker b : brokers.values()) {
+                BrokerController c = b.controller;
+                if (c == null) {
+                    continue;
+                }
+                b.controller = null;
+                Thread t = new Thread(() -> {
+                    long t0 = System.nanoTime();
+                    try {
+                        c.shutdown();
+                        System.err.printf("rmq-shim: %s stopped in %.2f s%n", b.name, (System.nanoTime() - t0) / 1e9);
+                    } catch (Throwable e) {
+                        System.err.println("broker " + b.name + " shutdown failed: " + e);
+                    }
+                }, "shim-stop-" + b.name);
+                acc.watch(t);
+                t.start();
+                stoppers.add(t);
+            }
+            for (Thread t : stoppers) {
+                try {
+                    t.join(30_000);
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                }
+            }
+            long t = System.nanoTime();
+            if (namesrv != null) {
+                try {
+                    namesrv.shutdown();
+                } catch (Throwable e) {
+                    System.err.println("name server shutdown failed: " + e);
+                }
+                namesrv = null;
+            }
+            System.err.printf("rmq-shim: name server stopped in %.2f s%n", (System.nanoTime() - t) / 1e9);
+        }
+    }
+
+    static void sleep(long ms) {
+        try {
+            Thread.sleep(ms);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new IllegalStateException("interrupted", e);
+        }
+    }
+}

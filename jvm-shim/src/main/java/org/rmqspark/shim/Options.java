@@ -1,0 +1,66 @@
+package org.rmqspark.shim;
+
+import java.util.ArrayList;
+import java.util.List;
+
+/** Command-line options of the shim. Plain Java only: parsed before any RocketMQ class is loaded. */
+final class Options {
+    int brokers = 1;
+    /** Store root; null means a fresh temporary directory that is deleted at exit. */
+    String storeDir;
+    int namesrvPort = 0;
+    /** Explicit broker listen ports (may be shorter than {@link #brokers}; the rest are picked). */
+    final List<Integer> brokerPorts = new ArrayList<>();
+    String authAccessKey;
+    String authSecretKey;
+    int commitLogFileSize = 100 * 1024 * 1024;
+    /** Entries per consume-queue file; 0 keeps RocketMQ's default (300000). */
+    int cqFileEntries = 0;
+
+    boolean authEnabled() {
+        return authAccessKey != null;
+    }
+
+    static Options parse(String[] args) {
+        Options o = new Options();
+        for (int i = 0; i < args.length; i++) {
+            String a = args[i];
+            String v = (i + 1 < args.length) ? args[i + 1] : null;
+            switch (a) {
+                case "--brokers": o.brokers = Integer.parseInt(need(a, v)); i++; break;
+                case "--store": o.storeDir = need(a, v); i++; break;
+                case "--namesrv-port": o.namesrvPort = Integer.parseInt(need(a, v)); i++; break;
+                case "--broker-ports":
+                    for (String p : need(a, v).split(",")) {
+                        if (!p.isBlank()) {
+                            o.brokerPorts.add(Integer.parseInt(p.trim()));
+                        }
+                    }
+                    i++;
+                    break;
+                case "--auth-access-key": o.authAccessKey = need(a, v); i++; break;
+                case "--auth-secret-key": o.authSecretKey = need(a, v); i++; break;
+                case "--commitlog-file-size": o.commitLogFileSize = Integer.parseInt(need(a, v)); i++; break;
+                case "--cq-file-entries": o.cqFileEntries = Integer.parseInt(need(a, v)); i++; break;
+                default: throw new IllegalArgumentException("unknown argument: " + a);
+            }
+        }
+        if (o.brokers < 1 || o.brokers > 26) {
+            throw new IllegalArgumentException("--brokers must be within 1..26");
+        }
+        if ((o.authAccessKey == null) != (o.authSecretKey == null)) {
+            throw new IllegalArgumentException("--auth-access-key and --auth-secret-key go together");
+        }
+        if (o.brokerPorts.size() > o.brokers) {
+            throw new IllegalArgumentException("more --broker-ports than --brokers");
+        }
+        return o;
+    }
+
+    private static String need(String flag, String value) {
+        if (value == null) {
+            throw new IllegalArgumentException(flag + " needs a value");
+        }
+        return value;
+    }
+}
