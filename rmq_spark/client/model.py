@@ -132,6 +132,10 @@ class PullResult:
 
 @dataclass(frozen=True)
 class SendResult:
+    """Where a send landed. ``msg_id`` is the client's UNIQ_KEY (comma-joined for a batch), as the Java client
+    reports it; ``offset_msg_id`` is the broker's store-position id."""
+
     msg_id: str
     queue: MessageQueue
     queue_offset: int
+    offset_msg_id: str = ""

@@ -14,7 +14,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Iterator, Protocol
 
-from rmq_spark.client.errors import DataLossError, RocketMQError
+from rmq_spark.client.errors import ConnectionLostError, DataLossError, RequestTimeoutError, RocketMQError
 from rmq_spark.client.model import MessageQueue, PullResult, PullStatus
 
 log = logging.getLogger(__name__)
@@ -51,7 +51,7 @@ class RangeReader:
 
     def __init__(self, client: Puller, mq: MessageQueue, start: int, end: int, *, depth: int = 8,
                  slot: int = SLOT, group: str, expression: str = "*", expression_type: str = "TAG",
-                 fail_on_data_loss: bool = True, max_empty_wait: float = 10.0) -> None:
+                 fail_on_data_loss: bool = True, max_empty_wait: float = 10.0, retry_for: float = 60.0) -> None:
         if start < 0 or end < start:
             raise ValueError(f"bad range [{start}, {end}) for {mq}")
         self.client, self.mq, self.start, self.end = client, mq, start, end
@@ -59,6 +59,7 @@ class RangeReader:
         self.pull_kw = {"group": group, "expression": expression, "expression_type": expression_type}
         self.fail_on_data_loss = fail_on_data_loss
         self.max_empty_wait = max_empty_wait
+        self.retry_for = retry_for
         self.lost = 0
 
     def _send(self, offset: int, until: int) -> tuple[int, int, _Pending]:
@@ -69,13 +70,30 @@ class RangeReader:
         inflight: deque[tuple[int, int, _Pending]] = deque()
         next_slot = self.start
         empty_since: float | None = None
+        broken_since: float | None = None
         while inflight or next_slot < self.end:
-            while len(inflight) < self.depth and next_slot < self.end:
-                entry = self._send(next_slot, self.end)
-                inflight.append(entry)
-                next_slot = entry[1]
-            low, high, pending = inflight.popleft()
-            result = pending.result()
+            try:
+                while len(inflight) < self.depth and next_slot < self.end:
+                    entry = self._send(next_slot, self.end)
+                    inflight.append(entry)
+                    next_slot = entry[1]
+                low, high, pending = inflight[0]
+                result = pending.result()
+            except (ConnectionLostError, RequestTimeoutError) as e:
+                # The broker went away (restart, network): pull again from the first unread offset until it is
+                # back, for at most `retry_for` seconds.
+                now = time.monotonic()
+                broken_since = broken_since or now
+                if now - broken_since > self.retry_for:
+                    raise
+                resume = inflight[0][0] if inflight else next_slot
+                log.warning("%s: pull at offset %d failed (%s); retrying", self.mq, resume, e)
+                time.sleep(min(1.0, 0.1 + (now - broken_since) / 4))
+                inflight.clear()
+                next_slot = resume
+                continue
+            inflight.popleft()
+            broken_since = None
             status = result.status
             if status is PullStatus.FOUND:
                 covered = result.next_begin_offset

@@ -94,9 +94,10 @@ def send_request(group: str, mq: MessageQueue, messages: list[OutgoingMessage]) 
                            ext_fields=fields, body=body)
 
 
-def send_result(response: RemotingCommand, mq: MessageQueue, address: str) -> SendResult:
+def send_result(response: RemotingCommand, mq: MessageQueue, address: str,
+                messages: list[OutgoingMessage]) -> SendResult:
     check(response, f"send to {mq}", address)
     h = response.ext_fields
-    return SendResult(msg_id=h.get("msgId", ""), queue=MessageQueue(mq.topic, mq.broker_name,
-                                                                     int(h.get("queueId", mq.queue_id))),
-                      queue_offset=int(h.get("queueOffset", -1)))
+    return SendResult(msg_id=",".join(m.unique_id or "" for m in messages),
+                      queue=MessageQueue(mq.topic, mq.broker_name, int(h.get("queueId", mq.queue_id))),
+                      queue_offset=int(h.get("queueOffset", -1)), offset_msg_id=h.get("msgId", ""))

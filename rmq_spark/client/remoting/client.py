@@ -13,7 +13,7 @@ from rmq_spark.client.remoting import codes
 from rmq_spark.client.remoting.acl import Credentials
 from rmq_spark.client.remoting.connection import ConnectionPool, PendingRequest
 from rmq_spark.client.remoting.frame import RemotingCommand
-from rmq_spark.client.remoting.message_codec import OutgoingMessage, decode_messages, new_unique_id
+from rmq_spark.client.remoting.message_codec import OutgoingMessage, decode_messages
 from rmq_spark.client.remoting.namesrv import NameServerClient, parse_name_servers
 
 T = TypeVar("T")
@@ -32,6 +32,12 @@ class PendingPull:
 
     def result(self) -> PullResult:
         return req.pull_result(self._pending.result(), self.queue, self._address)
+
+    def result_or_error(self) -> PullResult | RocketMQError:
+        try:
+            return self.result()
+        except RocketMQError as e:
+            return e
 
 
 def _tls_context(tls: bool | ssl.SSLContext) -> ssl.SSLContext | None:
@@ -183,9 +189,23 @@ class RemotingClient:
         return self.query_consumer_offsets(group, [mq])[mq]
 
     def update_consumer_offsets(self, group: str, offsets: dict[MessageQueue, int]) -> None:
-        """Store the group's next-to-consume offset for each queue on its master (as persistAll does)."""
-        self._gather(offsets, lambda mq: req.update_consumer_offset_request(group, mq, offsets[mq]),
-                     lambda mq, r, a: req.check(r, f"update of group {group!r} offset on {mq}", a))
+        """Store the group's next-to-consume offset for each queue on its master (as persistAll does). A group
+        the broker does not know yet is created the way brokers create groups: by a pull in its name."""
+        def parse(mq: MessageQueue, r: RemotingCommand, a: str) -> bool:
+            if r.code == codes.SUBSCRIPTION_GROUP_NOT_EXIST:
+                return False
+            req.check(r, f"update of group {group!r} offset on {mq}", a)
+            return True
+        stored = self._gather(offsets, lambda mq: req.update_consumer_offset_request(group, mq, offsets[mq]), parse)
+        for mq in [mq for mq, ok in stored.items() if not ok]:
+            result = self.pull_async(mq, offsets[mq], 1, group=group).result_or_error()
+            if isinstance(result, RocketMQError):
+                raise RocketMQError(f"consumer group {group!r} does not exist on broker {mq.broker_name} and could "
+                                    f"not be created by a pull ({result}); create the group (mqadmin "
+                                    "updateSubGroup) or enable autoCreateSubscriptionGroup on the broker",
+                                    code=result.code, remark=result.remark)
+            self._call(mq, lambda: req.update_consumer_offset_request(group, mq, offsets[mq]),
+                       lambda r, a: req.check(r, f"update of group {group!r} offset on {mq}", a))
 
     def update_consumer_offset(self, group: str, mq: MessageQueue, offset: int) -> None:
         self.update_consumer_offsets(group, {mq: offset})
@@ -244,8 +264,6 @@ class RemotingClient:
         batch = [messages] if isinstance(messages, OutgoingMessage) else list(messages)
         if not batch:
             raise ValueError("send needs at least one message")
-        batch = [m if "UNIQ_KEY" in m.properties else
-                 OutgoingMessage(m.body, m.tags, m.keys, {**m.properties, "UNIQ_KEY": new_unique_id()}, m.flag)
-                 for m in batch]
+        batch = [m.with_unique_id() for m in batch]
         return self._call(mq, lambda: req.send_request(group, mq, batch),
-                          lambda r, a: req.send_result(r, mq, a))
+                          lambda r, a: req.send_result(r, mq, a, batch))

@@ -9,8 +9,9 @@ _HINTS = {
     codes.TOPIC_NOT_EXIST: (TopicNotFoundError, "check the topic name, or create the topic"),
     codes.NO_PERMISSION: (AuthError, "check accessKey/secretKey and the user's permissions on the broker"),
     codes.USER_NOT_EXIST: (AuthError, "the accessKey is not a user of this cluster: check accessKey"),
-    codes.SUBSCRIPTION_GROUP_NOT_EXIST: (BrokerError, "create the consumer group on the broker "
-                                                      "(autoCreateSubscriptionGroup is off)"),
+    codes.SUBSCRIPTION_GROUP_NOT_EXIST: (BrokerError, "the consumer group does not exist on the broker: create "
+                                                      "it (mqadmin updateSubGroup) or enable "
+                                                      "autoCreateSubscriptionGroup"),
     codes.SUBSCRIPTION_PARSE_FAILED: (BrokerError, "check subExpression and expressionType"),
     codes.REQUEST_CODE_NOT_SUPPORTED: (BrokerError, "the server does not support this request; "
                                                     "check the address points at a RocketMQ name server or broker"),

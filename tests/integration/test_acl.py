@@ -1,0 +1,41 @@
+"""ACL: a cluster with authentication on accepts signed requests with the right key and refuses a wrong secret
+with an AuthError that says so and never shows the secret."""
+from __future__ import annotations
+
+import pytest
+
+from rmq_spark.client import AuthError, Credentials, MessageQueue, PullStatus, RemotingClient
+from rmq_spark.embedded import EmbeddedRocketMQ
+
+AK, SK = "rmqspark-admin", "right-secret-0123456789"
+
+
+@pytest.fixture(scope="module")
+def secured():
+    with EmbeddedRocketMQ(1, access_key=AK, secret_key=SK) as mq:
+        mq.create_topic("Secured", queues=2)
+        mq.produce("Secured", [{"body": f"s{i}", "broker": "broker-a", "queueId": 0} for i in range(5)])
+        yield mq
+
+
+def test_right_key_reads_and_commits(secured):
+    with RemotingClient(secured.name_server, credentials=Credentials(AK, SK)) as client:
+        mq = MessageQueue("Secured", "broker-a", 0)
+        assert client.max_offset(mq) == 5
+        assert [m.body for m in client.read_range(mq, 0, 5)] == [f"s{i}".encode() for i in range(5)]
+        client.update_consumer_offset("secured-group", mq, 3)
+        assert secured.query_consumer_offset("secured-group", "Secured", "broker-a", 0) == 3
+
+
+@pytest.mark.parametrize("credentials, remark", [
+    (Credentials(AK, "wrong-secret-value"), "signature"),
+    (Credentials("nobody", "wrong-secret-value"), "not found"),
+    (None, "username cannot be null"),
+])
+def test_bad_credentials_are_an_auth_error_without_the_secret(secured, credentials, remark):
+    with RemotingClient(secured.name_server, credentials=credentials) as client:
+        mq = MessageQueue("Secured", "broker-a", 0)
+        with pytest.raises(AuthError, match=remark) as e:
+            client.pull(mq, 0)
+        assert "wrong-secret-value" not in str(e.value) and "wrong-secret-value" not in repr(credentials)
+        assert "accessKey" in str(e.value)
