@@ -24,7 +24,8 @@ stamp="$VENV/.rmq-spark-installed"
 if [ ! -f "$stamp" ] || [ "$ROOT/pyproject.toml" -nt "$stamp" ]; then
   echo "==> installing rmq-spark and its test extra into $VENV"
   "$VENV/bin/python" -m pip install -q --upgrade pip
-  "$VENV/bin/python" -m pip install -q -e "$ROOT[test]"
+  # compat mode puts the checkout on sys.path, so Spark's discovery of pyspark_* modules sees pyspark_rocketmq
+  "$VENV/bin/python" -m pip install -q -e "$ROOT[test]" --config-settings editable_mode=compat
   touch "$stamp"
 fi
 echo "==> building jvm-shim (when missing or stale)"

@@ -1,12 +1,18 @@
 """Shared fixtures: one real embedded RocketMQ (2 brokers) for the whole session, a fresh topic per test."""
 from __future__ import annotations
 
+import os
 import re
+import sys
 import uuid
 
 import pytest
 
 from rmq_spark.embedded import EmbeddedRocketMQ
+
+# Spark starts its Python workers with PYSPARK_PYTHON (default: python3 on PATH); use this interpreter, which has
+# rmq_spark and its dependencies.
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 
 @pytest.fixture(scope="session")
@@ -27,3 +33,19 @@ def topic(rocketmq, request) -> str:
     name = unique_topic(request)
     rocketmq.create_topic(name, queues=4)
     return name
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """A local SparkSession. It does not call rmq_spark.register(): format("rocketmq") must be found by Spark's
+    own discovery of the installed pyspark_rocketmq module."""
+    from pyspark.sql import SparkSession
+
+    session = (SparkSession.builder.master("local[2]").appName("rmq-spark-tests")
+               .config("spark.ui.enabled", "false")
+               .config("spark.sql.shuffle.partitions", "2")
+               .config("spark.driver.memory", "1g")
+               .getOrCreate())
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()

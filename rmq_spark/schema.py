@@ -1,0 +1,47 @@
+"""The source's output schema (DESIGN.md §6) and the Arrow batch builder that matches it exactly."""
+from __future__ import annotations
+
+from typing import Sequence
+
+import pyarrow as pa
+
+from rmq_spark.client.model import Message
+
+SCHEMA_DDL = (
+    "topic STRING, brokerName STRING, queueId INT, queueOffset BIGINT, msgId STRING, tags STRING, "
+    "keys ARRAY<STRING>, body BINARY, bornTimestamp TIMESTAMP, storeTimestamp TIMESTAMP, bornHost STRING, "
+    "storeHost STRING, reconsumeTimes INT, flag INT, properties MAP<STRING, STRING>"
+)
+
+_TS = pa.timestamp("us", tz="UTC")
+ARROW_SCHEMA = pa.schema([
+    ("topic", pa.string()), ("brokerName", pa.string()), ("queueId", pa.int32()), ("queueOffset", pa.int64()),
+    ("msgId", pa.string()), ("tags", pa.string()), ("keys", pa.list_(pa.field("element", pa.string()))),
+    ("body", pa.binary()), ("bornTimestamp", _TS), ("storeTimestamp", _TS), ("bornHost", pa.string()),
+    ("storeHost", pa.string()), ("reconsumeTimes", pa.int32()), ("flag", pa.int32()),
+    ("properties", pa.map_(pa.string(), pa.string())),
+])
+COLUMNS = tuple(ARROW_SCHEMA.names)
+
+
+def to_record_batch(messages: Sequence[Message]) -> pa.RecordBatch:
+    """One Arrow batch of the output schema from decoded messages."""
+    t = ARROW_SCHEMA.types
+    arrays = [
+        pa.array([m.topic for m in messages], t[0]),
+        pa.array([m.broker_name for m in messages], t[1]),
+        pa.array([m.queue_id for m in messages], t[2]),
+        pa.array([m.queue_offset for m in messages], t[3]),
+        pa.array([m.msg_id for m in messages], t[4]),
+        pa.array([m.tags for m in messages], t[5]),
+        pa.array([list(m.keys) for m in messages], t[6]),
+        pa.array([m.body for m in messages], t[7]),
+        pa.array([m.born_timestamp * 1000 for m in messages], t[8]),
+        pa.array([m.store_timestamp * 1000 for m in messages], t[9]),
+        pa.array([m.born_host for m in messages], t[10]),
+        pa.array([m.store_host for m in messages], t[11]),
+        pa.array([m.reconsume_times for m in messages], t[12]),
+        pa.array([m.flag for m in messages], t[13]),
+        pa.array([list(m.properties.items()) for m in messages], t[14]),
+    ]
+    return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)

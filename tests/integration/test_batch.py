@@ -1,0 +1,157 @@
+"""spark.read.format("rocketmq") against the real embedded RocketMQ, checked against what was sent."""
+from __future__ import annotations
+
+import base64
+import json
+import time
+
+import pytest
+
+from rmq_spark.schema import SCHEMA_DDL
+
+BROKERS = ("broker-a", "broker-b")
+TAGS = ("TagA", "TagB", "TagC")
+
+
+@pytest.fixture(scope="module")
+def loaded(rocketmq, request):
+    """A topic with 2 rounds of 6 messages on each of its 8 queues; returns (topic, messages as the Java consumer
+    sees them, a timestamp between the rounds)."""
+    from tests.conftest import unique_topic
+
+    topic = unique_topic(request)
+    rocketmq.create_topic(topic, queues=4)
+
+    def round_(r):
+        return [{"body": f"r{r}-{b}-{q}-{i}", "tags": TAGS[i % 3], "keys": [f"k{i}", "x"],
+                 "properties": {"n": str(i), "round": str(r)}, "broker": b, "queueId": q}
+                for b in BROKERS for q in range(4) for i in range(6)]
+    rocketmq.produce(topic, round_(0))
+    time.sleep(0.3)
+    between = int(time.time() * 1000)
+    time.sleep(0.3)
+    rocketmq.produce(topic, round_(1))
+    return topic, rocketmq.consume(topic), between
+
+
+def _read(spark, rocketmq, topic, **options):
+    reader = spark.read.format("rocketmq").option("nameServer", rocketmq.name_server).option("topic", topic)
+    for k, v in options.items():
+        reader = reader.option(k, v)
+    return reader.load()
+
+
+def _keys(rows):
+    return sorted((r["brokerName"], r["queueId"], r["queueOffset"]) for r in rows)
+
+
+def _java_keys(messages):
+    return sorted((m["brokerName"], m["queueId"], m["queueOffset"]) for m in messages)
+
+
+def test_reads_every_message_with_every_column(spark, rocketmq, loaded):
+    topic, java, _ = loaded
+    df = _read(spark, rocketmq, topic)
+    assert df.schema.simpleString() == spark.createDataFrame([], SCHEMA_DDL).schema.simpleString()
+    rows = df.collect()
+    assert _keys(rows) == _java_keys(java)
+    by_key = {(m["brokerName"], m["queueId"], m["queueOffset"]): m for m in java}
+    for r in rows:
+        j = by_key[(r["brokerName"], r["queueId"], r["queueOffset"])]
+        assert bytes(r["body"]) == base64.b64decode(j["bodyBase64"])
+        assert r["topic"] == topic and r["msgId"] == j["msgId"] and r["tags"] == j["tags"]
+        assert r["keys"] == j["keys"].split(" ")
+        assert int(r["storeTimestamp"].timestamp() * 1000) == j["storeTimestamp"]
+        assert int(r["bornTimestamp"].timestamp() * 1000) == j["bornTimestamp"]
+        assert r["bornHost"] == j["bornHost"] and r["storeHost"] == j["storeHost"]
+        assert r["properties"]["n"] == j["properties"]["n"] and r["reconsumeTimes"] == 0 and r["flag"] == 0
+    assert df.rdd.getNumPartitions() == 8
+
+
+def test_json_offsets_select_exact_ranges(spark, rocketmq, loaded):
+    topic, java, _ = loaded
+    start = {topic: {"broker-a/0": 5, "broker-b/3": -2, "broker-a/1": -1}}
+    end = {topic: {"broker-a/0": 9, "broker-b/2": 4}}
+    rows = _read(spark, rocketmq, topic, startingOffsets=json.dumps(start), endingOffsets=json.dumps(end)).collect()
+
+    def wanted(m):
+        lo = {("broker-a", 0): 5, ("broker-a", 1): 12}.get((m["brokerName"], m["queueId"]), 0)
+        hi = {("broker-a", 0): 9, ("broker-b", 2): 4}.get((m["brokerName"], m["queueId"]), 12)
+        return lo <= m["queueOffset"] < hi
+    assert _keys(rows) == _java_keys([m for m in java if wanted(m)])
+
+
+def test_timestamps_select_by_store_time(spark, rocketmq, loaded):
+    topic, java, between = loaded
+    later = _read(spark, rocketmq, topic, startingTimestamp=str(between)).collect()
+    assert _keys(later) == _java_keys([m for m in java if m["storeTimestamp"] >= between])
+    assert {r["properties"]["round"] for r in later} == {"1"}
+    earlier = _read(spark, rocketmq, topic, endingTimestamp=str(between)).collect()
+    assert _keys(earlier) == _java_keys([m for m in java if m["storeTimestamp"] < between])
+    per_queue = json.dumps({topic: {"broker-b/1": between}})
+    mixed = _read(spark, rocketmq, topic, startingOffsetsByTimestamp=per_queue,
+                  startingTimestamp="0").collect()
+    assert len(mixed) == len(java)  # startingTimestamp takes precedence over startingOffsetsByTimestamp
+    only = _read(spark, rocketmq, topic, startingOffsetsByTimestamp=per_queue).collect()
+    assert _keys(only) == _java_keys([m for m in java if not (m["brokerName"], m["queueId"]) == ("broker-b", 1)
+                                      or m["storeTimestamp"] >= between])
+
+
+def test_committed_offsets_with_fallback(spark, rocketmq, loaded):
+    topic, java, _ = loaded
+    group = f"batch-committed-{topic}"[:100]
+    rocketmq.update_consumer_offset(group, topic, "broker-a", 2, 10)
+    rows = _read(spark, rocketmq, topic, startingOffsets="committed", consumerGroup=group,
+                 startingOffsetsFallback="latest").collect()
+    assert _keys(rows) == [("broker-a", 2, 10), ("broker-a", 2, 11)]
+    with pytest.raises(Exception, match="has no committed offset for"):
+        _read(spark, rocketmq, topic, startingOffsets="committed", consumerGroup=group,
+              startingOffsetsFallback="error").collect()
+
+
+def test_tag_filter(spark, rocketmq, loaded):
+    topic, java, _ = loaded
+    rows = _read(spark, rocketmq, topic, subExpression="TagA || TagC").collect()
+    assert _keys(rows) == _java_keys([m for m in java if m["tags"] in ("TagA", "TagC")])
+
+
+def test_splitting_gives_the_same_rows(spark, rocketmq, loaded):
+    topic, java, _ = loaded
+    whole = _read(spark, rocketmq, topic)
+    split = _read(spark, rocketmq, topic, maxMessagesPerPartition="5")
+    more = _read(spark, rocketmq, topic, minPartitions="40")
+    assert split.rdd.getNumPartitions() == 8 * 3 and more.rdd.getNumPartitions() >= 40
+    expected = sorted((r["queueOffset"], r["brokerName"], r["queueId"], bytes(r["body"])) for r in whole.collect())
+    for df in (split, more):
+        assert sorted((r["queueOffset"], r["brokerName"], r["queueId"], bytes(r["body"]))
+                      for r in df.collect()) == expected
+
+
+def test_small_arrow_batches_and_deep_pipelines(spark, rocketmq, topic):
+    rocketmq.produce_bulk(topic, 4000, 64, tags=["TagA"])
+    df = _read(spark, rocketmq, topic, rowsPerBatch="7", pullDepth="32")
+    assert df.count() == 4000
+    assert df.select("queueOffset", "brokerName", "queueId").distinct().count() == 4000
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"startingOfsets": "earliest"}, "unknown option 'startingofsets'"),
+    ({"startingOffsets": "{oops"}, "option startingOffsets is not valid JSON"),
+    ({"topic": "no-such-topic-here"}, "topic 'no-such-topic-here' does not exist"),
+    ({"nameServer": "127.0.0.1:1"}, "no name server answered.*check the nameServer option"),
+    ({"startingOffsets": '{"T": {"broker-a/0": 5}}', "endingOffsets": '{"T": {"broker-a/0": 2}}'},
+     "end offset 2 is before the start offset 5"),
+    ({"startingOffsets": '{"T": {"broker-z/0": 5}}'}, "names queue broker-z/0 of topic"),
+])
+def test_bad_options_fail_before_any_task(spark, rocketmq, loaded, options, message):
+    topic, _, _ = loaded
+    options = {k: (v.replace('"T"', json.dumps(topic)) if isinstance(v, str) else v) for k, v in options.items()}
+    with pytest.raises(Exception, match=message):
+        _read(spark, rocketmq, options.pop("topic", topic), **options).collect()
+
+
+def test_secrets_do_not_show_in_explain(spark, rocketmq, loaded):
+    topic, _, _ = loaded
+    df = _read(spark, rocketmq, topic, accessKey="AK", secretKey="very-secret-value")
+    plan = df._jdf.queryExecution().toString()
+    assert "very-secret-value" not in plan
