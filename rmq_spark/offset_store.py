@@ -1,0 +1,75 @@
+"""The driver's offset table for a consumer group, mirrored to the brokers as RocketMQ's RemoteBrokerOffsetStore
+does: ``update`` changes memory, ``persist_all`` sends UPDATE_CONSUMER_OFFSET for what changed. It is fed only from
+Spark's committed batches, so the broker never runs ahead of what the sink has stored."""
+from __future__ import annotations
+
+import enum
+import logging
+import threading
+from typing import Mapping
+
+from rmq_spark.client.errors import RocketMQError
+from rmq_spark.client.model import MessageQueue
+
+log = logging.getLogger(__name__)
+
+
+class ReadType(enum.Enum):
+    MEMORY = "READ_FROM_MEMORY"
+    STORE = "READ_FROM_STORE"
+    MEMORY_FIRST_THEN_STORE = "MEMORY_FIRST_THEN_STORE"
+
+
+class OffsetStore:
+    """Next-offset-to-consume per queue for ``group``; thread-safe."""
+
+    def __init__(self, client, group: str) -> None:
+        self.client = client
+        self.group = group
+        self._table: dict[MessageQueue, int] = {}
+        self._persisted: dict[MessageQueue, int] = {}
+        self._lock = threading.Lock()
+
+    def update(self, mq: MessageQueue, offset: int, *, increase_only: bool = True) -> None:
+        with self._lock:
+            current = self._table.get(mq)
+            if current is None or not increase_only or offset > current:
+                self._table[mq] = offset
+
+    def update_all(self, offsets: Mapping[MessageQueue, int], *, increase_only: bool = True) -> None:
+        for mq, offset in offsets.items():
+            self.update(mq, offset, increase_only=increase_only)
+
+    def read(self, mq: MessageQueue, mode: ReadType = ReadType.MEMORY_FIRST_THEN_STORE) -> int | None:
+        """The offset from memory, from the broker, or memory first; None when there is none."""
+        if mode is not ReadType.STORE:
+            with self._lock:
+                value = self._table.get(mq)
+            if value is not None or mode is ReadType.MEMORY:
+                return value
+        stored = self.client.query_consumer_offset(self.group, mq)
+        if stored is not None:
+            self.update(mq, stored)
+        return stored
+
+    def persist_all(self) -> bool:
+        """Send every offset that changed since the last successful persist; True when all were stored. A failure
+        is logged and the offsets stay pending for the next call — it never raises."""
+        with self._lock:
+            changed = {mq: o for mq, o in self._table.items() if self._persisted.get(mq) != o}
+        if not changed:
+            return True
+        try:
+            self.client.update_consumer_offsets(self.group, changed)
+        except RocketMQError as e:
+            log.warning("could not mirror %d offsets of group %r to the brokers (will retry at the next commit): "
+                        "%s", len(changed), self.group, e)
+            return False
+        with self._lock:
+            self._persisted.update(changed)
+        return True
+
+    def remove(self, mq: MessageQueue) -> None:
+        with self._lock:
+            self._table.pop(mq, None)
+            self._persisted.pop(mq, None)
