@@ -13,6 +13,7 @@ from rmq_spark.embedded import EmbeddedRocketMQ
 # Spark starts its Python workers with PYSPARK_PYTHON (default: python3 on PATH); use this interpreter, which has
 # rmq_spark and its dependencies.
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # keep Spark on loopback
 
 
 @pytest.fixture(scope="session")

@@ -14,6 +14,7 @@ from pyspark.sql import SparkSession
 
 def main() -> None:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     name_server, topic, group, out_dir, checkpoint, mode = sys.argv[1:7]
     starting = sys.argv[7] if len(sys.argv) > 7 else "earliest"
     spark = (SparkSession.builder.master("local[2,4]").appName("rmq-spark-exactly-once")
