@@ -4,7 +4,7 @@ from __future__ import annotations
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader
 from pyspark.sql.types import StructType
 
-from rmq_spark.batch import RocketMQBatchReader
+from rmq_spark.batch import RocketMQBatchReader, RocketMQPushdownBatchReader
 from rmq_spark.options import OptionError, parse_options
 from rmq_spark.schema import COLUMNS, SCHEMA_DDL
 from rmq_spark.stream import RocketMQStreamReader
@@ -22,7 +22,8 @@ class RocketMQDataSource(DataSource):
 
     def reader(self, schema: StructType) -> DataSourceReader:
         _check_schema(schema)
-        return RocketMQBatchReader(parse_options(self.options))
+        options = parse_options(self.options)
+        return RocketMQPushdownBatchReader(options) if options.push_filters else RocketMQBatchReader(options)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         _check_schema(schema)

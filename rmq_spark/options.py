@@ -49,6 +49,7 @@ KNOWN_OPTIONS: dict[str, str] = {
     "maxTriggerDelay": "streaming: longest wait for minMessagesPerTrigger, e.g. '15m', '30s'",
     "commitOffsetsToBroker": "streaming: mirror committed offsets to consumerGroup on the broker",
     "pollNameServerIntervalMs": "streaming: how often new queues and topics are looked up, default 10000",
+    "pushFilters": "batch: narrow the plan by pushed filters (needs spark.sql.python.filterPushdown.enabled)",
 }
 _BY_LOWER = {k.lower(): k for k in KNOWN_OPTIONS}
 SECRET_OPTIONS = frozenset({"secretKey", "securityToken"})
@@ -153,6 +154,7 @@ class SourceOptions:
     max_trigger_delay_ms: int = 15 * 60 * 1000
     commit_offsets_to_broker: bool = False
     poll_name_server_interval_ms: int = 10_000
+    push_filters: bool = False
 
     @property
     def pull_group(self) -> str:
@@ -271,6 +273,7 @@ def parse_options(raw: Mapping[str, str], *, streaming: bool = False) -> SourceO
         min_messages_per_trigger=int_opt("minMessagesPerTrigger", 1),
         max_trigger_delay_ms=(parse_duration_ms("maxTriggerDelay", opts["maxTriggerDelay"])
                               if "maxTriggerDelay" in opts else 15 * 60 * 1000),
+        push_filters=_parse_bool("pushFilters", opts.get("pushFilters", "false")),
         poll_name_server_interval_ms=int_opt("pollNameServerIntervalMs", 1) or 10_000,
         commit_offsets_to_broker=(_parse_bool("commitOffsetsToBroker", commit) if commit is not None
                                   else consumer_group is not None),

@@ -155,3 +155,41 @@ def test_secrets_do_not_show_in_explain(spark, rocketmq, loaded):
     df = _read(spark, rocketmq, topic, accessKey="AK", secretKey="very-secret-value")
     plan = df._jdf.queryExecution().toString()
     assert "very-secret-value" not in plan
+
+
+@pytest.fixture
+def pushdown_enabled(spark):
+    spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
+    yield
+    spark.conf.unset("spark.sql.python.filterPushdown.enabled")
+
+
+def test_pushed_filters_narrow_the_plan(spark, rocketmq, loaded, pushdown_enabled):
+    topic, java, between = loaded
+    base = _read(spark, rocketmq, topic, pushFilters="true", maxMessagesPerPartition="1")
+    exact = base.where("brokerName = 'broker-b' AND queueId IN (1, 2) AND queueOffset >= 3 AND queueOffset < 8")
+    assert exact.rdd.getNumPartitions() == 2 * 5  # one message per partition: only what the filters allow
+    assert _keys(exact.collect()) == [("broker-b", q, o) for q in (1, 2) for o in range(3, 8)]
+
+    tagged = base.where("tags = 'TagB'")
+    assert _keys(tagged.collect()) == _java_keys([m for m in java if m["tags"] == "TagB"])
+
+    import datetime as dt
+    since = dt.datetime.fromtimestamp(between / 1000, tz=dt.timezone.utc)
+    recent = base.where(base.storeTimestamp >= since)
+    assert recent.rdd.getNumPartitions() == 8 * 6  # the first round is not even planned
+    assert _keys(recent.collect()) == _java_keys([m for m in java if m["storeTimestamp"] >= between])
+
+
+def test_pushdown_needs_the_spark_setting_and_is_off_by_default(spark, rocketmq, loaded):
+    topic, java, _ = loaded
+    assert _read(spark, rocketmq, topic).where("queueId = 1").count() == len([m for m in java if m["queueId"] == 1])
+    with pytest.raises(Exception, match="spark.sql.python.filterPushdown.enabled"):
+        _read(spark, rocketmq, topic, pushFilters="true").where("queueId = 1").collect()
+
+
+def test_sql92_filter(spark, rocketmq, loaded):
+    topic, java, _ = loaded
+    rows = _read(spark, rocketmq, topic, expressionType="SQL92", subExpression="n > 3 AND round = 1").collect()
+    assert _keys(rows) == _java_keys([m for m in java if int(m["properties"]["n"]) > 3
+                                      and m["properties"]["round"] == "1"])

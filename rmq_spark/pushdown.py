@@ -1,0 +1,117 @@
+"""Filters pushed down by Spark, turned into a narrower plan: fewer queues, tighter offset ranges, a tag filter.
+
+Exact narrowings (topic, brokerName, queueId, queueOffset, tags) are reported to Spark as handled; storeTimestamp
+bounds narrow the ranges through the broker's time index but are left for Spark to re-check.
+"""
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from dataclasses import dataclass
+from typing import Iterable
+
+from pyspark.sql.datasource import (EqualTo, Filter, GreaterThan, GreaterThanOrEqual, In, LessThan,
+                                    LessThanOrEqual)
+
+from rmq_spark.client.model import MessageQueue
+from rmq_spark.client.range_reader import tag_set
+from rmq_spark.offsets import QueueRange
+from rmq_spark.options import SourceOptions
+
+_INF = 2 ** 63 - 1
+
+
+@dataclass(frozen=True)
+class Narrowing:
+    """What the pushed filters allow: None means unconstrained."""
+
+    topics: frozenset[str] | None = None
+    brokers: frozenset[str] | None = None
+    queue_ids: frozenset[int] | None = None
+    offset_range: tuple[int, int] = (0, _INF)  # [lo, hi)
+    time_range_ms: tuple[int, int] = (0, _INF)  # [lo, hi)
+    tags: frozenset[str] | None = None
+
+    def allows(self, mq: MessageQueue) -> bool:
+        return ((self.topics is None or mq.topic in self.topics)
+                and (self.brokers is None or mq.broker_name in self.brokers)
+                and (self.queue_ids is None or mq.queue_id in self.queue_ids))
+
+    def clip(self, r: QueueRange, by_time: tuple[int, int] | None = None) -> QueueRange:
+        lo, hi = self.offset_range
+        if by_time is not None:
+            lo, hi = max(lo, by_time[0]), min(hi, by_time[1])
+        start, end = max(r.start, lo), min(r.end, hi)
+        return QueueRange(r.queue, start, max(start, end))
+
+    def tags_within(self, o: SourceOptions) -> frozenset[str] | None:
+        """The tags both the pushed filters and subExpression allow (None: any tag)."""
+        current = tag_set(o.sub_expression)
+        if self.tags is None:
+            return current
+        return self.tags if current is None else self.tags & current
+
+    @property
+    def empty(self) -> bool:
+        return (self.offset_range[0] >= self.offset_range[1] or self.time_range_ms[0] >= self.time_range_ms[1]
+                or any(s is not None and not s for s in (self.topics, self.brokers, self.queue_ids, self.tags)))
+
+
+def _ms(value: object, *, ceil: bool) -> int | None:
+    if not isinstance(value, dt.datetime):
+        return None
+    if value.tzinfo is None:
+        value = value.astimezone()  # Spark hands naive datetimes in the session's local time zone
+    us = int(value.timestamp() * 1_000_000)
+    return -(-us // 1000) if ceil else us // 1000
+
+
+def _intersect(current: frozenset | None, values: Iterable) -> frozenset:
+    values = frozenset(values)
+    return values if current is None else current & values
+
+
+def push(filters: list[Filter], options: SourceOptions) -> tuple[Narrowing, list[Filter]]:
+    """The narrowing the filters allow, and the filters Spark must still evaluate."""
+    n = Narrowing()
+    rest: list[Filter] = []
+    for f in filters:
+        col = f.attribute[0] if len(f.attribute) == 1 else None
+        handled = True
+        values = (f.value,) if isinstance(f, EqualTo) else tuple(f.value) if isinstance(f, In) else None
+        if col in ("topic", "brokerName", "tags") and values is not None and all(isinstance(v, str) for v in values):
+            if col == "topic":
+                n = dataclasses.replace(n, topics=_intersect(n.topics, values))
+            elif col == "brokerName":
+                n = dataclasses.replace(n, brokers=_intersect(n.brokers, values))
+            elif options.expression_type == "TAG":
+                n = dataclasses.replace(n, tags=_intersect(n.tags, values))
+            else:
+                handled = False
+        elif col == "queueId" and values is not None and all(isinstance(v, int) for v in values):
+            n = dataclasses.replace(n, queue_ids=_intersect(n.queue_ids, values))
+        elif col == "queueOffset" and isinstance(getattr(f, "value", None), int) and not isinstance(f, In):
+            lo, hi = n.offset_range
+            v = f.value
+            bounds = {EqualTo: (v, v + 1), GreaterThan: (v + 1, _INF), GreaterThanOrEqual: (v, _INF),
+                      LessThan: (0, v), LessThanOrEqual: (0, v + 1)}.get(type(f))
+            if bounds is None:
+                handled = False
+            else:
+                n = dataclasses.replace(n, offset_range=(max(lo, bounds[0]), min(hi, bounds[1])))
+        elif col == "storeTimestamp" and type(f) in (GreaterThan, GreaterThanOrEqual, LessThan, LessThanOrEqual,
+                                                      EqualTo):
+            floor_ms, ceil_ms = _ms(f.value, ceil=False), _ms(f.value, ceil=True)
+            if floor_ms is not None:
+                lo, hi = n.time_range_ms
+                bounds = {GreaterThan: (floor_ms + 1, _INF),
+                          GreaterThanOrEqual: (ceil_ms, _INF), LessThan: (0, ceil_ms),
+                          LessThanOrEqual: (0, floor_ms + 1), EqualTo: (ceil_ms, floor_ms + 1)}[type(f)]
+                n = dataclasses.replace(n, time_range_ms=(max(lo, bounds[0]), min(hi, bounds[1])))
+            rest.append(f)  # narrowed through the time index, re-checked by Spark
+            continue
+        else:
+            handled = False
+        if not handled:
+            rest.append(f)
+    return n, rest
