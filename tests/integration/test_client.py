@@ -158,3 +158,18 @@ def test_unknown_topic_and_unreachable_name_server(rocketmq, client):
 def test_name_server_failover(rocketmq, topic):
     with RemotingClient(f"127.0.0.1:1;{rocketmq.name_server}", connect_timeout=2) as c:
         assert len(c.queues(topic)) == 8
+
+
+def test_long_polling_returns_when_a_message_arrives(rocketmq, client, topic):
+    import threading
+
+    mq = MessageQueue(topic, "broker-a", 0)
+    pending = client.pull_async(mq, 0, suspend_ms=8000)
+    threading.Timer(0.5, lambda: rocketmq.produce(topic, [{"body": "late", "broker": "broker-a",
+                                                           "queueId": 0}])).start()
+    started = time.monotonic()
+    result = pending.result()
+    assert result.status is PullStatus.FOUND and result.next_begin_offset == 1
+    assert time.monotonic() - started < 6, "the broker should answer as soon as the message arrives"
+    idle = client.pull_async(MessageQueue(topic, "broker-a", 1), 0, suspend_ms=1000)
+    assert idle.result().status is PullStatus.NO_NEW_MSG
