@@ -20,6 +20,7 @@ import time
 import warnings
 from pathlib import Path
 
+from rmq_spark.client.errors import RocketMQError
 from rmq_spark.embedded import EmbeddedClusterError, EmbeddedRocketMQ
 from rmq_spark.progress import query_lag
 
@@ -171,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         run(args.batches)
-    except EmbeddedClusterError as e:
+    except RocketMQError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     return 0
