@@ -6,14 +6,16 @@ from typing import Iterator
 
 import pyarrow as pa
 
-from rmq_spark.client.range_reader import RangeReader, tag_set
-from rmq_spark.client.remoting.message_codec import decode_messages
+from rmq_spark.arrow_decoder import ArrowBatchDecoder
+from rmq_spark.client.range_reader import SLOT, RangeReader, tag_set
 from rmq_spark.connect import shared_client
 from rmq_spark.offsets import QueueRange
 from rmq_spark.options import SourceOptions
-from rmq_spark.schema import to_record_batch
 
 log = logging.getLogger(__name__)
+
+# Decode what has been pulled once this many bytes of message blocks wait (large messages: memory stays flat).
+MAX_PENDING_BYTES = 32 << 20
 
 
 def read_range(options: SourceOptions, qr: QueueRange) -> Iterator[pa.RecordBatch]:
@@ -27,16 +29,22 @@ def read_range(options: SourceOptions, qr: QueueRange) -> Iterator[pa.RecordBatc
                          expression=options.sub_expression, expression_type=options.expression_type,
                          fail_on_data_loss=options.fail_on_data_loss)
     limit = options.rows_per_batch
-    pending = []
+    # The pulled blocks are collected and decoded into one batch at a time (the Arrow work is per batch, not per
+    # pull). Decoding before the next pull could take the batch past the limit keeps batches near `limit` rows
+    # without copying; a batch that still runs over (inner batches unwrap into more rows) is sliced.
+    flush_at = max(1, limit - SLOT + 1)
+    decoder = ArrowBatchDecoder(qr.queue.broker_name, tags=tags)
     for chunk in reader:
-        for m in decode_messages(chunk.body, qr.queue.broker_name, tags=tags):
-            if chunk.low <= m.queue_offset < chunk.high:
-                pending.append(m)
-        while len(pending) >= limit:
-            yield to_record_batch(pending[:limit])
-            pending = pending[limit:]
-    if pending:
-        yield to_record_batch(pending)
+        decoder.add(chunk.body, chunk.low, chunk.high)
+        if decoder.rows >= flush_at or decoder.nbytes >= MAX_PENDING_BYTES:
+            yield from _bounded(decoder.flush(), limit)
+    yield from _bounded(decoder.flush(), limit)
     if reader.lost:
         log.warning("%s: %d offsets of [%d, %d) were no longer on the broker and were skipped",
                     qr.queue, reader.lost, qr.start, qr.end)
+
+
+def _bounded(batch: pa.RecordBatch, limit: int) -> Iterator[pa.RecordBatch]:
+    """``batch`` in slices of at most ``limit`` rows; nothing for an empty batch."""
+    for start in range(0, batch.num_rows, limit):
+        yield batch.slice(start, limit)

@@ -14,6 +14,9 @@ compressed with the codec of sysFlag bits 8..10 (1 LZ4 frame, 2 zstd, 3 or 0 zli
 A record with INNER_BATCH_FLAG and NEED_UNWRAP_FLAG (a batch sent to a BatchConsumeQueue topic) holds in its
 body the SEND_BATCH_MESSAGE records of its messages; like the Java client (PullAPIWrapper.processPullResult ->
 MessageDecoder.decodeMessage) they are unwrapped with queue offsets ``queueOffset + i``.
+
+``scan_records`` is the structural walk (lengths, magic, blank fillers, every bounds check) that both
+``decode_messages`` and the columnar decoder (``rmq_spark.arrow_decoder``) build on.
 """
 from __future__ import annotations
 
@@ -67,9 +70,10 @@ _I32 = struct.Struct(">i")
 _I16 = struct.Struct(">h")
 _II = struct.Struct(">ii")
 # The fixed part of a record up to and including the body length, per (born v6, store v6). The hosts are
-# read as raw ip+port bytes: they key a cache of rendered "ip:port" strings and form the offset message id.
+# read as raw ip+port bytes: they key a cache of rendered "ip:port" strings and form the offset message id;
+# preparedTransactionOffset is skipped (no decoder uses it).
 _LAYOUTS = tuple(
-    struct.Struct(f">iiiiiqqiq{born}sq{store}siqi")
+    struct.Struct(f">iiiiiqqiq{born}sq{store}si8xi")
     for born, store in ((8, 8), (20, 8), (8, 20), (20, 20))
 )
 _LAYOUT_SIZES = tuple(s.size for s in _LAYOUTS)
@@ -140,6 +144,8 @@ class _HostCache(dict):
 
 
 _hosts = _HostCache()
+# host_string(raw ip + port bytes) -> "ip:port", rendered once per distinct host (a bounded cache).
+host_string = _hosts.__getitem__
 
 
 def offset_message_id(store_host_raw: bytes, commit_log_offset: int) -> str:
@@ -253,59 +259,63 @@ def _record_error(pos: int, n: int, total: int, blen: int, tlen: int, p0: int, e
     raise ProtocolError(f"message at byte {pos}: topic length {tlen} overruns its totalSize {total}")
 
 
-def decode_messages(data: bytes | bytearray | memoryview, broker_name: str, *,
-                    tags: frozenset[str] | set[str] | None = None, offset_delta: int = 0) -> list[Message]:
-    """Decode the body of a PULL_MESSAGE FOUND response into messages, in order.
-
-    ``tags``: the TAG subscription's tag set; when given (and neither empty nor containing ``*``) messages whose
-    TAGS is not in it are dropped, as the Java client re-checks after the broker's hash-code filter.
-    ``offset_delta``: the pull response's offsetDelta (static topics), added to every queue offset.
-    Raises ProtocolError on any truncated or inconsistent record.
-    """
+def as_byte_buffer(data) -> tuple[bytes | memoryview, bool]:
+    """``data`` as something ``scan_records`` can index byte by byte: bytes as they are, any other contiguous
+    buffer as a flat memoryview (the flag says so: its slices are views that must be copied to keep).
+    ProtocolError when it is not a contiguous byte buffer."""
     if isinstance(data, bytes):
-        buf = data
-        view = False
-    else:
-        try:
-            buf = memoryview(data).cast("B")
-        except TypeError as e:
-            raise ProtocolError(f"message block is not a contiguous byte buffer: {e}") from None
-        view = True
+        return data, False
+    try:
+        return memoryview(data).cast("B"), True
+    except TypeError as e:
+        raise ProtocolError(f"message block is not a contiguous byte buffer: {e}") from None
+
+
+# The six byte positions ``scan_records`` gives per record: body [b0, b1), topic [t0, t1), properties [p0, end).
+SPANS_PER_RECORD = 6
+# The fields of a header tuple (the fixed part of a record, as unpacked by _LAYOUTS).
+H_TOTAL, H_MAGIC, H_BODY_CRC, H_QUEUE_ID, H_FLAG, H_QUEUE_OFFSET, H_PHYS, H_SYS_FLAG, H_BORN_TS, H_BORN_RAW, \
+    H_STORE_TS, H_STORE_RAW, H_RECONSUME, H_BODY_LEN = range(14)
+
+
+def scan_records(buf: bytes | memoryview, heads: list, spans: list, base: int = 0) -> int:
+    """Walk the records of a message block (the structural half of decoding, shared by ``decode_messages`` and
+    the columnar decoder): for each record append its fixed part (the ``_LAYOUTS`` tuple: totalSize, magic,
+    bodyCRC, queueId, flag, queueOffset, physicOffset, sysFlag, bornTimestamp, raw bornHost, storeTimestamp,
+    raw storeHost, reconsumeTimes, bodyLength; indices ``H_*``) to ``heads`` and its body, topic and
+    properties positions ``b0, b1, t0, t1, p0, end`` (plus ``base``) to ``spans``. Blank fillers are skipped.
+    Returns the OR of the records' sysFlags. Raises ProtocolError on any truncated or inconsistent record;
+    ``heads``/``spans`` then hold the records before it. Text is not decoded here."""
     n = len(buf)
-    out: list[Message] = []
     layouts = _LAYOUTS
     sizes = _LAYOUT_SIZES
     unpack_i16 = _I16.unpack_from
     layout_v4 = _LAYOUTS[0].unpack_from
     fixed_v4 = _LAYOUT_SIZES[0]
     min_v4 = fixed_v4 + 3  # empty body, 1-byte topic length, properties length
-    hosts = _hosts
-    parse_props = decode_properties
-    fast = _FAST_MESSAGE
-    new = _new
-    setattr_ = _set
-    msg_cls = Message
     magic_v1 = MESSAGE_MAGIC_CODE
     magic_v2 = MESSAGE_MAGIC_CODE_V2
+    append = heads.append
+    flags = 0
     pos = 0
     try:
         while pos < n:
             left = n - pos
             if left >= min_v4:  # room for the fixed part of an IPv4 record: read it in one go
-                (total, magic, body_crc, queue_id, flag, queue_offset, phys, sys_flag, born_ts, born_raw, store_ts,
-                 store_raw, reconsume, _prepared, blen) = layout_v4(buf, pos)
+                head = layout_v4(buf, pos)
                 fixed = fixed_v4
+                sys_flag = head[7]
                 if sys_flag & 0x30:  # an IPv6 born or store host: wider fixed part
                     layout = (sys_flag >> 4) & 3
                     fixed = sizes[layout]
                     if left < fixed + 3:
                         pos = _skip_blank_or_fail(buf, pos, n, fixed + 3)
                         continue
-                    (total, magic, body_crc, queue_id, flag, queue_offset, phys, sys_flag, born_ts, born_raw,
-                     store_ts, store_raw, reconsume, _prepared, blen) = layouts[layout].unpack_from(buf, pos)
+                    head = layouts[layout].unpack_from(buf, pos)
             else:
                 pos = _skip_blank_or_fail(buf, pos, n, min_v4)
                 continue
+            total, magic = head[0], head[1]
             if magic == magic_v1:
                 tl_size = 1
             elif magic == magic_v2:
@@ -315,6 +325,7 @@ def decode_messages(data: bytes | bytearray | memoryview, broker_name: str, *,
                 continue
             else:
                 raise ProtocolError(f"message at byte {pos} has bad magic code {magic & 0xFFFFFFFF:#010x}")
+            blen = head[13]
             end = pos + total
             b0 = pos + fixed
             b1 = b0 + blen
@@ -327,29 +338,74 @@ def decode_messages(data: bytes | bytearray | memoryview, broker_name: str, *,
                     tlen -= 256
             else:
                 (tlen,) = unpack_i16(buf, b1)
-            p0 = t0 + tlen + 2
+            t1 = t0 + tlen
+            p0 = t1 + 2
             if tlen < 0 or p0 > end:
                 _record_error(pos, n, total, blen, tlen, p0, end)
-            (plen,) = unpack_i16(buf, p0 - 2)
-            if plen < 0 or p0 + plen != end:
+            (plen,) = unpack_i16(buf, t1)
+            if plen != end - p0:  # (end >= p0 here, so a negative length fails too)
                 raise ProtocolError(f"message at byte {pos}: properties length {plen} does not end the record "
                                     f"at its totalSize {total}")
-            topic = str(buf[t0:t0 + tlen], "utf-8")
+            append(head)
+            if base:
+                spans += (b0 + base, b1 + base, t0 + base, t1 + base, p0 + base, end + base)
+            else:
+                spans += (b0, b1, t0, t1, p0, end)
+            flags |= sys_flag
+            pos = end
+    except (struct.error, IndexError, ValueError) as e:  # a bounds check above missed a case
+        raise ProtocolError(f"message at byte {pos} is malformed: {e}") from None
+    return flags
+
+
+def needs_message_decoder(sys_flag: int, body_len: int) -> bool:
+    """Whether a record's body must be transformed before use: compressed (and not empty), or an inner batch
+    to unwrap into several messages."""
+    return bool(sys_flag & COMPRESSED_FLAG and body_len) or sys_flag & 0xC0 == 0xC0
+
+
+def decode_messages(data: bytes | bytearray | memoryview, broker_name: str, *,
+                    tags: frozenset[str] | set[str] | None = None, offset_delta: int = 0) -> list[Message]:
+    """Decode the body of a PULL_MESSAGE FOUND response into messages, in order.
+
+    ``tags``: the TAG subscription's tag set; when given (and neither empty nor containing ``*``) messages whose
+    TAGS is not in it are dropped, as the Java client re-checks after the broker's hash-code filter.
+    ``offset_delta``: the pull response's offsetDelta (static topics), added to every queue offset.
+    Raises ProtocolError on any truncated or inconsistent record.
+    """
+    buf, view = as_byte_buffer(data)
+    heads: list = []
+    spans: list = []
+    scan_records(buf, heads, spans)
+    out: list[Message] = []
+    append = out.append
+    hosts = _hosts
+    parse_props = decode_properties
+    fast = _FAST_MESSAGE
+    new = _new
+    setattr_ = _set
+    msg_cls = Message
+    it = iter(spans)
+    head = None
+    try:
+        for head, b0, b1, t0, t1, p0, end in zip(heads, it, it, it, it, it, it):
+            (_total, _magic, body_crc, queue_id, flag, queue_offset, phys, sys_flag, born_ts, born_raw, store_ts,
+             store_raw, reconsume, _blen) = head
+            topic = str(buf[t0:t1], "utf-8")
             body = buf[b0:b1]
             if view:
                 body = bytes(body)
-            if sys_flag & COMPRESSED_FLAG and blen:
+            if sys_flag & COMPRESSED_FLAG and b1 > b0:
                 body = _decompress(sys_flag, body)
                 sys_flag &= ~COMPRESSED_FLAG
-            props = parse_props(str(buf[p0:end], "utf-8")) if plen else {}
+            props = parse_props(str(buf[p0:end], "utf-8")) if end > p0 else {}
             born_host = hosts[born_raw]
             store_host = hosts[store_raw]
-            msg_id = props.get("UNIQ_KEY")
             if sys_flag & 0xC0 == 0xC0:  # INNER_BATCH_FLAG | NEED_UNWRAP_FLAG
                 _unwrap_inner_batch(body, topic, broker_name, queue_id, queue_offset, sys_flag, born_ts,
                                     store_ts, born_host, store_host, phys, offset_message_id(store_raw, phys), out)
-                pos = end
                 continue
+            msg_id = props.get("UNIQ_KEY")
             if msg_id is None:
                 msg_id = offset_message_id(store_raw, phys)
             keys = props.get("KEYS")
@@ -370,12 +426,12 @@ def decode_messages(data: bytes | bytearray | memoryview, broker_name: str, *,
                 setattr_(m, "__dict__", d)
             else:
                 m = msg_cls(**d)
-            out.append(m)
-            pos = end
+            append(m)
     except UnicodeDecodeError as e:
-        raise ProtocolError(f"message at byte {pos}: topic or properties are not valid UTF-8: {e}") from None
-    except (struct.error, IndexError, ValueError) as e:  # a bounds check above missed a case
-        raise ProtocolError(f"message at byte {pos} is malformed: {e}") from None
+        raise ProtocolError(f"message at byte {end - head[0]}: topic or properties are not valid UTF-8: "
+                            f"{e}") from None
+    except (struct.error, IndexError, ValueError) as e:  # a bounds check missed a case
+        raise ProtocolError(f"message at byte {end - head[0]} is malformed: {e}") from None
     if tags is not None and tags and "*" not in tags:
         out = [m for m in out if m.tags is not None and m.tags in tags]
     if offset_delta:
@@ -500,6 +556,7 @@ def encode_batch(messages: Iterable[OutgoingMessage]) -> bytes:
 
 
 __all__ = [
-    "OutgoingMessage", "decode_messages", "decode_properties", "encode_batch", "encode_properties",
-    "new_unique_id", "offset_message_id",
+    "OutgoingMessage", "as_byte_buffer", "decode_messages", "decode_properties", "encode_batch",
+    "encode_properties", "host_string", "needs_message_decoder", "new_unique_id", "offset_message_id",
+    "scan_records",
 ]

@@ -1,0 +1,431 @@
+"""The columnar decoder (rmq_spark.arrow_decoder) against the per-message path it replaces:
+``schema.to_record_batch(decode_messages(...))`` filtered by the same window and tags, row for row."""
+from __future__ import annotations
+
+import struct
+
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from rmq_spark.arrow_decoder import ArrowBatchDecoder, decode_to_arrow
+from rmq_spark.client.errors import ProtocolError
+from rmq_spark.client.remoting.message_codec import OutgoingMessage, decode_messages, encode_batch
+from rmq_spark.schema import ARROW_SCHEMA, to_record_batch
+
+try:
+    from .stored_messages import (INNER_BATCH, MAGIC_V1, MAGIC_V2, NEED_UNWRAP, blank_record, compress,
+                                  encode_batch_record, encode_stored_message)
+    from .test_codec_fuzz import SAMPLE, _boundaries
+except ImportError:  # tests/unit run as plain directory
+    from stored_messages import (INNER_BATCH, MAGIC_V1, MAGIC_V2, NEED_UNWRAP, blank_record,  # type: ignore
+                                 compress, encode_batch_record, encode_stored_message)
+    from test_codec_fuzz import SAMPLE, _boundaries  # type: ignore
+
+FUZZ = settings(max_examples=300, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+TYPICAL = {"TAGS": "TagA", "KEYS": "k1 k2  k3", "UNIQ_KEY": "7F0000010A2B18B4AAC27A1B2C3D0001", "WAIT": "true",
+           "CLUSTER": "DefaultCluster", "MIN_OFFSET": "0", "MAX_OFFSET": "99"}
+
+
+def expected(data, broker="broker-a", tags=None, low=None, high=None) -> pa.RecordBatch:
+    """What the per-message path gives for the same block, window and tags."""
+    msgs = [m for m in decode_messages(data, broker, tags=tags)
+            if (low is None or m.queue_offset >= low) and (high is None or m.queue_offset < high)]
+    return to_record_batch(msgs)
+
+
+def assert_same(got: pa.RecordBatch, want: pa.RecordBatch) -> None:
+    assert got.schema == ARROW_SCHEMA
+    assert got.schema.equals(want.schema, check_metadata=True)
+    if not got.equals(want):  # show the differing rows
+        assert got.to_pylist() == want.to_pylist()
+        for name in ARROW_SCHEMA.names:  # same values, different layout (e.g. nulls)
+            assert got.column(name).equals(want.column(name)), name
+    got.validate(full=True)
+
+
+def check(data, broker="broker-a", tags=None, low=None, high=None) -> pa.RecordBatch:
+    got = decode_to_arrow(data, broker, tags=tags, low=low, high=high)
+    assert_same(got, expected(data, broker, tags, low, high))
+    return got
+
+
+def same_error(data, tags=None) -> str:
+    """decode_to_arrow raises exactly the ProtocolError decode_messages raises."""
+    with pytest.raises(ProtocolError) as want:
+        decode_messages(data, "b", tags=tags)
+    with pytest.raises(ProtocolError) as got:
+        decode_to_arrow(data, "b", tags=tags)
+    assert type(got.value) is ProtocolError and str(got.value) == str(want.value)
+    return str(got.value)
+
+
+# ---------------------------------------------------------------------------------------------- hand-built blocks
+
+def test_typical_block_every_column():
+    data = b"".join(encode_stored_message(body=bytes([i]) * 100, queue_offset=10 + i, commit_log_offset=1000 * i,
+                                          properties={**TYPICAL, "UNIQ_KEY": f"U{i}"}, queue_id=3, flag=i % 3,
+                                          reconsume_times=i, born_timestamp=1_700_000_000_000 + i)
+                    for i in range(32))
+    got = check(data)
+    assert got.num_rows == 32
+    row = got.slice(5, 1).to_pylist()[0]
+    assert row["queueOffset"] == 15 and row["msgId"] == "U5" and row["keys"] == ["k1", "k2", "k3"]
+    assert row["tags"] == "TagA" and row["body"] == b"\x05" * 100 and row["brokerName"] == "broker-a"
+    assert row["bornHost"] == "10.0.0.1:50000" and row["storeHost"] == "10.0.0.2:10911"
+    assert dict(row["properties"]) == {**TYPICAL, "UNIQ_KEY": "U5"}
+
+
+def test_empty_block():
+    got = check(b"")
+    assert got.num_rows == 0 and got.schema == ARROW_SCHEMA
+
+
+@pytest.mark.parametrize("born, store", [
+    (("10.1.2.3", 1), ("10.1.2.4", 10911)),
+    (("2001:db8::1", 40000), ("10.1.2.4", 10911)),
+    (("10.1.2.3", 1), ("fe80::1:2", 10911)),
+    (("::1", 5), ("2001:db8:0:0:1::ff", 10911)),
+    (("::ffff:10.9.8.7", 7), ("::ffff:10.9.8.8", 8)),
+])
+def test_ipv4_and_ipv6_hosts(born, store):
+    check(encode_stored_message(born_host=born, store_host=store, commit_log_offset=0x0102030405060708))
+    # mixed in one block, and several hosts per column
+    check(encode_stored_message(born_host=born, store_host=store, queue_offset=1)
+          + encode_stored_message(queue_offset=2)
+          + encode_stored_message(born_host=store, store_host=born, queue_offset=3))
+
+
+def test_both_magics():
+    check(encode_stored_message(topic="t" * 200, magic=MAGIC_V2, queue_offset=1)
+          + encode_stored_message(topic="short", magic=MAGIC_V2, queue_offset=2)
+          + encode_stored_message(topic="v1", magic=MAGIC_V1, queue_offset=3))
+
+
+@pytest.mark.parametrize("kind", ["zlib", "zlib-legacy", "lz4", "zstd"])
+def test_compressed_bodies(kind):
+    body = b"The quick brown fox jumps over the lazy dog. " * 50
+    got = check(encode_stored_message(body=b"before", queue_offset=1, properties={"TAGS": "A"})
+                + encode_stored_message(body=body, compression=kind, queue_offset=2, properties={"TAGS": "z"},
+                                        born_host=("::1", 5))
+                + encode_stored_message(body=b"after", queue_offset=3))
+    assert got.column("body").to_pylist() == [b"before", body, b"after"]
+    check(encode_stored_message(body=b"", sys_flag=0x301))  # compressed flag on an empty body: kept as is
+
+
+def test_inner_batches():
+    inner = (encode_batch_record(b"one", {"TAGS": "A", "UNIQ_KEY": "U1", "KEYS": "k1"}, flag=1)
+             + encode_batch_record(b"two", {"TAGS": "B", "UNIQ_KEY": "U2"}, flag=2)
+             + encode_batch_record(b"three", {"TAGS": "A"}, flag=3)
+             + encode_batch_record(b"", {}, flag=4))
+    data = (encode_stored_message(body=b"first", queue_offset=39, properties={"TAGS": "A"})
+            + encode_stored_message(body=inner, queue_offset=40, queue_id=2, commit_log_offset=777,
+                                    sys_flag=INNER_BATCH | NEED_UNWRAP, store_host=("2001:db8::2", 9),
+                                    properties={"UNIQ_KEY": "BATCH", "INNER_NUM": "4"})
+            + encode_stored_message(body=inner, queue_offset=44, sys_flag=INNER_BATCH)  # not unwrapped
+            + encode_stored_message(body=inner, queue_offset=45, compression="zstd",
+                                    sys_flag=INNER_BATCH | NEED_UNWRAP)
+            + encode_stored_message(body=b"last", queue_offset=49, properties={"TAGS": "B", "UNIQ_KEY": "U9"}))
+    got = check(data)
+    assert got.column("queueOffset").to_pylist() == [39, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49]
+    for tags in (frozenset({"A"}), frozenset({"B"}), frozenset({"Z"})):
+        for low, high in ((None, None), (41, 47), (40, 41), (44, 45), (48, 100)):
+            check(data, tags=tags, low=low, high=high)
+    check(encode_stored_message(body=encode_batch([OutgoingMessage(b"x", tags="T").with_unique_id()]),
+                                sys_flag=INNER_BATCH | NEED_UNWRAP))
+    check(encode_stored_message(body=b"", sys_flag=INNER_BATCH | NEED_UNWRAP))  # unwraps into nothing
+
+
+@pytest.mark.parametrize("raw", [
+    b"",  # no properties at all
+    b"\x02",
+    b"TAGS\x01a",  # no final separator
+    b"TAGS\x01a\x02KEYS\x01\x02\x01v\x02noval\x02\x02",  # empty value, empty name, no \x01: dropped
+    b"x\x01v\x01w\x02",  # a value holding \x01
+    b"a\x011\x02b\x012\x02a\x013\x02",  # a name twice: first position, last value
+    b"TAGS\x01t1\x02TAGS\x01t2\x02KEYS\x01a\x02KEYS\x01b c\x02UNIQ_KEY\x01u1\x02UNIQ_KEY\x01u2\x02",
+    b"KEYS\x01  a  b \x02",
+    b"KEYS\x01   \x02",
+    b"KEYS\x01one\x02",
+    "TAGS\x01t\u00e4g\x02KEYS\x01\u65e5\u672c \u8a9e\x02\u540d\x01\u5024\u5024\x02UNIQ_KEY\x01\U0001F600\x02".encode(),
+])
+def test_properties_edge_cases(raw):
+    data = (encode_stored_message(raw_properties=raw, queue_offset=1, commit_log_offset=5)
+            + encode_stored_message(properties=TYPICAL, queue_offset=2)
+            + encode_stored_message(raw_properties=raw, queue_offset=3, store_host=("::2", 1)))
+    check(data)
+    check(data, tags=frozenset({"TagA", "t2", "a"}))
+
+
+def test_absent_tags_keys_and_uniq_key():
+    data = b"".join(encode_stored_message(queue_offset=i, commit_log_offset=i * 97, properties=p) for i, p in
+                    enumerate([{}, {"TAGS": "A"}, {"KEYS": "k"}, {"UNIQ_KEY": "U"}, {"OTHER": "x"}, TYPICAL]))
+    got = check(data)
+    assert got.column("keys").to_pylist() == [[], [], ["k"], [], [], ["k1", "k2", "k3"]]
+    assert got.column("tags").to_pylist() == [None, "A", None, None, None, "TagA"]
+    assert got.column("msgId").to_pylist()[3] == "U"
+
+
+def test_unicode_topic_body_properties():
+    check(encode_stored_message(topic="th\u00e9\u00e2tre-\u65e5\u672c", body="\u00e9\u00e9".encode(),
+                                properties={"TAGS": "\u00e9t\u00e9", "KEYS": "\u00fcber stra\u00dfe",
+                                            "\u540d": "\u5024", "UNIQ_KEY": "\U0001F600"}))
+
+
+def test_blank_records_and_empty_bodies():
+    check(encode_stored_message(queue_offset=1, body=b"") + blank_record(16)
+          + encode_stored_message(queue_offset=2) + blank_record(8))
+
+
+@pytest.mark.parametrize("low, high", [(None, None), (0, 32), (5, 32), (0, 7), (5, 7), (6, 7), (7, 7), (40, 50),
+                                       (-5, 3), (None, 10), (20, None)])
+def test_windows_cut_the_block(low, high):
+    data = b"".join(encode_stored_message(queue_offset=i, properties={"TAGS": "AB"[i % 2]}) for i in range(32))
+    got = check(data, low=low, high=high)
+    lo, hi = 0 if low is None else max(low, 0), 32 if high is None else min(high, 32)
+    assert got.column("queueOffset").to_pylist() == list(range(lo, hi))
+    check(data, tags=frozenset({"A"}), low=low, high=high)
+
+
+@pytest.mark.parametrize("tags", [None, frozenset(), frozenset({"*"}), frozenset({"A", "*"}), frozenset({"A"}),
+                                  frozenset({"A", "C"}), frozenset({"Z"}), {"B"}])
+def test_tag_filters(tags):
+    data = b"".join(encode_stored_message(queue_offset=i, properties=p) for i, p in enumerate(
+        [{"TAGS": "A"}, {"TAGS": "B"}, {}, {"TAGS": "C"}, {"TAGS": "A"}, {"TAGS": "a"}, {"TAGS": "A "}]))
+    check(data, tags=tags)
+
+
+def test_buffer_inputs():
+    data = b"".join(encode_stored_message(body=f"m{i}".encode(), queue_offset=i) for i in range(5))
+    for buf in (memoryview(data), bytearray(data), memoryview(bytearray(b"xx" + data))[2:]):
+        assert_same(decode_to_arrow(buf, "broker-a"), expected(data))
+
+
+def test_decoder_collects_blocks_with_their_windows():
+    blocks = [b"".join(encode_stored_message(queue_offset=32 * j + i, body=bytes([j, i]),
+                                             properties={"TAGS": "AB"[i % 2], "UNIQ_KEY": f"{j}-{i}"})
+                       for i in range(32)) for j in range(6)]
+    blocks.insert(3, encode_stored_message(body=encode_batch_record(b"in", {"TAGS": "A"}), queue_offset=999,
+                                           sys_flag=INNER_BATCH | NEED_UNWRAP, compression="lz4"))
+    windows = [(0, 32), (40, 50), (None, None), (999, 1000), (96, 200), (130, 140), (160, 161)]
+    for tags in (None, frozenset({"A"})):
+        decoder = ArrowBatchDecoder("broker-a", tags=tags)
+        for block, (low, high) in zip(blocks, windows):
+            decoder.add(block, low, high)
+        assert decoder.rows == 6 * 32 + 1 and decoder.nbytes > 6 * 32 * 100
+        got = decoder.flush()
+        want = pa.Table.from_batches([expected(b, tags=tags, low=lo, high=hi)
+                                      for b, (lo, hi) in zip(blocks, windows)]).combine_chunks().to_batches()[0]
+        assert_same(got, want)
+        assert decoder.rows == 0 and decoder.flush().num_rows == 0
+        decoder.add(blocks[0], 0, 1)  # usable again after a flush
+        assert decoder.flush().column("queueOffset").to_pylist() == [0]
+
+
+def test_large_message_block():
+    data = b"".join(encode_stored_message(body=bytes(200_000), queue_offset=i) for i in range(3))
+    check(data)
+
+
+# ---------------------------------------------------------------------------------------------- errors
+
+@pytest.mark.parametrize("mutate", [
+    lambda r: r[:-1],
+    lambda r: r + b"\0\0\0",
+    lambda r: struct.pack(">i", 20) + r[4:],
+    lambda r: struct.pack(">i", len(r) + 5) + r[4:] + b"\0" * 5,
+    lambda r: r[:4] + b"\x12\x34\x56\x78" + r[8:],
+    lambda r: r[:84] + struct.pack(">i", -1) + r[88:],
+    lambda r: r[:84] + struct.pack(">i", 1 << 20) + r[88:],
+    lambda r: r[:93] + b"\xff" + r[94:],
+    lambda r: r[:93] + b"\x7f" + r[94:],
+    lambda r: r[:94] + b"\xff" + r[95:],  # topic not UTF-8
+    lambda r: r[:-2] + b"\xc3\x28",  # properties not UTF-8
+    lambda r: r[:-2] + b"\xed\xa0",  # a UTF-16 surrogate
+    lambda r: r[:36] + struct.pack(">i", 0x30) + r[40:],
+])
+def test_malformed_records_raise_what_decode_messages_raises(mutate):
+    rec = encode_stored_message(topic="TT", body=b"hello", properties={"A": "bc"})
+    good = encode_stored_message(queue_offset=7)
+    same_error(mutate(rec))
+    same_error(good + mutate(rec))
+    same_error(good + mutate(rec) + good)
+
+
+def test_corrupt_compressed_and_inner_batch_records():
+    stream = compress("zstd", bytes(range(256)) * 8)
+    good = encode_stored_message(queue_offset=7)
+    same_error(good + encode_stored_message(body=stream[:-3], sys_flag=0x201))
+    same_error(good + encode_stored_message(body=b"abc", sys_flag=0x1 | (5 << 8)))
+    inner = bytearray(encode_batch_record(b"one", {"TAGS": "A"}))
+    struct.pack_into(">i", inner, 0, 999)
+    same_error(good + encode_stored_message(body=bytes(inner), sys_flag=INNER_BATCH | NEED_UNWRAP))
+    bad_props = encode_batch_record(b"one", {"TAGS": "A"})[:-1] + b"\xff"
+    same_error(good + encode_stored_message(body=bad_props, sys_flag=INNER_BATCH | NEED_UNWRAP))
+    # an earlier record with bad text wins over a later bad compressed one, as in decode_messages
+    same_error(encode_stored_message(raw_properties=b"\xff") + encode_stored_message(body=stream[:-3],
+                                                                                     sys_flag=0x201))
+
+
+def test_not_a_byte_buffer():
+    same_error("text")  # type: ignore[arg-type]
+
+
+def test_unrepresentable_timestamp_is_protocol_error():
+    rec = encode_stored_message(born_timestamp=(1 << 62))
+    decode_messages(rec, "b")  # decodes, but no microsecond timestamp holds it
+    with pytest.raises(ProtocolError, match="timestamp"):
+        decode_to_arrow(rec, "b")
+
+
+def test_failed_add_leaves_the_decoder_as_it_was():
+    decoder = ArrowBatchDecoder("broker-a")
+    good = encode_stored_message(queue_offset=1)
+    decoder.add(good)
+    with pytest.raises(ProtocolError):
+        decoder.add(good + good[:-1])
+    with pytest.raises(ProtocolError):
+        decoder.add(good + encode_stored_message(body=b"zz", sys_flag=0x301))
+    assert decoder.rows == 1
+    assert_same(decoder.flush(), expected(good))
+
+
+# ---------------------------------------------------------------------------------------------- properties
+
+def test_every_prefix_of_a_sample_block():
+    bounds = _boundaries(SAMPLE)
+    for cut in range(len(SAMPLE) + 1):
+        try:
+            got = decode_to_arrow(SAMPLE[:cut], "b")
+        except ProtocolError:
+            assert cut not in bounds, cut
+            with pytest.raises(ProtocolError):
+                decode_messages(SAMPLE[:cut], "b")
+        else:
+            assert cut in bounds, cut
+            assert_same(got, expected(SAMPLE[:cut], "b"))
+
+
+def _agree(data, tags=None, low=None, high=None) -> None:
+    """decode_to_arrow and the per-message path agree: the same rows, or the same ProtocolError (or, for a
+    timestamp no Arrow timestamp holds, a ProtocolError where to_record_batch fails)."""
+    try:
+        msgs = decode_messages(data, "b", tags=tags)
+    except ProtocolError as e:
+        with pytest.raises(ProtocolError) as got:
+            decode_to_arrow(data, "b", tags=tags, low=low, high=high)
+        assert str(got.value) == str(e)
+        return
+    try:
+        want = expected(data, "b", tags, low, high)
+    except (OverflowError, pa.ArrowInvalid):
+        with pytest.raises(ProtocolError):
+            decode_to_arrow(data, "b", tags=tags, low=low, high=high)
+        return
+    assert msgs is not None
+    assert_same(decode_to_arrow(data, "b", tags=tags, low=low, high=high), want)
+
+
+@FUZZ
+@given(st.binary(max_size=400))
+def test_arbitrary_bytes(data):
+    _agree(data)
+
+
+@FUZZ
+@given(st.data())
+def test_mutated_and_truncated_sample(data):
+    block = bytearray(SAMPLE)
+    for _ in range(data.draw(st.integers(0, 6))):
+        i = data.draw(st.integers(0, len(block) - 1))
+        block[i] = data.draw(st.integers(0, 255))
+    cut = data.draw(st.integers(0, len(block)))
+    _agree(bytes(block[:cut]), tags=frozenset({"A"}))
+    _agree(memoryview(block)[:cut])
+
+
+# random message sets
+_names = st.sampled_from(["TAGS", "KEYS", "UNIQ_KEY", "WAIT", "a", "\u540d", ""]) | st.text(max_size=5)
+_values = st.sampled_from(["A", "B", "k1 k2", " k ", "", "x\x01y"]) | st.text(max_size=8)
+
+
+@st.composite
+def _raw_properties(draw) -> bytes:
+    """Properties text with any mix of separators, names and values (valid UTF-8, or rarely not)."""
+    parts = []
+    for _ in range(draw(st.integers(0, 6))):
+        parts.append(draw(_names) + draw(st.sampled_from(["\x01", "", "\x01\x01"])) + draw(_values)
+                     + draw(st.sampled_from(["\x02", "\x02", "", "\x02\x02"])))
+    raw = "".join(parts).encode("utf-8", "surrogatepass")
+    if draw(st.integers(0, 30)) == 0:
+        raw += draw(st.sampled_from([b"\xff", b"\xc3", b"\xed\xa0\x80"]))
+    return raw
+
+
+@st.composite
+def _record(draw, offset: int) -> bytes:
+    host = st.sampled_from([("10.0.0.1", 1), ("10.0.0.2", 10911), ("::1", 5), ("2001:db8::7", 9),
+                            ("::ffff:1.2.3.4", 2)])
+    kind = draw(st.sampled_from(["plain"] * 8 + ["compressed", "inner", "inner-compressed", "blank"]))
+    if kind == "blank":
+        return blank_record(draw(st.integers(8, 24)))
+    if draw(st.booleans()):
+        props = draw(st.dictionaries(st.sampled_from(["TAGS", "KEYS", "UNIQ_KEY", "WAIT", "x"]),
+                                     st.sampled_from(["A", "B", "k1 k2", " k ", "U1"]), max_size=5))
+        raw = "".join(f"{k}\x01{v}\x02" for k, v in props.items()).encode()
+    else:
+        raw = draw(_raw_properties())
+    body = draw(st.binary(max_size=40))
+    kw = {}
+    sys_flag = 0
+    if kind in ("inner", "inner-compressed"):
+        body = b"".join(encode_batch_record(draw(st.binary(max_size=8)), p, flag=draw(st.integers(0, 3)))
+                        for p in draw(st.lists(st.dictionaries(st.sampled_from(["TAGS", "UNIQ_KEY", "KEYS"]),
+                                                               st.sampled_from(["A", "B", "u", "k l"]), max_size=3),
+                                               max_size=3)))
+        sys_flag = INNER_BATCH | NEED_UNWRAP
+    if kind in ("compressed", "inner-compressed"):
+        kw["compression"] = draw(st.sampled_from(["zlib", "zlib-legacy", "lz4", "zstd"]))
+    topic = draw(st.sampled_from(["T", "topic-\u00e9", "t" * 130]))
+    return encode_stored_message(
+        topic=topic, body=body, raw_properties=raw, queue_id=draw(st.integers(0, 7)), queue_offset=offset,
+        flag=draw(st.integers(-2, 5)), commit_log_offset=draw(st.integers(0, 2**63 - 1)), sys_flag=sys_flag,
+        born_timestamp=draw(st.integers(-10**12, 4 * 10**12)), born_host=draw(host),
+        store_timestamp=draw(st.integers(0, 4 * 10**12)), store_host=draw(host),
+        reconsume_times=draw(st.integers(0, 3)), magic=MAGIC_V2 if len(topic) > 127 or draw(st.booleans())
+        else MAGIC_V1, **kw)
+
+
+@st.composite
+def _block(draw) -> tuple[bytes, int]:
+    start = draw(st.integers(0, 1000))
+    n = draw(st.integers(0, 12))
+    return b"".join(draw(_record(start + 4 * i)) for i in range(n)), start
+
+
+@FUZZ
+@given(_block(), st.sampled_from([None, frozenset({"A"}), frozenset({"A", "B"}), frozenset({"*"})]), st.data())
+def test_random_message_sets(block, tags, data):
+    raw, start = block
+    low = data.draw(st.none() | st.integers(start - 2, start + 50))
+    high = data.draw(st.none() | st.integers(start - 2, start + 60))
+    _agree(raw, tags=tags, low=low, high=high)
+
+
+@FUZZ
+@given(st.lists(_block(), min_size=1, max_size=4), st.sampled_from([None, frozenset({"B"})]))
+def test_random_blocks_in_one_batch(blocks, tags):
+    try:
+        wants = [expected(raw, "b", tags, start + 4, start + 30) for raw, start in blocks]
+    except (ProtocolError, OverflowError, pa.ArrowInvalid):
+        return  # errors are covered block by block above
+    decoder = ArrowBatchDecoder("b", tags=tags)
+    for raw, start in blocks:
+        decoder.add(raw, start + 4, start + 30)
+    want = pa.Table.from_batches(wants, schema=ARROW_SCHEMA).combine_chunks().to_batches()
+    got = decoder.flush()
+    if want:
+        assert_same(got, want[0])
+    else:
+        assert got.num_rows == 0

@@ -1,0 +1,97 @@
+"""partition_reader.read_range over a scripted broker that answers pulls with real message blocks: the rows of the
+per-message path, in batches of at most rowsPerBatch rows."""
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+import rmq_spark.partition_reader as partition_reader
+from rmq_spark.client.model import MessageQueue, PullResult, PullStatus
+from rmq_spark.client.range_reader import tag_set
+from rmq_spark.client.remoting.message_codec import decode_messages
+from rmq_spark.offsets import QueueRange
+from rmq_spark.options import parse_options
+from rmq_spark.schema import ARROW_SCHEMA, to_record_batch
+
+try:
+    from .stored_messages import INNER_BATCH, NEED_UNWRAP, encode_batch_record, encode_stored_message
+except ImportError:  # tests/unit run as plain directory
+    from stored_messages import (INNER_BATCH, NEED_UNWRAP, encode_batch_record,  # type: ignore
+                                 encode_stored_message)
+
+MQ = MessageQueue("T", "broker-a", 1)
+
+
+class Done:
+    def __init__(self, result):
+        self._result = result
+
+    def result(self):
+        return self._result
+
+
+class ScriptedBroker:
+    """One queue of stored records (one per offset); a pull scans at most 32 offsets, skips the records whose tag
+    does not match (as the broker's tag-hash filter does) and returns at most max_nums of them."""
+
+    def __init__(self, records: list[bytes], tags: list[str]):
+        self.records, self.tags = records, tags
+
+    def pull_async(self, mq, offset, max_nums=32, *, group, expression="*", expression_type="TAG", suspend_ms=0):
+        high = len(self.records)
+        if offset >= high:
+            return Done(PullResult(PullStatus.NO_NEW_MSG, offset, 0, high))
+        wanted = tag_set(expression)
+        found, o = [], offset
+        while o < high and o - offset < 32 and len(found) < max_nums:
+            if wanted is None or self.tags[o] in wanted:
+                found.append(self.records[o])
+            o += 1
+        if not found:
+            return Done(PullResult(PullStatus.NO_MATCHED_MSG, o, 0, high))
+        return Done(PullResult(PullStatus.FOUND, o, 0, high, body=b"".join(found)))
+
+
+def _queue(n: int) -> ScriptedBroker:
+    records, tags = [], []
+    for i in range(n):
+        tag = "ABC"[i % 3]
+        if i % 50 == 7:  # a compressed record now and then
+            rec = encode_stored_message(queue_id=1, queue_offset=i, body=b"z" * 300, compression="zlib",
+                                        properties={"TAGS": tag})
+        elif i % 50 == 9:  # an inner batch of one message (queue offsets stay dense)
+            rec = encode_stored_message(queue_id=1, queue_offset=i, sys_flag=INNER_BATCH | NEED_UNWRAP,
+                                        body=encode_batch_record(f"in{i}".encode(), {"TAGS": tag}))
+        else:
+            rec = encode_stored_message(queue_id=1, queue_offset=i, body=f"m{i}".encode(),
+                                        properties={"TAGS": tag, "KEYS": f"k{i}", "UNIQ_KEY": f"U{i}"})
+        records.append(rec)
+        tags.append(tag)
+    return ScriptedBroker(records, tags)
+
+
+@pytest.mark.parametrize("rows_per_batch", [1, 7, 31, 32, 33, 100, 8192])
+@pytest.mark.parametrize("expression", ["*", "A || C"])
+def test_read_range_batches(monkeypatch, rows_per_batch, expression):
+    broker = _queue(400)
+    monkeypatch.setattr(partition_reader, "shared_client", lambda options: broker)
+    options = parse_options({"nameServer": "127.0.0.1:9876", "topic": "T", "rowsPerBatch": str(rows_per_batch),
+                             "subExpression": expression, "pullDepth": "3"})
+    batches = list(partition_reader.read_range(options, QueueRange(MQ, 5, 390)))
+    assert batches and all(0 < b.num_rows <= rows_per_batch for b in batches)
+    assert all(b.schema == ARROW_SCHEMA for b in batches)
+    got = pa.Table.from_batches(batches).combine_chunks()
+    tags = tag_set(expression)
+    want = to_record_batch([m for r in broker.records for m in decode_messages(r, "broker-a", tags=tags)
+                            if 5 <= m.queue_offset < 390])
+    assert got.equals(pa.Table.from_batches([want]))
+
+
+def test_read_range_flushes_large_blocks_early(monkeypatch):
+    broker = ScriptedBroker([encode_stored_message(queue_offset=i, body=bytes(1 << 20)) for i in range(40)],
+                            ["A"] * 40)
+    monkeypatch.setattr(partition_reader, "shared_client", lambda options: broker)
+    monkeypatch.setattr(partition_reader, "MAX_PENDING_BYTES", 4 << 20)
+    options = parse_options({"nameServer": "127.0.0.1:9876", "topic": "T"})
+    batches = list(partition_reader.read_range(options, QueueRange(MQ, 0, 40)))
+    assert sum(b.num_rows for b in batches) == 40 and len(batches) > 1
