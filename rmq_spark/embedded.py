@@ -67,14 +67,15 @@ def ensure_jar(*, force: bool = False) -> Path:
     return JAR
 
 
-def jvm_command(*args: str, heap: str = "768m") -> list[str]:
-    """The java command line that runs the shim's jar with the flags RocketMQ needs on JDK 17."""
+def jvm_command(*args: str, heap: str = "768m", extra_flags: tuple[str, ...] | list[str] = ()) -> list[str]:
+    """The java command line that runs the shim's jar with the flags RocketMQ needs on JDK 17; ``extra_flags``
+    come after jvm-flags.txt, so they override it (the benchmarks turn the full JIT back on)."""
     java = _require_tool("java", "a JDK 17 or newer (e.g. apt-get install openjdk-17-jdk-headless)")
     flags = []
     if JVM_FLAGS_FILE.is_file():
         flags = [line.strip() for line in JVM_FLAGS_FILE.read_text().splitlines()
                  if line.strip() and not line.lstrip().startswith("#")]
-    return [java, f"-Xmx{heap}", *flags, "-jar", str(ensure_jar()), *args]
+    return [java, f"-Xmx{heap}", *flags, *extra_flags, "-jar", str(ensure_jar()), *args]
 
 
 class EmbeddedRocketMQ:
@@ -82,8 +83,8 @@ class EmbeddedRocketMQ:
 
     def __init__(self, brokers: int = 1, *, store_dir: str | os.PathLike | None = None,
                  access_key: str | None = None, secret_key: str | None = None,
-                 commitlog_file_size: int | None = None, cq_file_entries: int | None = None,
-                 heap: str = "768m", ready_timeout: float = 180.0) -> None:
+                 commitlog_file_size: int | None = None, cq_file_entries: int | None = None, tls: bool = False,
+                 heap: str = "768m", ready_timeout: float = 180.0, jvm_flags: tuple[str, ...] = ()) -> None:
         if (access_key is None) != (secret_key is None):
             raise ValueError("give both access_key and secret_key for an authenticated cluster, or neither")
         self.broker_count = brokers
@@ -92,7 +93,9 @@ class EmbeddedRocketMQ:
         self.secret_key = secret_key
         self.commitlog_file_size = commitlog_file_size
         self.cq_file_entries = cq_file_entries
+        self.tls = tls
         self.heap = heap
+        self.jvm_flags = tuple(jvm_flags)
         self.ready_timeout = ready_timeout
         self.name_server: str = ""
         self.brokers: dict[str, str] = {}
@@ -116,7 +119,9 @@ class EmbeddedRocketMQ:
             args += ["--commitlog-file-size", str(self.commitlog_file_size)]
         if self.cq_file_entries is not None:
             args += ["--cq-file-entries", str(self.cq_file_entries)]
-        cmd = jvm_command(*args, heap=self.heap)
+        if self.tls:
+            args.append("--tls")  # TLS (self-signed test certificate) accepted beside plain TCP
+        cmd = jvm_command(*args, heap=self.heap, extra_flags=self.jvm_flags)
         self._proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                       text=True, encoding="utf-8", bufsize=1)
         threading.Thread(target=self._read_stdout, name="rmq-shim-stdout", daemon=True).start()

@@ -8,9 +8,14 @@ import org.apache.rocketmq.client.producer.SendStatus;
 import org.apache.rocketmq.common.message.Message;
 import org.apache.rocketmq.common.message.MessageQueue;
 
+import org.apache.rocketmq.client.exception.MQBrokerException;
+import org.apache.rocketmq.remoting.protocol.ResponseCode;
+
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.Semaphore;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
@@ -24,6 +29,12 @@ final class BulkLoad {
     private static final int BATCH = 64;
     private static final int MAX_BATCH_BYTES = 3 * 1024 * 1024; // broker and client limit is 4 MiB per request
     private static final int IN_FLIGHT = 8;
+    private static final int MAX_BUSY_RETRIES = 50;
+    private static final ScheduledExecutorService RETRY = Executors.newSingleThreadScheduledExecutor(r -> {
+        Thread t = new Thread(r, "bulk-load-retry");
+        t.setDaemon(true);
+        return t;
+    });
 
     private BulkLoad() {
     }
@@ -54,28 +65,7 @@ final class BulkLoad {
                     continue;
                 }
                 inFlight.acquire();
-                final int n = batch.size();
-                try {
-                    producer.send(batch, queues.get(q), new SendCallback() {
-                        @Override
-                        public void onSuccess(SendResult r) {
-                            if (r.getSendStatus() != SendStatus.SEND_OK) {
-                                failure.compareAndSet(null, new IllegalStateException("send status " + r.getSendStatus()));
-                            }
-                            sent.addAndGet(n);
-                            inFlight.release();
-                        }
-
-                        @Override
-                        public void onException(Throwable e) {
-                            failure.compareAndSet(null, e);
-                            inFlight.release();
-                        }
-                    }, 30_000);
-                } catch (Exception e) {
-                    inFlight.release();
-                    throw e;
-                }
+                send(producer, batch, queues.get(q), 0, inFlight, failure, sent);
             }
         }
         if (!inFlight.tryAcquire(IN_FLIGHT, 120, TimeUnit.SECONDS)) {
@@ -89,6 +79,49 @@ final class BulkLoad {
         o.addProperty("sent", sent.get());
         o.addProperty("seconds", (System.nanoTime() - start) / 1e9);
         return o;
+    }
+
+    /**
+     * Send one batch asynchronously; the permit is released when it is stored or finally failed. A batch the broker
+     * refused because it was busy (SYSTEM_BUSY: its send queue waited too long, e.g. while its JIT warms up on a
+     * loaded machine) was not stored, so it is sent again after a pause, up to MAX_BUSY_RETRIES times.
+     */
+    private static void send(DefaultMQProducer producer, List<Message> batch, MessageQueue mq, int attempt,
+        Semaphore inFlight, AtomicReference<Throwable> failure, AtomicLong sent) throws Exception {
+        final int n = batch.size();
+        try {
+            producer.send(batch, mq, new SendCallback() {
+                @Override
+                public void onSuccess(SendResult r) {
+                    if (r.getSendStatus() != SendStatus.SEND_OK) {
+                        failure.compareAndSet(null, new IllegalStateException("send status " + r.getSendStatus()));
+                    }
+                    sent.addAndGet(n);
+                    inFlight.release();
+                }
+
+                @Override
+                public void onException(Throwable e) {
+                    if (attempt < MAX_BUSY_RETRIES && e instanceof MQBrokerException
+                        && ((MQBrokerException) e).getResponseCode() == ResponseCode.SYSTEM_BUSY) {
+                        RETRY.schedule(() -> {
+                            try {
+                                send(producer, batch, mq, attempt + 1, inFlight, failure, sent);
+                            } catch (Exception again) {
+                                failure.compareAndSet(null, again);
+                                inFlight.release();
+                            }
+                        }, 50L * (attempt + 1), TimeUnit.MILLISECONDS);
+                        return;
+                    }
+                    failure.compareAndSet(null, e);
+                    inFlight.release();
+                }
+            }, 30_000);
+        } catch (Exception e) {
+            inFlight.release();
+            throw e;
+        }
     }
 
     /** Deterministic body: "<i>:" followed by the repeated letter ('a' + i % 26), cut to bodySize bytes. */

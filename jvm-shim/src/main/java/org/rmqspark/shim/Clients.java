@@ -28,6 +28,11 @@ final class Clients {
         this.hook = accessKey == null ? null : newHook(accessKey, secretKey);
     }
 
+    /** The signing hook of the shim's clients (null without auth). */
+    RPCHook hook() {
+        return hook;
+    }
+
     static RPCHook newHook(String accessKey, String secretKey) {
         return new AclClientRPCHook(new SessionCredentials(accessKey, secretKey));
     }

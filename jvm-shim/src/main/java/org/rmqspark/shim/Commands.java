@@ -40,10 +40,12 @@ final class Commands {
     private final EmbeddedCluster cluster;
     private final Clients clients;
     private final AtomicInteger tmpClients = new AtomicInteger();
+    private final BenchReaders bench;
 
     Commands(EmbeddedCluster cluster, Clients clients) {
         this.cluster = cluster;
         this.clients = clients;
+        this.bench = new BenchReaders(cluster, clients);
     }
 
     JsonElement run(String cmd, Args a) throws Exception {
@@ -63,6 +65,9 @@ final class Commands {
             case "deleteOldFiles": return deleteOldFiles(a);
             case "clusterInfo": return cluster.readyInfo();
             case "route": return route(a.str("topic"));
+            case "benchJavaLitePull": return bench.javaLitePull(a);
+            case "benchCeiling": return bench.ceiling(a);
+            case "benchProduceRate": return bench.produceRate(a);
             default: throw new IllegalArgumentException("unknown command: " + cmd);
         }
     }

@@ -1,0 +1,158 @@
+"""The Python client on its own: read queue ranges with ``RemotingClient``, in this process or in child processes.
+
+Three ways to read, all over exact ``[min, max)`` ranges taken before the clock starts:
+
+- ``decode``: ``RemotingClient.read_range`` (pulls in flight, decoded ``Message`` objects) — what an application
+  using the client gets;
+- ``raw``: ``RangeReader`` only (pulled blocks, no decoding): the transport's share of the cost;
+- ``arrow``: the connector's executor path, ``partition_reader.read_range`` (decode + Arrow batches of the output
+  schema), without Spark.
+
+In one process, queues are read by ``threads`` threads (each takes the next unread queue); with ``processes``
+> 1 the queues are dealt round-robin to spawned child processes that start reading together (process start-up is
+not timed).
+"""
+from __future__ import annotations
+
+import multiprocessing as mp
+import queue as queue_mod
+import threading
+import time
+from dataclasses import dataclass
+
+from rmq_spark.client import RemotingClient
+from rmq_spark.client.model import MessageQueue
+
+
+@dataclass(frozen=True)
+class Range:
+    broker: str
+    queue_id: int
+    start: int
+    end: int
+
+
+def plan(name_server: str, topic: str) -> list[Range]:
+    """Every queue of the topic with its current [min, max)."""
+    with RemotingClient(name_server) as client:
+        queues = client.queues(topic, refresh=True)
+        mins = client.min_offsets(queues)
+        maxs = client.max_offsets(queues)
+    return [Range(q.broker_name, q.queue_id, mins[q], maxs[q]) for q in queues]
+
+
+def _read_one(client: RemotingClient, topic: str, r: Range, depth: int, mode: str,
+              name_server: str) -> tuple[int, int]:
+    mq = MessageQueue(topic, r.broker, r.queue_id)
+    n = 0
+    nbytes = 0
+    if mode == "decode":
+        for m in client.read_range(mq, r.start, r.end, depth=depth):
+            n += 1
+            nbytes += len(m.body)
+    elif mode == "raw":
+        from rmq_spark.client.range_reader import RangeReader
+        for chunk in RangeReader(client, mq, r.start, r.end, depth=depth, group="rmq_spark_bench"):
+            n += chunk.high - chunk.low
+            nbytes += len(chunk.body)  # whole pulled records, not just bodies
+    elif mode == "arrow":
+        from rmq_spark.offsets import QueueRange
+        from rmq_spark.options import parse_options
+        from rmq_spark.partition_reader import read_range
+        import pyarrow.compute as pc
+        options = parse_options({"nameServer": name_server, "topic": topic, "pullDepth": str(depth)})
+        for batch in read_range(options, QueueRange(mq, r.start, r.end)):
+            n += batch.num_rows
+            nbytes += pc.sum(pc.binary_length(batch.column("body"))).as_py() or 0
+    else:
+        raise ValueError(f"unknown mode {mode!r}")
+    return n, nbytes
+
+
+def read_in_process(name_server: str, topic: str, ranges: list[Range], *, depth: int = 8, threads: int = 1,
+                    mode: str = "decode") -> dict:
+    """Read the ranges here; returns messages, bodyBytes, seconds (first pull to last message)."""
+    client = RemotingClient(name_server)
+    try:
+        client.queues(topic)  # route cached: set-up, not timed
+        todo: queue_mod.SimpleQueue = queue_mod.SimpleQueue()
+        for r in ranges:
+            todo.put(r)
+        totals = [0, 0]
+        errors: list[BaseException] = []
+        lock = threading.Lock()
+
+        def work() -> None:
+            try:
+                while True:
+                    try:
+                        r = todo.get_nowait()
+                    except queue_mod.Empty:
+                        return
+                    n, b = _read_one(client, topic, r, depth, mode, name_server)
+                    with lock:
+                        totals[0] += n
+                        totals[1] += b
+            except BaseException as e:  # reported below
+                errors.append(e)
+
+        t0 = time.perf_counter()
+        if threads <= 1:
+            work()
+        else:
+            pool = [threading.Thread(target=work, name=f"bench-reader-{i}") for i in range(threads)]
+            for t in pool:
+                t.start()
+            for t in pool:
+                t.join()
+        seconds = time.perf_counter() - t0
+        if errors:
+            raise errors[0]
+        return {"messages": totals[0], "bodyBytes": totals[1], "seconds": seconds}
+    finally:
+        client.close()
+
+
+def _child(name_server: str, topic: str, ranges: list[Range], depth: int, threads: int, mode: str,
+           ready, go, out) -> None:
+    try:
+        client = RemotingClient(name_server)
+        client.queues(topic)
+        client.close()
+        ready.wait()  # a Barrier: every child set up
+        go.wait()
+        t0 = time.time()
+        r = read_in_process(name_server, topic, ranges, depth=depth, threads=threads, mode=mode)
+        out.put({"ok": True, "start": t0, "end": time.time(), **r})
+    except BaseException as e:
+        out.put({"ok": False, "error": f"{type(e).__name__}: {e}"})
+
+
+def read_in_processes(name_server: str, topic: str, ranges: list[Range], *, processes: int, depth: int = 8,
+                      threads: int = 1, mode: str = "decode", timeout: float = 1800.0) -> dict:
+    """Deal the ranges round-robin to ``processes`` spawned children; seconds = first start to last end."""
+    ctx = mp.get_context("spawn")
+    shares = [ranges[i::processes] for i in range(processes)]
+    shares = [s for s in shares if s]
+    ready = ctx.Barrier(len(shares) + 1)
+    go = ctx.Event()
+    out = ctx.Queue()
+    children = [ctx.Process(target=_child, args=(name_server, topic, s, depth, threads, mode, ready, go, out),
+                            name=f"bench-client-{i}", daemon=True) for i, s in enumerate(shares)]
+    for c in children:
+        c.start()
+    try:
+        ready.wait(timeout=120)
+        go.set()
+        results = [out.get(timeout=timeout) for _ in children]
+    finally:
+        for c in children:
+            c.join(30)
+            if c.is_alive():
+                c.kill()
+    failed = [r["error"] for r in results if not r["ok"]]
+    if failed:
+        raise RuntimeError("client child process failed: " + "; ".join(failed))
+    return {"messages": sum(r["messages"] for r in results),
+            "bodyBytes": sum(r["bodyBytes"] for r in results),
+            "seconds": max(r["end"] for r in results) - min(r["start"] for r in results)}

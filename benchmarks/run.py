@@ -1,0 +1,460 @@
+"""The benchmark harness: the connector against the official Java client and the broker's ceiling, in one run.
+
+    .venv/bin/python -m benchmarks.run [--messages 1000000] [--profile default|large|scaling] [--repeat 3]
+                                       [--warmup 1] [--quick] [--lines a,b,...] [--no-latency] [--no-cprofile]
+
+One embedded RocketMQ 5.5.0 (1 broker, default pull limits), one topic pre-loaded by the official Java producer,
+then every line reads that same data in turn (never two at once), each ``--repeat`` times after ``--warmup``
+untimed runs; the median (by messages/s) is reported. See benchmarks/README.md for what each line measures.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import traceback
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from benchmarks.rss import TreeSampler
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+RESULTS = HERE / "results"
+
+# The shim's jvm-flags.txt stops the JIT at C1 (fast start for tests); benchmarks run the JVM (broker and the Java
+# reference readers) with the full tiered JIT.
+BENCH_JVM_FLAGS = ("-XX:TieredStopAtLevel=4",)
+TAGS = ["TagA", "TagB", "TagC"]
+
+LINE_DOCS = {
+    "java-litepull": "official DefaultLitePullConsumer, pullBatchSize 32, all queues (the reference)",
+    "java-ceiling": "official DefaultMQPullConsumer async pulls, 16 in flight per queue (broker ceiling)",
+    "client": "RemotingClient.read_range, 1 process, depth 8, decoded Message objects",
+    "client-depth1": "RemotingClient.read_range, 1 process, depth 1 (one pull at a time)",
+    "client-2proc": "RemotingClient.read_range, 2 processes x 4 queues, depth 8",
+    "client-raw": "RangeReader only (pulled blocks, no decode), 1 process, depth 8",
+    "client-arrow": "partition_reader.read_range (the executor path: Arrow batches), 1 process, no Spark",
+    "spark-batch": "spark.read.format('rocketmq') -> write.format('noop'), local[*]",
+    "spark-stream": "readStream, Trigger.AvailableNow, earliest -> noop sink, local[*]",
+}
+DEFAULT_LINES = list(LINE_DOCS)
+SCALING_LINES = ["java-litepull", "java-ceiling", "spark-batch"]
+
+
+@dataclass
+class Dataset:
+    topic: str
+    messages: int
+    queues: int
+    body_size: int
+    load_seconds: float
+
+
+@dataclass
+class LineResult:
+    name: str
+    runs: list[dict] = field(default_factory=list)
+    warmups: list[dict] = field(default_factory=list)
+    error: str | None = None
+
+    def median_run(self) -> dict | None:
+        ok = [r for r in self.runs if r.get("seconds")]
+        if not ok:
+            return None
+        ordered = sorted(ok, key=lambda r: r["messages"] / r["seconds"])
+        return ordered[(len(ordered) - 1) // 2]  # the median run (the lower one of an even count)
+
+
+class Harness:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.mq = None
+        self.spark = None
+        self._spark_lock = threading.Lock()
+        self.log_lines: list[str] = []
+
+    # -- infrastructure ---------------------------------------------------------------------------------------
+    def log(self, msg: str) -> None:
+        line = f"[{time.strftime('%H:%M:%S')}] {msg}"
+        print(line, file=sys.stderr, flush=True)
+        self.log_lines.append(line)
+
+    def start_cluster(self):
+        from rmq_spark.embedded import EmbeddedRocketMQ
+
+        t0 = time.perf_counter()
+        self.mq = EmbeddedRocketMQ(brokers=1, heap=self.args.jvm_heap, jvm_flags=BENCH_JVM_FLAGS).start()
+        self.log(f"embedded RocketMQ up in {time.perf_counter() - t0:.1f} s (name server {self.mq.name_server})")
+
+    def get_spark(self):
+        with self._spark_lock:
+            if self.spark is None:
+                from benchmarks.spark_lines import new_session
+                t0 = time.perf_counter()
+                self.spark = new_session(self.args.spark_master)
+                self.log(f"SparkSession {self.args.spark_master} up in {time.perf_counter() - t0:.1f} s")
+            return self.spark
+
+    def prestart_spark(self) -> None:
+        """--quick only: start Spark while the other lines run (saves time; skews their figures, which a smoke
+        run does not care about)."""
+        def start() -> None:
+            try:
+                self.get_spark()
+            except Exception as e:  # the Spark lines will report it
+                self.log(f"SparkSession start failed: {e}")
+        threading.Thread(target=start, name="spark-prestart", daemon=True).start()
+
+    def close(self) -> None:
+        with self._spark_lock:
+            pass  # a pre-start still running finishes first
+        if self.spark is not None:
+            self.spark.stop()
+            self.spark = None
+        if self.mq is not None:
+            self.mq.close()
+            self.mq = None
+
+    def load(self, messages: int, queues: int, body_size: int) -> Dataset:
+        topic = f"bench-{messages}-{queues}q-{body_size}b-{uuid.uuid4().hex[:6]}"
+        self.mq.create_topic(topic, queues=queues)
+        t0 = time.perf_counter()
+        self.mq.produce_bulk(topic, messages, body_size, tags=TAGS, key_prefix="key-",
+                             timeout=max(600.0, messages / 5000))
+        seconds = time.perf_counter() - t0
+        held = sum(o["maxOffset"] - o["minOffset"] for o in self.mq.offsets(topic))
+        if held != messages:
+            raise RuntimeError(f"topic {topic} holds {held} messages after loading {messages}")
+        self.log(f"loaded {messages:,} x {body_size} B into {topic} ({queues} queues) in {seconds:.1f} s "
+                 f"({messages / seconds:,.0f} msg/s)")
+        return Dataset(topic, messages, queues, body_size, seconds)
+
+    # -- lines ------------------------------------------------------------------------------------------------
+    def line_fn(self, name: str, ds: Dataset) -> Callable[[], dict]:
+        from benchmarks import client_reader as cr
+
+        ns, topic = self.mq.name_server, ds.topic
+        timeout = max(600.0, ds.messages / 2000)
+        if name == "java-litepull":
+            return lambda: self.mq.command("benchJavaLitePull", topic=topic, pullBatchSize=32,
+                                           timeoutMs=int(timeout * 1000), timeout=timeout + 60)
+        if name == "java-ceiling":
+            return lambda: self.mq.command("benchCeiling", topic=topic, inflightPerQueue=16, pullBatchSize=32,
+                                           timeoutMs=int(timeout * 1000), timeout=timeout + 60)
+        if name.startswith("client"):
+            ranges = cr.plan(ns, topic)
+            if name == "client":
+                return lambda: cr.read_in_process(ns, topic, ranges, depth=8)
+            if name == "client-depth1":
+                return lambda: cr.read_in_process(ns, topic, ranges, depth=1)
+            if name == "client-2proc":
+                return lambda: cr.read_in_processes(ns, topic, ranges, processes=2, depth=8)
+            if name == "client-raw":
+                return lambda: cr.read_in_process(ns, topic, ranges, depth=8, mode="raw")
+            if name == "client-arrow":
+                return lambda: cr.read_in_process(ns, topic, ranges, depth=8, mode="arrow")
+        if name == "spark-batch":
+            from benchmarks.spark_lines import batch_noop
+            spark = self.get_spark()
+            return lambda: batch_noop(spark, ns, topic)
+        if name == "spark-stream":
+            from benchmarks.spark_lines import stream_available_now
+            spark = self.get_spark()
+            return lambda: stream_available_now(spark, ns, topic)
+        raise ValueError(f"unknown line {name!r}; known: {', '.join(LINE_DOCS)}")
+
+    def measure(self, name: str, ds: Dataset, repeat: int, warmup: int) -> LineResult:
+        res = LineResult(name)
+        try:
+            fn = self.line_fn(name, ds)
+            labels = {self.mq.pid: "shim"}
+            for i in range(warmup + repeat):
+                with TreeSampler(jvm_labels=labels, interval=self.args.rss_interval) as sampler:
+                    t0 = time.perf_counter()
+                    r = dict(fn())
+                    r["wall"] = time.perf_counter() - t0
+                r["rss"] = sampler.peaks.as_dict()
+                r["ok"] = r.get("messages") == ds.messages
+                if r.get("bodyBytes") is None and r["ok"]:
+                    r["bodyBytes"] = ds.messages * ds.body_size  # fixed-size bodies: exact when the count is
+                (res.warmups if i < warmup else res.runs).append(r)
+                kind = "warm-up" if i < warmup else f"run {i - warmup + 1}/{repeat}"
+                self.log(f"{name:<14} {kind:<9} {r['messages']:>10,} msgs in {r['seconds']:7.2f} s = "
+                         f"{r['messages'] / r['seconds']:>10,.0f} msg/s   py {r['rss']['python_total_mb']:.0f} MB"
+                         f" (worker {r['rss']['python_worker_mb']:.0f})"
+                         + ("" if r["ok"] else f"   MISMATCH: expected {ds.messages:,}"))
+        except Exception as e:
+            res.error = f"{type(e).__name__}: {e}"
+            self.log(f"{name}: FAILED {res.error}")
+            traceback.print_exc()
+        return res
+
+    def spark_fixed_overhead(self) -> float | None:
+        """Seconds of a spark-batch run over a topic of 8 queues with one message each: planning, 8 tasks,
+        Python worker hand-off; the part of every spark-batch run that does not depend on the data."""
+        from benchmarks.spark_lines import batch_noop
+        try:
+            topic = f"bench-tiny-{uuid.uuid4().hex[:6]}"
+            self.mq.create_topic(topic, queues=8)
+            self.mq.produce_bulk(topic, 8, 100, tags=TAGS)
+            spark = self.get_spark()
+            batch_noop(spark, self.mq.name_server, topic)
+            return round(min(batch_noop(spark, self.mq.name_server, topic)["seconds"] for _ in range(2)), 3)
+        except Exception as e:
+            self.log(f"spark fixed overhead: FAILED {e}")
+            return None
+
+    def latency(self) -> dict | None:
+        from benchmarks.spark_lines import stream_latency
+        try:
+            topic = f"bench-latency-{uuid.uuid4().hex[:6]}"
+            self.mq.create_topic(topic, queues=8)
+            self.log(f"latency: {self.args.latency_rate:,} msg/s for {self.args.latency_seconds:.0f} s "
+                     "into foreachBatch")
+            with TreeSampler(jvm_labels={self.mq.pid: "shim"}, interval=self.args.rss_interval) as sampler:
+                r = stream_latency(self.get_spark(), self.mq, topic, rate=self.args.latency_rate,
+                                   seconds=self.args.latency_seconds)
+            r["rss"] = sampler.peaks.as_dict()
+            self.log(f"latency: {r['latency_ms']} ({r['messages']:,} of {r['sent']:,} received)")
+            return r
+        except Exception as e:
+            self.log(f"latency: FAILED {type(e).__name__}: {e}")
+            traceback.print_exc()
+            return {"error": f"{type(e).__name__}: {e}"}
+
+
+# ------------------------------------------------------------------------------------------------ summaries
+
+def summarize(results: list[LineResult], ds: Dataset) -> list[dict]:
+    rows = []
+    for res in results:
+        row: dict = {"line": res.name, "what": LINE_DOCS.get(res.name, ""), "error": res.error,
+                     "runs": res.runs, "warmups": res.warmups,
+                     "all_ok": bool(res.runs) and all(r["ok"] for r in res.runs) and res.error is None}
+        med = res.median_run()
+        if med is not None:
+            rates = [r["messages"] / r["seconds"] for r in res.runs if r.get("seconds")]
+            row.update({
+                "messages": med["messages"],
+                "msgs_per_s": med["messages"] / med["seconds"],
+                "mb_per_s": (med.get("bodyBytes") or 0) / med["seconds"] / 1e6,
+                "seconds": med["seconds"],
+                "wall": med["wall"],
+                "spread": [round(min(rates)), round(max(rates))],
+                "cpu_seconds": med["rss"].get("cpu_seconds", {}),
+                "python_total_mb": max(r["rss"]["python_total_mb"] for r in res.runs),
+                "python_worker_mb": max(r["rss"]["python_worker_mb"] for r in res.runs),
+                "python_driver_mb": max(r["rss"]["python_driver_mb"] for r in res.runs),
+                "jvm_mb": {k: max(r["rss"]["jvm_mb"].get(k, 0) for r in res.runs)
+                           for k in sorted({k for r in res.runs for k in r["rss"]["jvm_mb"]})},
+                "jvm_anon_mb": {k: max(r["rss"]["jvm_anon_mb"].get(k, 0) for r in res.runs)
+                                for k in sorted({k for r in res.runs for k in r["rss"]["jvm_anon_mb"]})},
+            })
+        rows.append(row)
+    ref = {r["line"]: r.get("msgs_per_s") for r in rows}
+    for r in rows:
+        if r.get("msgs_per_s"):
+            for base in ("java-litepull", "java-ceiling"):
+                if ref.get(base):
+                    r[f"x_{base}"] = r["msgs_per_s"] / ref[base]
+    return rows
+
+
+def table(rows: list[dict], ds: Dataset) -> str:
+    head = (f"{ds.messages:,} messages x {ds.body_size} B, {ds.queues} queues, topic {ds.topic}\n"
+            "| line | msgs/s (median) | min-max msgs/s | MB/s | s (read) | wall s | py RSS MB total / worker "
+            "| JVM RSS MB (anon) | CPU s py / shim / spark | x litepull | x ceiling | ok |\n"
+            "|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|:-:|\n")
+    out = [head]
+    for r in rows:
+        if r.get("msgs_per_s") is None:
+            out.append(f"| {r['line']} | failed: {r.get('error')} | | | | | | | | | | no |\n")
+            continue
+        jvm = ", ".join(f"{k} {v:.0f} ({r['jvm_anon_mb'].get(k, 0):.0f})" for k, v in r["jvm_mb"].items())
+        c = r.get("cpu_seconds", {})
+        cpu = " / ".join(f"{c[k]:.1f}" if k in c else "-" for k in ("python", "shim", "spark"))
+        xl = r.get("x_java-litepull")
+        xc = r.get("x_java-ceiling")
+        lo, hi = r["spread"]
+        out.append(f"| {r['line']} | {r['msgs_per_s']:,.0f} | {lo / 1000:,.0f}k-{hi / 1000:,.0f}k | "
+                   f"{r['mb_per_s']:.1f} | {r['seconds']:.2f} | "
+                   f"{r['wall']:.2f} | {r['python_total_mb']:.0f} / {r['python_worker_mb']:.0f} | {jvm} | "
+                   f"{cpu} | "
+                   f"{'' if xl is None else f'{xl:.2f}'} | {'' if xc is None else f'{xc:.2f}'} | "
+                   f"{'yes' if r['all_ok'] else 'NO'} |\n")
+    return "".join(out)
+
+
+def machine() -> dict:
+    info: dict = {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()}
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    info["cpu"] = line.split(":", 1)[1].strip()
+                    break
+        with open("/proc/meminfo") as f:
+            info["mem_gib"] = round(int(f.readline().split()[1]) / 1024 / 1024, 1)
+        with open("/proc/loadavg") as f:
+            info["loadavg_at_start"] = f.read().split()[:3]
+    except OSError:
+        pass
+    try:
+        import pyarrow
+        import pyspark
+        info["pyspark"] = pyspark.__version__
+        info["pyarrow"] = pyarrow.__version__
+    except ImportError:
+        pass
+    try:
+        v = subprocess.run(["java", "-version"], capture_output=True, text=True, timeout=30).stderr.splitlines()
+        info["java"] = v[0] if v else None
+        info["git_commit"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                                            text=True, timeout=30).stdout.strip() or None
+        status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+                                capture_output=True, text=True, timeout=30).stdout
+        info["git_modified"] = [line[3:] for line in status.splitlines() if line.strip()]
+    except (OSError, subprocess.SubprocessError):
+        pass
+    info["rocketmq"] = "5.5.0 (embedded, 1 broker, default pull limits: 32 msgs / 256 KiB per pull from memory)"
+    info["jvm_flags"] = list(BENCH_JVM_FLAGS)
+    return info
+
+
+# ------------------------------------------------------------------------------------------------ profiles
+
+def run_dataset(h: Harness, messages: int, queues: int, body_size: int, lines: list[str], repeat: int,
+                warmup: int, jvm_warmup: int) -> tuple[Dataset, list[dict]]:
+    ds = h.load(messages, queues, body_size)
+    results = []
+    for name in lines:
+        # The Java readers (JIT) and Spark (worker start-up, JIT) get warm-up runs; the Python client has no JIT
+        # and runs after the Java lines have warmed the broker.
+        w = jvm_warmup if name.startswith("java") else 0 if name.startswith("client") else warmup
+        results.append(h.measure(name, ds, repeat, w))
+    rows = summarize(results, ds)
+    print(table(rows, ds), flush=True)
+    return ds, rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.run", description=__doc__.split("\n")[0])
+    ap.add_argument("--profile", choices=("default", "large", "scaling"), default="default",
+                    help="default: 1M messages; large: 5M; scaling: messages 1M->5M, queues 4->32, body 100B->10KiB")
+    ap.add_argument("--messages", type=int, help="messages to load (default 1,000,000; large 5,000,000)")
+    ap.add_argument("--queues", type=int, default=8)
+    ap.add_argument("--body-size", type=int, default=100)
+    ap.add_argument("--repeat", type=int, help="timed runs per line (default 3; scaling 1)")
+    ap.add_argument("--warmup", type=int, help="untimed runs of each Spark line before the timed ones (default 1)")
+    ap.add_argument("--jvm-warmup", type=int, help="untimed runs of each Java line before the timed ones "
+                                                    "(default 2: the JIT keeps improving them over the first runs)")
+    ap.add_argument("--lines", help="comma-separated subset of: " + ", ".join(LINE_DOCS))
+    ap.add_argument("--quick", action="store_true",
+                    help="tiny smoke run: 20,000 messages, 1 repeat, no warm-up, no latency, no cProfile")
+    ap.add_argument("--no-latency", action="store_true", help="skip the streaming latency measurement")
+    ap.add_argument("--latency-rate", type=int, default=20_000, help="messages/s for the latency measurement")
+    ap.add_argument("--latency-seconds", type=float, default=30.0)
+    ap.add_argument("--no-cprofile", action="store_true", help="skip the cProfile of the Python reader")
+    ap.add_argument("--cprofile-messages", type=int, default=500_000)
+    ap.add_argument("--spark-master", default="local[*]")
+    ap.add_argument("--jvm-heap", default="1g")
+    ap.add_argument("--rss-interval", type=float, default=0.2, help="seconds between /proc samples")
+    ap.add_argument("--output", help="JSON path (default benchmarks/results/latest.json)")
+    args = ap.parse_args(argv)
+
+    if args.quick:
+        args.messages = args.messages or 20_000
+        args.repeat = args.repeat or 1
+        args.warmup = 0 if args.warmup is None else args.warmup
+        args.jvm_warmup = 0 if args.jvm_warmup is None else args.jvm_warmup
+        args.no_latency = True
+        args.no_cprofile = True
+    default_messages = 5_000_000 if args.profile == "large" else 1_000_000
+    args.messages = args.messages or default_messages
+    args.repeat = args.repeat or (1 if args.profile == "scaling" else 3)
+    args.warmup = 1 if args.warmup is None else args.warmup
+    args.jvm_warmup = 2 if args.jvm_warmup is None else args.jvm_warmup
+    lines = args.lines.split(",") if args.lines else (SCALING_LINES if args.profile == "scaling" else DEFAULT_LINES)
+    for name in lines:
+        if name not in LINE_DOCS:
+            ap.error(f"unknown line {name!r}; known: {', '.join(LINE_DOCS)}")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+
+    out_path = Path(args.output) if args.output else RESULTS / "latest.json"
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    report: dict = {"command": " ".join([Path(sys.executable).name, "-m", "benchmarks.run", *(argv or sys.argv[1:])]),
+                    "profile": args.profile, "quick": args.quick, "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+                    "machine": machine(), "repeat": args.repeat, "warmup": args.warmup,
+                    "jvm_warmup": args.jvm_warmup}
+    t_start = time.perf_counter()
+    h = Harness(args)
+    failed = False
+    try:
+        h.start_cluster()
+        if args.quick and any(n.startswith("spark") for n in lines):
+            h.prestart_spark()
+        if args.profile == "scaling":
+            points = []
+            plan = ([("messages", m, args.queues, args.body_size) for m in (1_000_000, 2_000_000, 5_000_000)]
+                    + [("queues", 1_000_000, q, args.body_size) for q in (4, 16, 32)]
+                    + [("body", 500_000, args.queues, 1024), ("body", 100_000, args.queues, 10 * 1024)])
+            if args.quick:
+                plan = [(axis, max(1000, m // 200), q, b) for axis, m, q, b in plan]
+            for axis, m, q, b in plan:
+                t0 = time.perf_counter()
+                ds, rows = run_dataset(h, m, q, b, lines, args.repeat, args.warmup, args.jvm_warmup)
+                points.append({"axis": axis, "dataset": vars(ds), "lines": rows,
+                               "seconds_total": round(time.perf_counter() - t0, 1)})
+                failed |= not all(r["all_ok"] for r in rows)
+                report["scaling"] = points
+                out_path.write_text(json.dumps(report, indent=2, default=str))
+        else:
+            ds, rows = run_dataset(h, args.messages, args.queues, args.body_size, lines, args.repeat, args.warmup,
+                                   args.jvm_warmup)
+            report["dataset"] = vars(ds)
+            report["lines"] = rows
+            report["table_md"] = table(rows, ds)
+            failed |= not all(r["all_ok"] for r in rows)
+            out_path.write_text(json.dumps(report, indent=2, default=str))
+            if any(n.startswith("spark") for n in lines) and not args.quick:
+                report["spark_fixed_overhead_s"] = h.spark_fixed_overhead()
+                h.log(f"spark-batch over 8 messages in 8 queues: {report['spark_fixed_overhead_s']} s")
+            if not args.no_latency:
+                report["latency"] = h.latency()
+            if not args.no_cprofile:
+                from benchmarks.profile_reader import profile
+                h.log(f"cProfile of the Python reader over {args.cprofile_messages:,} messages")
+                report["reader_profile"] = profile(h.mq.name_server, ds.topic, args.cprofile_messages,
+                                                   out_path.parent)
+                h.log("reader profile: " + json.dumps(report["reader_profile"]["stages"]))
+    except Exception as e:
+        failed = True
+        report["error"] = f"{type(e).__name__}: {e}"
+        traceback.print_exc()
+    finally:
+        h.close()
+        report["seconds_total"] = round(time.perf_counter() - t_start, 1)
+        try:
+            with open("/proc/loadavg") as f:
+                report["machine"]["loadavg_at_end"] = f.read().split()[:3]
+        except OSError:
+            pass
+        report["log"] = h.log_lines
+        out_path.write_text(json.dumps(report, indent=2, default=str))
+        if "table_md" in report:
+            (out_path.with_suffix(".md")).write_text(report["table_md"])
+        print(f"wrote {out_path} ({report['seconds_total']:.0f} s in all)", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,129 @@
+"""The connector through Spark: batch read into the noop sink, Trigger.AvailableNow over the same backlog, and
+end-to-end latency at a steady produce rate."""
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import time
+
+
+def new_session(master: str = "local[*]", driver_memory: str = "2g"):
+    """A local SparkSession; its Python workers run this interpreter (which has rmq_spark installed)."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    spark = (SparkSession.builder.master(master).appName("rmq-spark-bench")
+             .config("spark.ui.enabled", "false")
+             .config("spark.ui.showConsoleProgress", "false")
+             .config("spark.sql.shuffle.partitions", "2")
+             .config("spark.driver.memory", driver_memory)
+             .getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def _reader(spark, name_server: str, topic: str, options: dict[str, str], stream: bool = False):
+    r = (spark.readStream if stream else spark.read).format("rocketmq")
+    r = r.option("nameServer", name_server).option("topic", topic)
+    for k, v in options.items():
+        r = r.option(k, str(v))
+    return r
+
+
+def batch_noop(spark, name_server: str, topic: str, options: dict[str, str] | None = None) -> dict:
+    """``spark.read.format("rocketmq") ... .write.format("noop")``; the rows and body bytes are counted by an
+    Observation on the same query (a count and a sum in the JVM), so the figure is exact for the timed run."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.observation import Observation
+
+    obs = Observation(f"bench-{time.monotonic_ns()}")
+    df = _reader(spark, name_server, topic, options or {}).load()
+    observed = df.observe(obs, F.count(F.lit(1)).alias("rows"), F.sum(F.length("body")).alias("bytes"))
+    t0 = time.perf_counter()
+    observed.write.format("noop").mode("overwrite").save()
+    seconds = time.perf_counter() - t0
+    got = obs.get
+    return {"messages": int(got["rows"]), "bodyBytes": int(got["bytes"] or 0), "seconds": seconds}
+
+
+def stream_available_now(spark, name_server: str, topic: str, options: dict[str, str] | None = None) -> dict:
+    """Trigger.AvailableNow from earliest into the noop sink, with a fresh checkpoint; messages = the sum of the
+    micro-batches' numInputRows; seconds = start() to termination (query start-up included)."""
+    checkpoint = tempfile.mkdtemp(prefix="rmq-bench-ckpt-")
+    try:
+        opts = {"startingOffsets": "earliest", **(options or {})}
+        df = _reader(spark, name_server, topic, opts, stream=True).load()
+        t0 = time.perf_counter()
+        q = (df.writeStream.format("noop").trigger(availableNow=True)
+             .option("checkpointLocation", checkpoint).start())
+        q.awaitTermination()
+        seconds = time.perf_counter() - t0
+        if q.exception() is not None:
+            raise RuntimeError(f"streaming query failed: {q.exception()}")
+        progress = q.recentProgress
+        rows = sum(int(p["numInputRows"]) for p in progress)
+        batches = sum(1 for p in progress if int(p["numInputRows"]) > 0)
+        return {"messages": rows, "bodyBytes": None, "seconds": seconds, "microBatches": batches}
+    finally:
+        shutil.rmtree(checkpoint, ignore_errors=True)
+
+
+def _percentile(sorted_values: list[float], p: float) -> float:
+    if not sorted_values:
+        return float("nan")
+    k = min(len(sorted_values) - 1, max(0, int(round(p / 100.0 * (len(sorted_values) - 1)))))
+    return sorted_values[k]
+
+
+def stream_latency(spark, mq, topic: str, *, rate: int, seconds: float, body_size: int = 100,
+                   warmup_seconds: float = 5.0, options: dict[str, str] | None = None) -> dict:
+    """A streaming query (default trigger) into a foreachBatch sink while the shim's producer sends ``rate``
+    messages/s for ``seconds``. Latency of a message = the wall-clock time its micro-batch has been fetched into
+    the driver's sink minus its bornTimestamp (the producer's send time, same host clock). Messages born in the
+    first ``warmup_seconds`` are left out of the percentiles."""
+    checkpoint = tempfile.mkdtemp(prefix="rmq-bench-lat-")
+    latencies: list[float] = []
+    received = [0]
+    born_min = [None]
+    lock = threading.Lock()
+
+    def sink(batch_df, batch_id):
+        table = batch_df.select("bornTimestamp").toArrow()
+        now_ms = time.time() * 1000.0
+        col = table.column(0).cast("int64").to_pylist()  # microseconds since epoch
+        with lock:
+            received[0] += len(col)
+            for us in col:
+                if us is None:
+                    continue
+                born_ms = us / 1000.0
+                if born_min[0] is None or born_ms < born_min[0]:
+                    born_min[0] = born_ms
+                latencies.append((born_ms, now_ms - born_ms))
+
+    try:
+        opts = {"startingOffsets": "earliest", **(options or {})}
+        df = _reader(spark, mq.name_server, topic, opts, stream=True).load()
+        q = df.writeStream.foreachBatch(sink).option("checkpointLocation", checkpoint).start()
+        # wait for the query to run its first (empty) trigger before producing
+        deadline = time.monotonic() + 60
+        while not q.recentProgress and time.monotonic() < deadline:
+            time.sleep(0.1)
+        produced = mq.command("benchProduceRate", topic=topic, rate=rate, seconds=seconds, bodySize=body_size,
+                              timeout=seconds + 120)
+        deadline = time.monotonic() + 120
+        while received[0] < produced["acked"] and time.monotonic() < deadline and q.isActive:
+            time.sleep(0.1)
+        q.stop()
+        with lock:
+            start_ms = (born_min[0] or 0) + warmup_seconds * 1000.0
+            steady = sorted(lat for born, lat in latencies if born >= start_ms)
+        return {"messages": received[0], "sent": produced["acked"], "rate": rate, "seconds": seconds,
+                "latency_ms": {"p50": round(_percentile(steady, 50), 1), "p90": round(_percentile(steady, 90), 1),
+                               "p99": round(_percentile(steady, 99), 1), "max": round(steady[-1], 1) if steady
+                               else None, "measured": len(steady)}}
+    finally:
+        shutil.rmtree(checkpoint, ignore_errors=True)

@@ -1,0 +1,50 @@
+"""The benchmark harness end to end on a tiny data set: every line must run and read exactly what was loaded.
+
+No timing is asserted; this guards the harness (and the readers it drives) against breaking silently.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+MESSAGES = 20_000
+
+
+def test_quick_run_reads_every_message_on_every_line(tmp_path):
+    from benchmarks.run import DEFAULT_LINES
+
+    out = tmp_path / "quick.json"
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.run", "--quick", "--messages", str(MESSAGES),
+                           "--output", str(out)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=420)
+    tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-60:])
+    assert out.is_file(), f"the harness wrote no results (exit {proc.returncode}):\n{tail}"
+    report = json.loads(out.read_text())
+    assert "error" not in report, f"{report['error']}\n{tail}"
+    assert report["dataset"]["messages"] == MESSAGES
+
+    lines = {row["line"]: row for row in report["lines"]}
+    assert sorted(lines) == sorted(DEFAULT_LINES)
+    for name, row in lines.items():
+        assert row["error"] is None, f"{name}: {row['error']}\n{tail}"
+        assert len(row["runs"]) == 1, name
+        for run in row["runs"]:
+            assert run["messages"] == MESSAGES, f"{name} read {run['messages']} of {MESSAGES} messages"
+            assert run["seconds"] > 0, name
+            assert run["rss"]["samples"] >= 1, name
+        assert row["all_ok"], name
+        assert row["msgs_per_s"] > 0, name
+    # every line that knows body sizes read 100-byte bodies (the loader's fixed size); client-raw counts whole
+    # pulled records and is larger
+    for name, row in lines.items():
+        if name != "client-raw":
+            assert row["runs"][0]["bodyBytes"] == MESSAGES * 100, name
+    assert lines["java-litepull"]["runs"][0].get("gaps") == 0
+    assert "x_java-litepull" in lines["spark-batch"] and "x_java-ceiling" in lines["spark-batch"]
+    # the Spark lines ran Python workers under this process tree and the sampler saw them
+    assert lines["spark-batch"]["python_worker_mb"] > 0
+    assert proc.returncode == 0, tail
