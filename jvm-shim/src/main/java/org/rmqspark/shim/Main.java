@@ -54,7 +54,7 @@ public final class Main {
             System.exit(2);
             return;
         }
-        configureRocketMqProperties(root);
+        configureRocketMqProperties(root, options.tls);
         installSignalHandlers();
         Runtime.getRuntime().addShutdownHook(new Thread(Main::stop, "shim-shutdown-hook"));
 
@@ -197,7 +197,7 @@ public final class Main {
     }
 
     /** Must run before any RocketMQ class is loaded: their loggers and defaults read these once. */
-    private static void configureRocketMqProperties(File root) {
+    private static void configureRocketMqProperties(File root, boolean tls) {
         File logs = new File(root, "logs");
         logs.mkdirs();
         System.setProperty("rmq.shim.logdir", logs.getAbsolutePath());
@@ -215,8 +215,9 @@ public final class Main {
         // format and drops all of its topics.
         System.setProperty("rocketmq.remoting.version",
             Integer.toString(org.apache.rocketmq.common.MQVersion.CURRENT_VERSION));
-        // Plain TCP only: the default "permissive" TLS mode builds an SSL context per server (~1 s each).
-        System.setProperty("tls.server.mode", "disabled");
+        // Plain TCP unless asked: "permissive" TLS (plain and TLS on the same port, a self-signed test
+        // certificate) builds an SSL context per server (~1 s each).
+        System.setProperty("tls.server.mode", tls ? "permissive" : "disabled");
         System.setProperty("tls.enable", "false");
         // jraft/sofa (unused, but on the class path) would otherwise log under ~/logs
         System.setProperty("logging.path", logs.getAbsolutePath());

@@ -16,6 +16,8 @@ final class Options {
     int commitLogFileSize = 100 * 1024 * 1024;
     /** Entries per consume-queue file; 0 keeps RocketMQ's default (300000). */
     int cqFileEntries = 0;
+    /** Servers accept TLS (self-signed test certificate) beside plain TCP: RocketMQ's "permissive" mode. */
+    boolean tls = false;
 
     boolean authEnabled() {
         return authAccessKey != null;
@@ -42,6 +44,7 @@ final class Options {
                 case "--auth-secret-key": o.authSecretKey = need(a, v); i++; break;
                 case "--commitlog-file-size": o.commitLogFileSize = Integer.parseInt(need(a, v)); i++; break;
                 case "--cq-file-entries": o.cqFileEntries = Integer.parseInt(need(a, v)); i++; break;
+                case "--tls": o.tls = true; break;
                 default: throw new IllegalArgumentException("unknown argument: " + a);
             }
         }
