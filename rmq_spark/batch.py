@@ -51,8 +51,8 @@ class RocketMQBatchReader(DataSourceReader):
         return [RangePartition(r) for r in self.plan()]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, RangePartition)
-        yield from read_range(self.options, partition.range)
+        if isinstance(partition, RangePartition):  # Spark plans an empty query as one InputPartition(None)
+            yield from read_range(self.options, partition.range)
 
 
 class RocketMQPushdownBatchReader(RocketMQBatchReader):

@@ -193,3 +193,7 @@ def test_sql92_filter(spark, rocketmq, loaded):
     rows = _read(spark, rocketmq, topic, expressionType="SQL92", subExpression="n > 3 AND round = 1").collect()
     assert _keys(rows) == _java_keys([m for m in java if int(m["properties"]["n"]) > 3
                                       and m["properties"]["round"] == "1"])
+
+
+def test_empty_topic_reads_no_rows(spark, rocketmq, topic):
+    assert _read(spark, rocketmq, topic).count() == 0
