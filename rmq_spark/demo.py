@@ -120,13 +120,13 @@ def run(batches: int) -> None:
             print(f"== Producing sample events to topic {TOPIC!r} (8 queues) with the official Java producer")
             spark = _spark()
 
-            print(f"== Streaming query, run 1: RocketMQ -> Parquet {out}, {batches} micro-batches")
+            print(f"== Streaming query, run 1: RocketMQ -> Parquet {out}, at least {batches} micro-batches")
             _run_for(_stream(spark, mq, out, checkpoint), batches)
             first = spark.read.parquet(str(out))
             n1 = first.count()
             print(f"   stopped. The sink holds {n1} events.")
 
-            print(f"== Streaming query, run 2: restarted from the checkpoint, {batches} micro-batches")
+            print(f"== Streaming query, run 2: restarted from the checkpoint, at least {batches} micro-batches")
             _run_for(_stream(spark, mq, out, checkpoint), batches)
             n2 = spark.read.parquet(str(out)).count()
             print(f"   stopped. The sink holds {n2} events: run 2 added {n2 - n1}, continuing where run 1 stopped.")
