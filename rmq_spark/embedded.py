@@ -44,7 +44,7 @@ def _require_tool(name: str, what: str) -> str:
 
 def _sources_newer_than(target: Path) -> bool:
     built = target.stat().st_mtime
-    sources = [SHIM_DIR / "pom.xml", JVM_FLAGS_FILE, *(SHIM_DIR / "src").rglob("*")]
+    sources = [SHIM_DIR / "pom.xml", *(SHIM_DIR / "src").rglob("*")]
     return any(p.is_file() and p.stat().st_mtime > built for p in sources)
 
 

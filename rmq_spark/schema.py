@@ -25,7 +25,8 @@ COLUMNS = tuple(ARROW_SCHEMA.names)
 
 
 def to_record_batch(messages: Sequence[Message]) -> pa.RecordBatch:
-    """One Arrow batch of the output schema from decoded messages."""
+    """One Arrow batch of the output schema from decoded messages: the straightforward reference that
+    ``arrow_decoder`` (the executor's path) is tested against."""
     t = ARROW_SCHEMA.types
     arrays = [
         pa.array([m.topic for m in messages], t[0]),

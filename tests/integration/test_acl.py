@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rmq_spark.client import AuthError, Credentials, MessageQueue, PullStatus, RemotingClient
+from rmq_spark.client import AuthError, Credentials, MessageQueue, RemotingClient
 from rmq_spark.embedded import EmbeddedRocketMQ
 
 AK, SK = "rmqspark-admin", "right-secret-0123456789"

@@ -2,6 +2,8 @@
 of MessageDecoder.encode, independently of the library's decoder."""
 from __future__ import annotations
 
+from hypothesis import strategies as st
+
 import ipaddress
 import struct
 import zlib
@@ -96,3 +98,11 @@ def encode_batch_record(body: bytes, properties: dict[str, str], flag: int = 0) 
 
 def blank_record(size: int = 8) -> bytes:
     return struct.pack(">ii", size, BLANK_MAGIC) + b"\0" * (size - 8)
+
+
+def mutated_prefix(data, block: bytes, *, min_mutations: int = 0) -> bytearray:
+    """A hypothesis-drawn variant of ``block``: up to 6 bytes overwritten, then cut at a drawn length."""
+    out = bytearray(block)
+    for _ in range(data.draw(st.integers(min_mutations, 6))):
+        out[data.draw(st.integers(0, len(out) - 1))] = data.draw(st.integers(0, 255))
+    return out[:data.draw(st.integers(0, len(out)))]

@@ -13,9 +13,9 @@ from rmq_spark.client.remoting.frame import JSON, ROCKETMQ, RemotingCommand, dec
 from rmq_spark.client.remoting.message_codec import OutgoingMessage, decode_messages, encode_batch
 
 try:
-    from .stored_messages import INNER_BATCH, MAGIC_V2, NEED_UNWRAP, encode_stored_message
+    from .stored_messages import INNER_BATCH, MAGIC_V2, NEED_UNWRAP, encode_stored_message, mutated_prefix
 except ImportError:  # tests/unit run as plain directory
-    from stored_messages import INNER_BATCH, MAGIC_V2, NEED_UNWRAP, encode_stored_message  # type: ignore
+    from stored_messages import INNER_BATCH, MAGIC_V2, NEED_UNWRAP, encode_stored_message, mutated_prefix  # type: ignore
 
 FUZZ = settings(max_examples=300, deadline=500, database=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -219,13 +219,9 @@ def test_decode_messages_arbitrary_bytes(data):
 @FUZZ
 @given(st.data())
 def test_decode_messages_mutated_block(data):
-    block = bytearray(SAMPLE)
-    for _ in range(data.draw(st.integers(1, 6))):
-        i = data.draw(st.integers(0, len(block) - 1))
-        block[i] = data.draw(st.integers(0, 255))
-    cut = data.draw(st.integers(0, len(block)))
-    _messages_or_protocol_error(bytes(block[:cut]))
-    _messages_or_protocol_error(memoryview(block)[:cut])
+    block = mutated_prefix(data, SAMPLE, min_mutations=1)
+    _messages_or_protocol_error(bytes(block))
+    _messages_or_protocol_error(memoryview(block))
 
 
 @FUZZ

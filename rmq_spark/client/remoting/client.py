@@ -8,6 +8,7 @@ from typing import Callable, Iterable, Iterator, TypeVar
 
 from rmq_spark.client.errors import ConnectionLostError, RocketMQError
 from rmq_spark.client.model import Message, MessageQueue, PullResult, SendResult, TopicRoute
+from rmq_spark.client.range_reader import RangeReader, tag_set
 from rmq_spark.client.remoting import broker as req
 from rmq_spark.client.remoting import codes
 from rmq_spark.client.remoting.acl import Credentials
@@ -32,12 +33,6 @@ class PendingPull:
 
     def result(self) -> PullResult:
         return req.pull_result(self._pending.result(), self.queue, self._address)
-
-    def result_or_error(self) -> PullResult | RocketMQError:
-        try:
-            return self.result()
-        except RocketMQError as e:
-            return e
 
 
 def _tls_context(tls: bool | ssl.SSLContext) -> ssl.SSLContext | None:
@@ -198,12 +193,13 @@ class RemotingClient:
             return True
         stored = self._gather(offsets, lambda mq: req.update_consumer_offset_request(group, mq, offsets[mq]), parse)
         for mq in [mq for mq, ok in stored.items() if not ok]:
-            result = self.pull_async(mq, offsets[mq], 1, group=group).result_or_error()
-            if isinstance(result, RocketMQError):
+            try:
+                self.pull(mq, offsets[mq], 1, group=group)
+            except RocketMQError as e:
                 raise RocketMQError(f"consumer group {group!r} does not exist on broker {mq.broker_name} and could "
-                                    f"not be created by a pull ({result}); create the group (mqadmin "
-                                    "updateSubGroup) or enable autoCreateSubscriptionGroup on the broker",
-                                    code=result.code, remark=result.remark)
+                                    f"not be created by a pull ({e}); create the group (mqadmin updateSubGroup) or "
+                                    "enable autoCreateSubscriptionGroup on the broker",
+                                    code=e.code, remark=e.remark) from e
             self._call(mq, lambda: req.update_consumer_offset_request(group, mq, offsets[mq]),
                        lambda r, a: req.check(r, f"update of group {group!r} offset on {mq}", a))
 
@@ -236,7 +232,6 @@ class RemotingClient:
                    fail_on_data_loss: bool = True) -> Iterator[Message]:
         """Every message of ``mq`` with ``start <= queueOffset < end`` that matches the filter, in order,
         with ``depth`` pulls in flight."""
-        from rmq_spark.client.range_reader import RangeReader, tag_set
         tags = tag_set(expression) if expression_type.upper() == "TAG" else None
         reader = RangeReader(self, mq, start, end, depth=depth, group=group, expression=expression,
                              expression_type=expression_type, fail_on_data_loss=fail_on_data_loss)
