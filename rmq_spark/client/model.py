@@ -120,7 +120,8 @@ class PullStatus(enum.Enum):
 
 @dataclass(frozen=True)
 class PullResult:
-    """The outcome of one pull. ``body`` is the raw message block for FOUND (decode with the message codec)."""
+    """The outcome of one pull. For FOUND, ``body`` is the raw message block (remoting: decode with the message
+    codec) or ``messages`` holds the messages already decoded (gRPC)."""
 
     status: PullStatus
     next_begin_offset: int
@@ -128,6 +129,7 @@ class PullResult:
     max_offset: int
     body: bytes = b""
     suggest_which_broker_id: int = 0
+    messages: tuple[Message, ...] | None = None
 
 
 @dataclass(frozen=True)

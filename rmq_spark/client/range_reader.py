@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Iterator, Protocol
 
 from rmq_spark.client.errors import ConnectionLostError, DataLossError, RequestTimeoutError, RocketMQError
-from rmq_spark.client.model import MessageQueue, PullResult, PullStatus
+from rmq_spark.client.model import Message, MessageQueue, PullResult, PullStatus
 
 log = logging.getLogger(__name__)
 
@@ -39,11 +39,13 @@ class Puller(Protocol):
 
 @dataclass(frozen=True)
 class RangeChunk:
-    """The raw message block of one pull, and the offsets ``[low, high)`` of it that belong to the range."""
+    """What one pull brought (the raw message block, or the decoded ``messages`` of a transport that delivers
+    them decoded) and the offsets ``[low, high)`` of it that belong to the range."""
 
     body: bytes
     low: int
     high: int
+    messages: tuple[Message, ...] | None = None
 
 
 class RangeReader:
@@ -97,7 +99,7 @@ class RangeReader:
             status = result.status
             if status is PullStatus.FOUND:
                 covered = result.next_begin_offset
-                yield RangeChunk(result.body, low, min(high, covered))
+                yield RangeChunk(result.body, low, min(high, covered), result.messages)
             elif status is PullStatus.NO_MATCHED_MSG:
                 covered = result.next_begin_offset
             elif status is PullStatus.NO_NEW_MSG:

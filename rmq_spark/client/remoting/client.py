@@ -2,13 +2,12 @@
 from __future__ import annotations
 
 import ssl
-import threading
-import time
-from typing import Callable, Iterable, Iterator, TypeVar
+from typing import Callable, Iterable, TypeVar
 
-from rmq_spark.client.errors import ConnectionLostError, RocketMQError
+from rmq_spark.client.base import DEFAULT_GROUP, BaseClient
+from rmq_spark.client.errors import ConnectionLostError
 from rmq_spark.client.model import Message, MessageQueue, PullResult, SendResult, TopicRoute
-from rmq_spark.client.range_reader import RangeReader, tag_set
+from rmq_spark.client.range_reader import RangeChunk
 from rmq_spark.client.remoting import broker as req
 from rmq_spark.client.remoting import codes
 from rmq_spark.client.remoting.acl import Credentials
@@ -18,7 +17,6 @@ from rmq_spark.client.remoting.message_codec import OutgoingMessage, decode_mess
 from rmq_spark.client.remoting.namesrv import NameServerClient, parse_name_servers
 
 T = TypeVar("T")
-DEFAULT_GROUP = "rmq_spark_reader"
 
 
 class PendingPull:
@@ -41,55 +39,30 @@ def _tls_context(tls: bool | ssl.SSLContext) -> ssl.SSLContext | None:
     return ssl.create_default_context() if tls else None
 
 
-class RemotingClient:
-    """A RocketMQ client over the native remoting protocol. Thread-safe; holds sockets, so it is never pickled:
-    each process (driver, executor task) builds its own from the same settings."""
+class RemotingClient(BaseClient):
+    """A RocketMQ client over the native remoting protocol (name server and brokers). Thread-safe."""
 
     def __init__(self, name_server: str | list[str], *, credentials: Credentials | None = None,
                  tls: bool | ssl.SSLContext = False, request_timeout: float = 10.0, connect_timeout: float = 5.0,
                  route_ttl: float = 30.0) -> None:
+        super().__init__(route_ttl=route_ttl)
         addresses = parse_name_servers(name_server) if isinstance(name_server, str) else list(name_server)
         self.request_timeout = request_timeout
         self._pool = ConnectionPool(connect_timeout=connect_timeout, tls=_tls_context(tls),
                                     signer=credentials.sign if credentials else None)
         self._namesrv = NameServerClient(self._pool, addresses, timeout=request_timeout)
-        self._route_ttl = route_ttl
-        self._routes: dict[str, tuple[float, TopicRoute]] = {}
-        self._routes_lock = threading.Lock()
-
-    def __reduce__(self):
-        raise TypeError("RemotingClient holds sockets and cannot be pickled; build one where it is used")
 
     def close(self) -> None:
         """Close every connection."""
         self._pool.close()
 
-    def __enter__(self) -> "RemotingClient":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
     # -- routing ---------------------------------------------------------------------------------------------
-    def route(self, topic: str, *, refresh: bool = False) -> TopicRoute:
-        """The topic's route, cached for ``route_ttl`` seconds."""
-        now = time.monotonic()
-        with self._routes_lock:
-            cached = self._routes.get(topic)
-        if cached and not refresh and now - cached[0] < self._route_ttl:
-            return cached[1]
-        route = self._namesrv.route(topic)
-        with self._routes_lock:
-            self._routes[topic] = (now, route)
-        return route
+    def _fetch_route(self, topic: str) -> TopicRoute:
+        return self._namesrv.route(topic)
 
     def topics(self) -> list[str]:
         """Every topic known to the name server."""
         return self._namesrv.topics()
-
-    def queues(self, topic: str, *, refresh: bool = False) -> list[MessageQueue]:
-        """The readable queues of a topic, sorted."""
-        return self.route(topic, refresh=refresh).read_queues()
 
     def broker_address(self, topic: str, broker_name: str) -> str:
         """The master address of ``broker_name`` for ``topic``; refreshes the route once if it is missing."""
@@ -157,15 +130,6 @@ class RemotingClient:
                                                boundaryType=boundary.upper()),
             lambda mq, r, a: req.header_long(r, "offset", f"offset by timestamp of {mq}", a))
 
-    def min_offset(self, mq: MessageQueue) -> int:
-        return self.min_offsets([mq])[mq]
-
-    def max_offset(self, mq: MessageQueue) -> int:
-        return self.max_offsets([mq])[mq]
-
-    def search_offset(self, mq: MessageQueue, timestamp: int, boundary: str = "lower") -> int:
-        return self.search_offsets([mq], timestamp, boundary)[mq]
-
     def earliest_store_time(self, mq: MessageQueue) -> int:
         """Store time (ms) of the queue's oldest message."""
         return self._call(mq, lambda: req.offset_request(codes.GET_EARLIEST_MSG_STORETIME, mq),
@@ -180,31 +144,14 @@ class RemotingClient:
             return req.header_long(r, "offset", f"consumer offset of group {group!r} on {mq}", a)
         return self._gather(mqs, lambda mq: req.query_consumer_offset_request(group, mq), parse)
 
-    def query_consumer_offset(self, group: str, mq: MessageQueue) -> int | None:
-        return self.query_consumer_offsets(group, [mq])[mq]
-
-    def update_consumer_offsets(self, group: str, offsets: dict[MessageQueue, int]) -> None:
-        """Store the group's next-to-consume offset for each queue on its master (as persistAll does). A group
-        the broker does not know yet is created the way brokers create groups: by a pull in its name."""
+    def _store_consumer_offsets(self, group: str, offsets: dict[MessageQueue, int]) -> list[MessageQueue]:
         def parse(mq: MessageQueue, r: RemotingCommand, a: str) -> bool:
             if r.code == codes.SUBSCRIPTION_GROUP_NOT_EXIST:
                 return False
             req.check(r, f"update of group {group!r} offset on {mq}", a)
             return True
         stored = self._gather(offsets, lambda mq: req.update_consumer_offset_request(group, mq, offsets[mq]), parse)
-        for mq in [mq for mq, ok in stored.items() if not ok]:
-            try:
-                self.pull(mq, offsets[mq], 1, group=group)
-            except RocketMQError as e:
-                raise RocketMQError(f"consumer group {group!r} does not exist on broker {mq.broker_name} and could "
-                                    f"not be created by a pull ({e}); create the group (mqadmin updateSubGroup) or "
-                                    "enable autoCreateSubscriptionGroup on the broker",
-                                    code=e.code, remark=e.remark) from e
-            self._call(mq, lambda: req.update_consumer_offset_request(group, mq, offsets[mq]),
-                       lambda r, a: req.check(r, f"update of group {group!r} offset on {mq}", a))
-
-    def update_consumer_offset(self, group: str, mq: MessageQueue, offset: int) -> None:
-        self.update_consumer_offsets(group, {mq: offset})
+        return [mq for mq, ok in stored.items() if not ok]
 
     # -- pull ------------------------------------------------------------------------------------------------
     def pull_async(self, mq: MessageQueue, offset: int, max_nums: int = codes.DEFAULT_PULL_BATCH, *,
@@ -223,22 +170,8 @@ class RemotingClient:
             pending = self._pool.send(address, cmd, timeout)
         return PendingPull(mq, offset, max_nums, pending, address)
 
-    def pull(self, mq: MessageQueue, offset: int, max_nums: int = codes.DEFAULT_PULL_BATCH, **kw) -> PullResult:
-        """Pull once and wait for the result."""
-        return self.pull_async(mq, offset, max_nums, **kw).result()
-
-    def read_range(self, mq: MessageQueue, start: int, end: int, *, depth: int = 8, group: str = DEFAULT_GROUP,
-                   expression: str = "*", expression_type: str = "TAG",
-                   fail_on_data_loss: bool = True) -> Iterator[Message]:
-        """Every message of ``mq`` with ``start <= queueOffset < end`` that matches the filter, in order,
-        with ``depth`` pulls in flight."""
-        tags = tag_set(expression) if expression_type.upper() == "TAG" else None
-        reader = RangeReader(self, mq, start, end, depth=depth, group=group, expression=expression,
-                             expression_type=expression_type, fail_on_data_loss=fail_on_data_loss)
-        for chunk in reader:
-            for m in decode_messages(chunk.body, mq.broker_name, tags=tags):
-                if chunk.low <= m.queue_offset < chunk.high:
-                    yield m
+    def _range_messages(self, chunk: RangeChunk, mq: MessageQueue, tags: frozenset[str] | None) -> list[Message]:
+        return decode_messages(chunk.body, mq.broker_name, tags=tags)
 
     # -- admin and produce (tests, benchmarks, the later sink) ----------------------------------------------
     def create_topic(self, topic: str, queues: int = 4, *, broker_names: Iterable[str] | None = None,

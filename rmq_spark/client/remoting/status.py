@@ -1,20 +1,18 @@
 """Turn an error response into the matching ``RocketMQError`` subclass, in one place."""
 from __future__ import annotations
 
+from rmq_spark.client import hints
 from rmq_spark.client.errors import AuthError, BrokerError, RocketMQError, TopicNotFoundError
 from rmq_spark.client.remoting import codes
 from rmq_spark.client.remoting.frame import RemotingCommand
 
 _HINTS = {
-    codes.TOPIC_NOT_EXIST: (TopicNotFoundError, "check the topic name, or create the topic"),
-    codes.NO_PERMISSION: (AuthError, "check accessKey/secretKey and the user's permissions on the broker"),
-    codes.USER_NOT_EXIST: (AuthError, "the accessKey is not a user of this cluster: check accessKey"),
-    codes.SUBSCRIPTION_GROUP_NOT_EXIST: (BrokerError, "the consumer group does not exist on the broker: create "
-                                                      "it (mqadmin updateSubGroup) or enable "
-                                                      "autoCreateSubscriptionGroup"),
-    codes.SUBSCRIPTION_PARSE_FAILED: (BrokerError, "check subExpression and expressionType"),
-    codes.REQUEST_CODE_NOT_SUPPORTED: (BrokerError, "the server does not support this request; "
-                                                    "check the address points at a RocketMQ name server or broker"),
+    codes.TOPIC_NOT_EXIST: (TopicNotFoundError, hints.TOPIC),
+    codes.NO_PERMISSION: (AuthError, hints.AUTH),
+    codes.USER_NOT_EXIST: (AuthError, hints.UNKNOWN_USER),
+    codes.SUBSCRIPTION_GROUP_NOT_EXIST: (BrokerError, hints.GROUP),
+    codes.SUBSCRIPTION_PARSE_FAILED: (BrokerError, hints.FILTER),
+    codes.REQUEST_CODE_NOT_SUPPORTED: (BrokerError, hints.NOT_REMOTING),
 }
 
 

@@ -1,0 +1,16 @@
+"""The fix each kind of failure suggests, worded once for every transport."""
+
+TOPIC = "check the topic name, or create the topic"
+AUTH = "check accessKey/secretKey and the user's permissions on the broker"
+UNKNOWN_USER = "the accessKey is not a user of this cluster: check accessKey"
+GROUP = ("the consumer group does not exist on the broker: create it (mqadmin updateSubGroup) or enable "
+         "autoCreateSubscriptionGroup")
+FILTER = "check subExpression and expressionType"
+NOT_REMOTING = "the server does not support this request; check the address points at a RocketMQ name server or broker"
+NO_PULL_API = ("this server has no pull API: it is not an rmq-spark pull gateway (the stock RocketMQ proxy "
+               "implements only the push and simple consumer calls of apache.rocketmq.v2, not PullMessage, "
+               "UpdateOffset, GetOffset or QueryOffset). Read over the remoting protocol with option nameServer set "
+               "to the cluster's name servers, or run the pull gateway beside the cluster (jvm-shim/GATEWAY.md) and "
+               "point option endpoint at it")
+NOT_GRPC = ("check that endpoint is the host:port of a RocketMQ v2 gRPC pull gateway and that it is up; a name "
+            "server or broker address goes in option nameServer instead")
