@@ -1,0 +1,297 @@
+"""The gRPC client: the client interface of the remoting transport over one apache.rocketmq.v2 endpoint."""
+from __future__ import annotations
+
+import ipaddress
+from typing import Callable, Iterable, TypeVar
+
+import grpc
+
+from rmq_spark.client import hints
+from rmq_spark.client.base import DEFAULT_GROUP, BaseClient
+from rmq_spark.client.errors import RocketMQError
+from rmq_spark.client.grpc import messages, status
+from rmq_spark.client.grpc.auth import Metadata
+from rmq_spark.client.grpc.v2 import definition_pb2 as pb
+from rmq_spark.client.grpc.v2 import service_pb2 as svc
+from rmq_spark.client.model import (PERM_READ, PERM_WRITE, BrokerData, Message, MessageQueue, PullResult,
+                                    PullStatus, QueueData, SendResult, TopicRoute)
+from rmq_spark.client.range_reader import SLOT, RangeChunk, tag_set
+from rmq_spark.client.remoting.acl import Credentials
+from rmq_spark.client.remoting.message_codec import OutgoingMessage
+
+T = TypeVar("T")
+SERVICE = "/apache.rocketmq.v2.MessagingService/"
+CLIENT_VERSION = "rmq-spark-0.1"
+MAX_MESSAGE_BYTES = 256 << 20  # one PullMessage answer frame holds one message (the broker's limit is 4 MiB)
+_PERMS = {pb.READ: PERM_READ, pb.WRITE: PERM_WRITE, pb.READ_WRITE: PERM_READ | PERM_WRITE}
+_FILTER_TYPES = {"TAG": pb.TAG, "SQL92": pb.SQL}
+
+
+def parse_endpoint(endpoint: str) -> tuple[str, int]:
+    """``host:port`` (IPv6 in brackets) -> (host, port); ValueError names what is wrong."""
+    host, sep, port = endpoint.strip().rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"endpoint {endpoint!r} is not host:port")
+    return host, int(port)
+
+
+def _endpoints(host: str, port: int) -> pb.Endpoints:
+    try:
+        scheme = pb.IPv6 if ipaddress.ip_address(host).version == 6 else pb.IPv4
+    except ValueError:
+        scheme = pb.DOMAIN_NAME
+    return pb.Endpoints(scheme=scheme, addresses=[pb.Address(host=host, port=port)])
+
+
+def _queue(mq: MessageQueue) -> pb.MessageQueue:
+    return pb.MessageQueue(topic=pb.Resource(name=mq.topic), id=mq.queue_id, broker=pb.Broker(name=mq.broker_name))
+
+
+def route_from_queues(topic: str, endpoint: str, queues: Iterable[pb.MessageQueue]) -> TopicRoute:
+    """A TopicRoute from QueryRoute's queues: per broker, the leading run of readable / writable queue ids."""
+    perms: dict[str, dict[int, int]] = {}
+    for q in queues:
+        perms.setdefault(q.broker.name, {})[q.id] = _PERMS.get(q.permission, 0)
+
+    def leading(ids: dict[int, int], bit: int) -> int:
+        n = 0
+        while ids.get(n, 0) & bit:
+            n += 1
+        return n
+
+    brokers = tuple(BrokerData(name, {0: endpoint}) for name in sorted(perms))
+    datas = []
+    for name in sorted(perms):
+        r, w = leading(perms[name], PERM_READ), leading(perms[name], PERM_WRITE)
+        datas.append(QueueData(name, r, w, (PERM_READ if r else 0) | (PERM_WRITE if w else 0)))
+    return TopicRoute(topic, brokers, tuple(datas))
+
+
+class PendingGrpcPull:
+    """A PullMessage call in flight (the call starts when this is made); ``result()`` reads its stream."""
+
+    __slots__ = ("queue", "offset", "max_nums", "_client", "_call", "_tags")
+
+    def __init__(self, client: "GrpcClient", queue: MessageQueue, offset: int, max_nums: int, call,
+                 tags: frozenset[str] | None) -> None:
+        self.queue, self.offset, self.max_nums = queue, offset, max_nums
+        self._client, self._call, self._tags = client, call, tags
+
+    def result(self) -> PullResult:
+        what = f"pull of {self.queue} at offset {self.offset}"
+        endpoint = self._client.endpoint
+        code = None
+        found: list[Message] = []
+        next_offset = None
+        try:
+            for frame in self._call:
+                kind = frame.WhichOneof("content")
+                if kind == "status":
+                    code = frame.status.code
+                    status.check(frame.status, what, endpoint, status.Code.MESSAGE_NOT_FOUND,
+                                 status.Code.ILLEGAL_OFFSET)
+                elif kind == "message":
+                    found.append(messages.from_v2(frame.message, self.queue))
+                elif kind == "next_offset":
+                    next_offset = frame.next_offset
+        except grpc.RpcError as e:
+            raise status.rpc_error(e, what, endpoint) from None
+        if code is None or next_offset is None:
+            raise RocketMQError(f"{what}: {endpoint} ended the PullMessage stream without "
+                                f"{'a status' if code is None else 'a next offset'}; {hints.NOT_GRPC}")
+        if code == status.Code.MESSAGE_NOT_FOUND:
+            return PullResult(PullStatus.NO_NEW_MSG, next_offset, -1, next_offset)
+        if code == status.Code.ILLEGAL_OFFSET:
+            low, high = self._client.min_offset(self.queue), self._client.max_offset(self.queue)
+            return PullResult(PullStatus.OFFSET_ILLEGAL, next_offset, low, high)
+        if self._tags is not None:
+            found = [m for m in found if m.tags is not None and m.tags in self._tags]
+        if not found:
+            return PullResult(PullStatus.NO_MATCHED_MSG, next_offset, -1, -1)
+        return PullResult(PullStatus.FOUND, next_offset, -1, -1, messages=tuple(found))
+
+
+class GrpcClient(BaseClient):
+    """A RocketMQ client over the apache.rocketmq.v2 gRPC API of one endpoint (``host:port``). Thread-safe; the
+    channel opens on first use."""
+
+    def __init__(self, endpoint: str, *, credentials: Credentials | None = None, tls: bool = False,
+                 root_certificates: bytes | None = None, server_name: str | None = None,
+                 request_timeout: float = 10.0, connect_timeout: float = 5.0, route_ttl: float = 30.0) -> None:
+        super().__init__(route_ttl=route_ttl)
+        self._host, self._port = parse_endpoint(endpoint)
+        self.endpoint = endpoint.strip()
+        self.request_timeout = request_timeout
+        self.connect_timeout = connect_timeout
+        self._tls, self._roots, self._server_name = tls or root_certificates is not None, root_certificates, server_name
+        self._metadata = Metadata(credentials, CLIENT_VERSION)
+        self._channel: grpc.Channel | None = None
+        self._methods: dict[str, Callable] = {}
+
+    def close(self) -> None:
+        if self._channel is not None:
+            self._channel.close()
+            self._channel, self._methods = None, {}
+
+    # -- calls -----------------------------------------------------------------------------------------------
+    def _open(self) -> grpc.Channel:
+        if self._channel is None:
+            options = [("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+                       ("grpc.max_send_message_length", MAX_MESSAGE_BYTES), ("grpc.enable_http_proxy", 0),
+                       ("grpc.initial_reconnect_backoff_ms", 200), ("grpc.max_reconnect_backoff_ms", 2000),
+                       ("grpc.min_reconnect_backoff_ms", 200)]
+            target = f"{self._host}:{self._port}" if ":" not in self._host else f"[{self._host}]:{self._port}"
+            if self._tls:
+                if self._server_name:
+                    options.append(("grpc.ssl_target_name_override", self._server_name))
+                creds = grpc.ssl_channel_credentials(root_certificates=self._roots)
+                self._channel = grpc.secure_channel(target, creds, options=options)
+            else:
+                self._channel = grpc.insecure_channel(target, options=options)
+        return self._channel
+
+    def _method(self, name: str, response, *, stream: bool = False) -> Callable:
+        fn = self._methods.get(name)
+        if fn is None:
+            channel = self._open()
+            make = channel.unary_stream if stream else channel.unary_unary
+            fn = self._methods[name] = make(SERVICE + name, request_serializer=lambda m: m.SerializeToString(),
+                                            response_deserializer=response.FromString)
+        return fn
+
+    def _unary(self, name: str, response, request, what: str, *extra: tuple[str, str]):
+        try:
+            return self._method(name, response)(request, timeout=self.request_timeout, metadata=self._metadata(*extra))
+        except grpc.RpcError as e:
+            raise status.rpc_error(e, what, self.endpoint) from None
+
+    def _fan_out(self, name: str, response, requests: dict[MessageQueue, object], what: Callable[[MessageQueue], str],
+                 parse: Callable[[MessageQueue, object], T]) -> dict[MessageQueue, T]:
+        """The same call for many queues, all in flight at once."""
+        fn = self._method(name, response)
+        md = self._metadata()
+        futures = {mq: fn.future(r, timeout=self.request_timeout, metadata=md) for mq, r in requests.items()}
+        out = {}
+        for mq, f in futures.items():
+            try:
+                answer = f.result()
+            except grpc.RpcError as e:
+                for other in futures.values():
+                    other.cancel()
+                raise status.rpc_error(e, what(mq), self.endpoint) from None
+            out[mq] = parse(mq, answer)
+        return out
+
+    # -- routing ---------------------------------------------------------------------------------------------
+    def _fetch_route(self, topic: str) -> TopicRoute:
+        what = f"route of topic {topic!r}"
+        answer = self._unary("QueryRoute", svc.QueryRouteResponse,
+                             svc.QueryRouteRequest(topic=pb.Resource(name=topic),
+                                                   endpoints=_endpoints(self._host, self._port)), what)
+        status.check(answer.status, what, self.endpoint)
+        return route_from_queues(topic, self.endpoint, answer.message_queues)
+
+    def topics(self) -> list[str]:
+        raise RocketMQError(f"the v2 gRPC API of {self.endpoint} has no topic list, so option topicPattern cannot "
+                            "be used with option endpoint: name the topics (topic, topics), or read through "
+                            "nameServer")
+
+    # -- offsets ---------------------------------------------------------------------------------------------
+    def _query_offsets(self, mqs: Iterable[MessageQueue], policy: int, what: str,
+                       timestamp: int | None = None) -> dict[MessageQueue, int]:
+        requests = {}
+        for mq in mqs:
+            r = svc.QueryOffsetRequest(message_queue=_queue(mq), query_offset_policy=policy)
+            if timestamp is not None:
+                r.timestamp.FromMilliseconds(int(timestamp))
+            requests[mq] = r
+
+        def parse(mq: MessageQueue, answer) -> int:
+            status.check(answer.status, f"{what} of {mq}", self.endpoint)
+            return answer.offset
+        return self._fan_out("QueryOffset", svc.QueryOffsetResponse, requests, lambda mq: f"{what} of {mq}", parse)
+
+    def min_offsets(self, mqs: Iterable[MessageQueue]) -> dict[MessageQueue, int]:
+        """The first offset still held by the broker, per queue."""
+        return self._query_offsets(mqs, pb.BEGINNING, "min offset")
+
+    def max_offsets(self, mqs: Iterable[MessageQueue]) -> dict[MessageQueue, int]:
+        """The offset after the last message (exclusive end), per queue."""
+        return self._query_offsets(mqs, pb.END, "max offset")
+
+    def search_offsets(self, mqs: Iterable[MessageQueue], timestamp: int,
+                       boundary: str = "lower") -> dict[MessageQueue, int]:
+        """Per queue, the offset of the first message stored at or after ``timestamp`` ms."""
+        if boundary != "lower":
+            raise ValueError(f"the v2 API searches offsets by time at the lower boundary only, not {boundary!r}")
+        return self._query_offsets(mqs, pb.TIMESTAMP, "offset by timestamp", timestamp)
+
+    # -- consumer offsets ------------------------------------------------------------------------------------
+    def query_consumer_offsets(self, group: str, mqs: Iterable[MessageQueue]) -> dict[MessageQueue, int | None]:
+        """The group's committed (next-to-consume) offset per queue, None where the group has none."""
+        requests = {mq: svc.GetOffsetRequest(group=pb.Resource(name=group), message_queue=_queue(mq)) for mq in mqs}
+
+        def parse(mq: MessageQueue, answer) -> int | None:
+            if answer.status.code == status.Code.OFFSET_NOT_FOUND:
+                return None
+            status.check(answer.status, f"consumer offset of group {group!r} on {mq}", self.endpoint)
+            return answer.offset
+        return self._fan_out("GetOffset", svc.GetOffsetResponse, requests,
+                             lambda mq: f"consumer offset of group {group!r} on {mq}", parse)
+
+    def _store_consumer_offsets(self, group: str, offsets: dict[MessageQueue, int]) -> list[MessageQueue]:
+        requests = {mq: svc.UpdateOffsetRequest(group=pb.Resource(name=group), message_queue=_queue(mq), offset=o)
+                    for mq, o in offsets.items()}
+
+        def parse(mq: MessageQueue, answer) -> bool:
+            if answer.status.code == status.Code.CONSUMER_GROUP_NOT_FOUND:
+                return False
+            status.check(answer.status, f"update of group {group!r} offset on {mq}", self.endpoint)
+            return True
+        stored = self._fan_out("UpdateOffset", svc.UpdateOffsetResponse, requests,
+                               lambda mq: f"update of group {group!r} offset on {mq}", parse)
+        return [mq for mq, ok in stored.items() if not ok]
+
+    # -- pull ------------------------------------------------------------------------------------------------
+    def pull_async(self, mq: MessageQueue, offset: int, max_nums: int = SLOT, *, group: str = DEFAULT_GROUP,
+                   expression: str = "*", expression_type: str = "TAG", suspend_ms: int = 0) -> PendingGrpcPull:
+        """Start a PullMessage call and return at once; with ``suspend_ms`` > 0 the server may hold it until
+        messages arrive (long polling)."""
+        kind = expression_type.upper()
+        if kind not in _FILTER_TYPES:
+            raise ValueError(f"expression type must be TAG or SQL92, not {expression_type!r}")
+        request = svc.PullMessageRequest(group=pb.Resource(name=group), message_queue=_queue(mq), offset=offset,
+                                         batch_size=max_nums,
+                                         filter_expression=pb.FilterExpression(type=_FILTER_TYPES[kind],
+                                                                               expression=expression or "*"))
+        request.long_polling_timeout.FromMilliseconds(max(0, suspend_ms))
+        fn = self._method("PullMessage", svc.PullMessageResponse, stream=True)
+        call = fn(request, timeout=self.request_timeout + suspend_ms / 1000.0, metadata=self._metadata())
+        tags = tag_set(expression) if kind == "TAG" else None
+        return PendingGrpcPull(self, mq, offset, max_nums, call, tags)
+
+    def _range_messages(self, chunk: RangeChunk, mq: MessageQueue, tags: frozenset[str] | None) -> list[Message]:
+        return list(chunk.messages or ())
+
+    # -- produce ---------------------------------------------------------------------------------------------
+    def send(self, mq: MessageQueue, batch: OutgoingMessage | list[OutgoingMessage],
+             *, group: str = "rmq_spark_producer") -> SendResult:
+        """Send one message or a batch to one queue (the broker is named in the ``x-mq-broker-name`` metadata)."""
+        batch = [batch] if isinstance(batch, OutgoingMessage) else list(batch)
+        if not batch:
+            raise ValueError("send needs at least one message")
+        batch = [m.with_unique_id() for m in batch]
+        what = f"send to {mq}"
+        answer = self._unary("SendMessage", svc.SendMessageResponse,
+                             svc.SendMessageRequest(messages=messages.to_v2(mq.topic, mq.queue_id, batch)), what,
+                             ("x-mq-broker-name", mq.broker_name))
+        status.check(answer.status, what, self.endpoint)
+        for entry in answer.entries:
+            status.check(entry.status, what, self.endpoint)
+        offset = answer.entries[0].offset if answer.entries else -1
+        return SendResult(msg_id=",".join(m.unique_id or "" for m in batch), queue=mq, queue_offset=offset)
+
+    def create_topic(self, topic: str, queues: int = 4, **_: object) -> None:
+        raise RocketMQError(f"the v2 gRPC API of {self.endpoint} cannot create topics: create {topic!r} with "
+                            "mqadmin updateTopic, or through a client with nameServer")

@@ -1,0 +1,56 @@
+"""v2 ``Message`` <-> the client's ``Message`` / ``OutgoingMessage``, with the conventions of proto/README.md."""
+from __future__ import annotations
+
+import gzip
+from typing import Iterable
+
+from rmq_spark.client.errors import ProtocolError
+from rmq_spark.client.grpc.v2 import definition_pb2 as pb
+from rmq_spark.client.model import Message, MessageQueue
+from rmq_spark.client.remoting.message_codec import OutgoingMessage
+
+FLAG_PROPERTY = "__rmq_spark_flag"
+
+
+def _ms(ts) -> int:
+    return ts.seconds * 1000 + ts.nanos // 1_000_000
+
+
+def from_v2(m: pb.Message, mq: MessageQueue) -> Message:
+    """One pulled v2 message as the client's Message of queue ``mq``."""
+    sp = m.system_properties
+    props = dict(m.user_properties)
+    flag = props.pop(FLAG_PROPERTY, "0")
+    body = m.body
+    if sp.body_encoding == pb.GZIP:
+        try:
+            body = gzip.decompress(body)
+        except (OSError, EOFError) as e:
+            raise ProtocolError(f"{mq}: the gzip body of message {sp.message_id} does not decompress: {e}") from None
+    try:
+        flag_value = int(flag)
+    except ValueError:
+        raise ProtocolError(f"{mq}: message {sp.message_id} has a non-integer {FLAG_PROPERTY} {flag!r}") from None
+    return Message(
+        topic=m.topic.name or mq.topic, broker_name=mq.broker_name, queue_id=sp.queue_id,
+        queue_offset=sp.queue_offset, msg_id=sp.message_id, tags=sp.tag if sp.HasField("tag") else None,
+        keys=tuple(k for k in sp.keys if k), body=body, born_timestamp=_ms(sp.born_timestamp),
+        store_timestamp=_ms(sp.store_timestamp), born_host=sp.born_host, store_host=sp.store_host,
+        reconsume_times=max(sp.delivery_attempt - 1, 0) if sp.HasField("delivery_attempt") else 0,
+        flag=flag_value, properties=props)
+
+
+def to_v2(topic: str, queue_id: int, messages: Iterable[OutgoingMessage]) -> list[pb.Message]:
+    """Messages to send to ``topic`` queue ``queue_id``; each must already carry its UNIQ_KEY."""
+    out = []
+    for m in messages:
+        props = dict(m.properties)
+        if m.flag:
+            props[FLAG_PROPERTY] = str(m.flag)
+        sp = pb.SystemProperties(keys=list(m.keys), message_id=m.unique_id or "", queue_id=queue_id,
+                                 body_encoding=pb.IDENTITY, message_type=pb.NORMAL)
+        if m.tags:
+            sp.tag = m.tags
+        out.append(pb.Message(topic=pb.Resource(name=topic), user_properties=props, system_properties=sp,
+                              body=bytes(m.body)))
+    return out
