@@ -18,8 +18,8 @@ class OptionError(RocketMQError):
 
 # canonical name -> one-line description (used in the unknown-option error)
 KNOWN_OPTIONS: dict[str, str] = {
-    "nameServer": "name server addresses, host:port[;host:port]",
-    "endpoint": "gRPC endpoint host:port (the gRPC transport)",
+    "nameServer": "name server addresses, host:port[;host:port] (the remoting transport)",
+    "endpoint": "host:port of an apache.rocketmq.v2 gRPC pull gateway (the gRPC transport), instead of nameServer",
     "topic": "one topic",
     "topics": "comma-separated topics",
     "topicPattern": "regular expression over the name server's topic list",
@@ -127,6 +127,7 @@ class SourceOptions:
 
     name_server: str | None
     topics: tuple[str, ...] = ()
+    endpoint: str | None = None
     topic_pattern: str | None = None
     sub_expression: str = "*"
     expression_type: str = "TAG"
@@ -175,16 +176,20 @@ def parse_options(raw: Mapping[str, str], *, streaming: bool = False) -> SourceO
                               + ", ".join(sorted(KNOWN_OPTIONS)))
         opts[canonical] = str(value)
 
-    if "endpoint" in opts:
-        raise OptionError("option endpoint (the gRPC transport) is not available in this version of rmq-spark; "
-                          "set nameServer to the cluster's name server addresses instead")
-    name_server = opts.get("nameServer", "").strip()
-    if not name_server:
-        raise OptionError("option nameServer is required: the name server addresses, host:port[;host:port]")
-    for addr in name_server.replace(",", ";").split(";"):
-        host, sep, port = addr.strip().rpartition(":")
-        if addr.strip() and (not sep or not host or not port.isdigit()):
-            raise OptionError(f"option nameServer: {addr.strip()!r} is not host:port")
+    name_server = opts.get("nameServer", "").strip() or None
+    endpoint = opts.get("endpoint", "").strip() or None
+    if name_server and endpoint:
+        raise OptionError("set option nameServer (remoting) or option endpoint (gRPC pull gateway), not both")
+    if not name_server and not endpoint:
+        raise OptionError("option nameServer is required: the name server addresses, host:port[;host:port] "
+                          "(or option endpoint, the host:port of a gRPC pull gateway)")
+    for name, value in (("nameServer", name_server), ("endpoint", endpoint)):
+        for addr in (value or "").replace(",", ";").split(";"):
+            host, sep, port = addr.strip().rpartition(":")
+            if addr.strip() and (not sep or not host.strip("[]") or not port.isdigit()):
+                raise OptionError(f"option {name}: {addr.strip()!r} is not host:port")
+    if endpoint and (";" in endpoint or "," in endpoint):
+        raise OptionError(f"option endpoint takes one host:port (the gateway), not a list: {endpoint!r}")
 
     chosen = [k for k in ("topic", "topics", "topicPattern") if opts.get(k, "").strip()]
     if len(chosen) != 1:
@@ -193,6 +198,9 @@ def parse_options(raw: Mapping[str, str], *, streaming: bool = False) -> SourceO
     topics: tuple[str, ...] = ()
     pattern = None
     if chosen[0] == "topicPattern":
+        if endpoint:
+            raise OptionError("option topicPattern needs the name server's topic list, which the gRPC API of option "
+                              "endpoint does not offer: name the topics with topic or topics, or use nameServer")
         pattern = opts["topicPattern"].strip()
         try:
             re.compile(pattern)
@@ -244,6 +252,7 @@ def parse_options(raw: Mapping[str, str], *, streaming: bool = False) -> SourceO
     commit = opts.get("commitOffsetsToBroker")
     parsed = SourceOptions(
         name_server=name_server,
+        endpoint=endpoint,
         topics=topics,
         topic_pattern=pattern,
         sub_expression=sub_expression,

@@ -11,6 +11,7 @@ from rmq_spark.client.range_reader import SLOT, RangeReader, tag_set
 from rmq_spark.connect import shared_client
 from rmq_spark.offsets import QueueRange
 from rmq_spark.options import SourceOptions
+from rmq_spark.schema import MessageBatcher
 
 log = logging.getLogger(__name__)
 
@@ -33,12 +34,18 @@ def read_range(options: SourceOptions, qr: QueueRange) -> Iterator[pa.RecordBatc
     # pull). Decoding before the next pull could take the batch past the limit keeps batches near `limit` rows
     # without copying; a batch that still runs over (inner batches unwrap into more rows) is sliced.
     flush_at = max(1, limit - SLOT + 1)
-    decoder = ArrowBatchDecoder(qr.queue.broker_name, tags=tags)
+    decoder: ArrowBatchDecoder | MessageBatcher | None = None
     for chunk in reader:
-        decoder.add(chunk.body, chunk.low, chunk.high)
+        if chunk.messages is not None:  # a transport that delivers decoded messages (gRPC)
+            decoder = decoder or MessageBatcher()
+            decoder.add(chunk.messages, chunk.low, chunk.high)
+        else:
+            decoder = decoder or ArrowBatchDecoder(qr.queue.broker_name, tags=tags)
+            decoder.add(chunk.body, chunk.low, chunk.high)
         if decoder.rows >= flush_at or decoder.nbytes >= MAX_PENDING_BYTES:
             yield from _bounded(decoder.flush(), limit)
-    yield from _bounded(decoder.flush(), limit)
+    if decoder is not None:
+        yield from _bounded(decoder.flush(), limit)
     if reader.lost:
         log.warning("%s: %d offsets of [%d, %d) were no longer on the broker and were skipped",
                     qr.queue, reader.lost, qr.start, qr.end)

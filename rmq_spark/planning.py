@@ -26,7 +26,8 @@ def resolve_queues(client, options: SourceOptions) -> list[MessageQueue]:
         try:
             found = client.queues(topic, refresh=True)
         except TopicNotFoundError as e:
-            raise TopicNotFoundError(f"topic {topic!r} does not exist on name server {options.name_server}: "
+            where = f"name server {options.name_server}" if options.name_server else f"endpoint {options.endpoint}"
+            raise TopicNotFoundError(f"topic {topic!r} does not exist on {where}: "
                                      "check the topic option, or create the topic", code=e.code,
                                      remark=e.remark) from None
         if not found and options.topic_pattern is None:

@@ -46,3 +46,28 @@ def to_record_batch(messages: Sequence[Message]) -> pa.RecordBatch:
         pa.array([list(m.properties.items()) for m in messages], t[14]),
     ]
     return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)
+
+
+class MessageBatcher:
+    """Collects already-decoded messages (a transport that delivers them decoded, e.g. gRPC) and turns them into
+    one RecordBatch of ``ARROW_SCHEMA``: the counterpart of ``arrow_decoder.ArrowBatchDecoder`` for raw blocks."""
+
+    def __init__(self) -> None:
+        self._messages: list[Message] = []
+        self.nbytes = 0
+
+    @property
+    def rows(self) -> int:
+        return len(self._messages)
+
+    def add(self, messages: Sequence[Message], low: int, high: int) -> None:
+        """Collect the messages with ``low <= queueOffset < high``."""
+        for m in messages:
+            if low <= m.queue_offset < high:
+                self._messages.append(m)
+                self.nbytes += len(m.body)
+
+    def flush(self) -> pa.RecordBatch:
+        batch = to_record_batch(self._messages)
+        self._messages, self.nbytes = [], 0
+        return batch

@@ -15,6 +15,12 @@ def test_defaults_and_case_insensitive_keys():
     assert o.commit_offsets_to_broker is False
 
 
+def test_endpoint_selects_the_grpc_transport():
+    o = parse_options({"Endpoint": " gw:8081 ", "topic": "T", "tls": "true"})
+    assert o.endpoint == "gw:8081" and o.name_server is None and o.tls is True
+    assert parse_options({"endpoint": "[::1]:8081", "topic": "T"}).endpoint == "[::1]:8081"
+
+
 def test_secrets_stay_out_of_repr():
     o = parse_options({**BASE, "accessKey": "AK", "secretKey": "s3cr3t-value", "securityToken": "tok-value"})
     assert "s3cr3t-value" not in repr(o) and "tok-value" not in repr(o) and "AK" in repr(o)
@@ -39,7 +45,10 @@ def test_secrets_stay_out_of_repr():
     ({**BASE, "failOnDataLoss": "yes"}, "option failOnDataLoss must be true or false"),
     ({**BASE, "expressionType": "REGEX"}, "option expressionType must be one of TAG, SQL92"),
     ({**BASE, "accessKey": "AK"}, "accessKey and secretKey go together"),
-    ({**BASE, "endpoint": "h:1"}, "option endpoint"),
+    ({**BASE, "endpoint": "h:1"}, "nameServer .remoting. or option endpoint .gRPC pull gateway., not both"),
+    ({"endpoint": "gateway", "topic": "T"}, "option endpoint: 'gateway' is not host:port"),
+    ({"endpoint": "a:1;b:2", "topic": "T"}, "option endpoint takes one host:port"),
+    ({"endpoint": "a:1", "topicPattern": "T.*"}, "topicPattern needs the name server's topic list"),
     ({**BASE, "path": "/x"}, "takes no path"),
     ({**BASE, "startingOffsetsFallback": "middle"}, "startingOffsetsFallback must be one of"),
     ({**BASE, "commitOffsetsToBroker": "true"}, "commitOffsetsToBroker=true needs option consumerGroup"),
