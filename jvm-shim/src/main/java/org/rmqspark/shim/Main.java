@@ -3,6 +3,9 @@ package org.rmqspark.shim;
 import com.google.gson.JsonElement;
 import com.google.gson.JsonObject;
 import com.google.gson.JsonParser;
+import org.rmqspark.shim.gateway.GatewayConfig;
+import org.rmqspark.shim.gateway.PullGateway;
+import org.rmqspark.shim.gateway.SelfSignedCert;
 
 import java.io.BufferedReader;
 import java.io.File;
@@ -31,12 +34,17 @@ public final class Main {
     private static boolean stopped;
     private static EmbeddedCluster cluster;
     private static Clients clients;
+    private static PullGateway gateway;
     private static File tempRoot;
 
     private Main() {
     }
 
     public static void main(String[] args) {
+        if (args.length > 0 && args[0].equals("gateway")) {
+            GatewayMain.main(java.util.Arrays.copyOfRange(args, 1, args.length));
+            return;
+        }
         Options options;
         try {
             options = Options.parse(args);
@@ -67,6 +75,12 @@ public final class Main {
             synchronized (LOCK) {
                 clients = new Clients(cluster.nameServerAddress(), options.authAccessKey, options.authSecretKey);
             }
+            if (options.gateway) {
+                PullGateway g = startGateway(options, cluster, root);
+                synchronized (LOCK) {
+                    gateway = g;
+                }
+            }
         } catch (Throwable t) {
             System.err.println("rmq-shim: start failed: " + Protocol.describe(t));
             t.printStackTrace(System.err);
@@ -74,7 +88,14 @@ public final class Main {
             return;
         }
         System.err.printf("rmq-shim: ready in %.2f s%n", (System.nanoTime() - t0) / 1e9);
-        Protocol.ready(cluster.readyInfo());
+        JsonObject ready = cluster.readyInfo();
+        if (gateway != null) {
+            ready.addProperty("gateway", gateway.address());
+            if (gateway.certificate() != null) {
+                ready.addProperty("gatewayCert", gateway.certificate().getAbsolutePath());
+            }
+        }
+        Protocol.ready(ready);
 
         Commands commands = new Commands(cluster, clients);
         BlockingQueue<String> lines = startStdinReader();
@@ -167,6 +188,9 @@ public final class Main {
             stopped = true;
             long t0 = System.nanoTime();
             ShutdownAccelerator acc = ShutdownAccelerator.start(Thread.currentThread());
+            if (gateway != null) {
+                gateway.shutdown(2_000);
+            }
             if (clients != null) {
                 clients.shutdown();
             }
@@ -180,9 +204,33 @@ public final class Main {
             }
             long t3 = System.nanoTime();
             acc.close();
-            System.err.printf("rmq-shim: stopped in %.2f s (clients %.2f, cluster %.2f, store removal %.2f)%n",
+            System.err.printf("rmq-shim: stopped in %.2f s (gateway and clients %.2f, cluster %.2f, "
+                + "store removal %.2f)%n",
                 (t3 - t0) / 1e9, (t1 - t0) / 1e9, (t2 - t1) / 1e9, (t3 - t2) / 1e9);
         }
+    }
+
+    /**
+     * The pull gateway on 127.0.0.1 in front of the embedded name server. With auth it requires the cluster's user
+     * from callers and signs its broker requests as that user; with --tls it serves TLS with a self-signed
+     * certificate for localhost/127.0.0.1 written under the store root.
+     */
+    private static PullGateway startGateway(Options options, EmbeddedCluster cluster, File root) throws Exception {
+        GatewayConfig config = new GatewayConfig();
+        config.nameServer = cluster.nameServerAddress();
+        config.bindHost = EmbeddedCluster.HOST;
+        config.port = options.gatewayPort;
+        if (options.authEnabled()) {
+            config.users.put(options.authAccessKey, options.authSecretKey);
+            config.brokerAccessKey = options.authAccessKey;
+            config.brokerSecretKey = options.authSecretKey;
+        }
+        if (options.tls) {
+            SelfSignedCert cert = SelfSignedCert.create(new File(root, "gateway-tls"));
+            config.tlsCert = cert.certificate;
+            config.tlsKey = cert.privateKey;
+        }
+        return PullGateway.start(config);
     }
 
     private static File prepareRoot(Options options) throws IOException {

@@ -18,6 +18,10 @@ final class Options {
     int cqFileEntries = 0;
     /** Servers accept TLS (self-signed test certificate) beside plain TCP: RocketMQ's "permissive" mode. */
     boolean tls = false;
+    /** Start the pull gateway beside the cluster (on by default). */
+    boolean gateway = true;
+    /** Gateway listen port on 127.0.0.1; 0 = any free port. */
+    int gatewayPort = 0;
 
     boolean authEnabled() {
         return authAccessKey != null;
@@ -45,6 +49,8 @@ final class Options {
                 case "--commitlog-file-size": o.commitLogFileSize = Integer.parseInt(need(a, v)); i++; break;
                 case "--cq-file-entries": o.cqFileEntries = Integer.parseInt(need(a, v)); i++; break;
                 case "--tls": o.tls = true; break;
+                case "--gateway-port": o.gatewayPort = Integer.parseInt(need(a, v)); i++; break;
+                case "--no-gateway": o.gateway = false; break;
                 default: throw new IllegalArgumentException("unknown argument: " + a);
             }
         }
@@ -53,6 +59,9 @@ final class Options {
         }
         if ((o.authAccessKey == null) != (o.authSecretKey == null)) {
             throw new IllegalArgumentException("--auth-access-key and --auth-secret-key go together");
+        }
+        if (o.gatewayPort < 0 || o.gatewayPort > 65535) {
+            throw new IllegalArgumentException("--gateway-port must be within 0..65535");
         }
         if (o.brokerPorts.size() > o.brokers) {
             throw new IllegalArgumentException("more --broker-ports than --brokers");
