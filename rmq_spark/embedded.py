@@ -6,6 +6,7 @@ Used by the demo, the tests (a session-scoped fixture) and the benchmarks::
         mq.create_topic("Orders", queues=4)
         mq.produce("Orders", [{"body": "hello", "tags": "TagA"}])
         print(mq.name_server, mq.offsets("Orders"))
+        print(mq.gateway)  # the v2 pull gateway beside the cluster (jvm-shim/GATEWAY.md)
 
 The JVM reads commands on its stdin and exits when stdin closes, so a killed Python process leaves no JVM behind.
 """
@@ -84,6 +85,7 @@ class EmbeddedRocketMQ:
     def __init__(self, brokers: int = 1, *, store_dir: str | os.PathLike | None = None,
                  access_key: str | None = None, secret_key: str | None = None,
                  commitlog_file_size: int | None = None, cq_file_entries: int | None = None, tls: bool = False,
+                 gateway: bool = True, gateway_port: int = 0,
                  heap: str = "768m", ready_timeout: float = 180.0, jvm_flags: tuple[str, ...] = ()) -> None:
         if (access_key is None) != (secret_key is None):
             raise ValueError("give both access_key and secret_key for an authenticated cluster, or neither")
@@ -94,11 +96,17 @@ class EmbeddedRocketMQ:
         self.commitlog_file_size = commitlog_file_size
         self.cq_file_entries = cq_file_entries
         self.tls = tls
+        self.with_gateway = gateway
+        self.gateway_port = gateway_port
         self.heap = heap
         self.jvm_flags = tuple(jvm_flags)
         self.ready_timeout = ready_timeout
         self.name_server: str = ""
         self.brokers: dict[str, str] = {}
+        # The v2 pull gateway beside the cluster ("127.0.0.1:PORT", None when started with gateway=False) and,
+        # with tls=True, the PEM file of its self-signed certificate (valid for localhost and 127.0.0.1).
+        self.gateway: str | None = None
+        self.gateway_cert: str | None = None
         self._proc: subprocess.Popen | None = None
         self._ids = 0
         self._lock = threading.Lock()
@@ -120,7 +128,11 @@ class EmbeddedRocketMQ:
         if self.cq_file_entries is not None:
             args += ["--cq-file-entries", str(self.cq_file_entries)]
         if self.tls:
-            args.append("--tls")  # TLS (self-signed test certificate) accepted beside plain TCP
+            args.append("--tls")  # brokers: TLS beside plain TCP; gateway: TLS only (self-signed certificates)
+        if not self.with_gateway:
+            args.append("--no-gateway")
+        elif self.gateway_port:
+            args += ["--gateway-port", str(self.gateway_port)]
         cmd = jvm_command(*args, heap=self.heap, extra_flags=self.jvm_flags)
         self._proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                       text=True, encoding="utf-8", bufsize=1)
@@ -136,6 +148,8 @@ class EmbeddedRocketMQ:
             raise EmbeddedClusterError(f"the embedded RocketMQ {reason}; its last output:\n{self._tail()}")
         self.name_server = self._ready["nameServer"]
         self.brokers = {b["name"]: b["address"] for b in self._ready["brokers"]}
+        self.gateway = self._ready.get("gateway")
+        self.gateway_cert = self._ready.get("gatewayCert")
         return self
 
     def close(self, timeout: float = 30.0) -> None:
@@ -280,17 +294,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--store", help="store directory (default: a temporary one, deleted at exit)")
     parser.add_argument("--topic", action="append", default=[], help="create this topic (repeatable)")
     parser.add_argument("--queues", type=int, default=4, help="queues per broker for --topic")
+    parser.add_argument("--no-gateway", action="store_true", help="do not start the v2 pull gateway")
     parser.add_argument("--build", action="store_true", help="only build the jar (when missing or stale) and exit")
     args = parser.parse_args(argv)
     try:
         if args.build:
             print(ensure_jar())
             return 0
-        with EmbeddedRocketMQ(args.brokers, store_dir=args.store) as mq:
+        with EmbeddedRocketMQ(args.brokers, store_dir=args.store, gateway=not args.no_gateway) as mq:
             for topic in args.topic:
                 mq.create_topic(topic, args.queues)
-            print(json.dumps({"nameServer": mq.name_server, "brokers": mq.brokers, "topics": args.topic}),
-                  flush=True)
+            print(json.dumps({"nameServer": mq.name_server, "brokers": mq.brokers, "gateway": mq.gateway,
+                              "topics": args.topic}), flush=True)
             try:
                 for _ in sys.stdin:
                     pass
