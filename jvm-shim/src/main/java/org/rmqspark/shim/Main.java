@@ -31,6 +31,7 @@ public final class Main {
     private static boolean stopped;
     private static EmbeddedCluster cluster;
     private static Clients clients;
+    private static StockProxy stockProxy;
     private static File tempRoot;
 
     private Main() {
@@ -67,6 +68,14 @@ public final class Main {
             synchronized (LOCK) {
                 clients = new Clients(cluster.nameServerAddress(), options.authAccessKey, options.authSecretKey);
             }
+            if (options.stockProxy) {
+                long tp = System.nanoTime();
+                StockProxy p = StockProxy.start(cluster, options);
+                synchronized (LOCK) {
+                    stockProxy = p;
+                }
+                System.err.printf("rmq-shim: stock proxy on %s in %.2f s%n", p.address(), (System.nanoTime() - tp) / 1e9);
+            }
         } catch (Throwable t) {
             System.err.println("rmq-shim: start failed: " + Protocol.describe(t));
             t.printStackTrace(System.err);
@@ -74,7 +83,11 @@ public final class Main {
             return;
         }
         System.err.printf("rmq-shim: ready in %.2f s%n", (System.nanoTime() - t0) / 1e9);
-        Protocol.ready(cluster.readyInfo());
+        JsonObject readyInfo = cluster.readyInfo();
+        if (stockProxy != null) {
+            readyInfo.addProperty("stockProxy", stockProxy.address());
+        }
+        Protocol.ready(readyInfo);
 
         Commands commands = new Commands(cluster, clients);
         BlockingQueue<String> lines = startStdinReader();
@@ -158,7 +171,7 @@ public final class Main {
         System.exit(code);
     }
 
-    /** Idempotent: clients, brokers, name server, then the temporary store. */
+    /** Idempotent: clients, the stock proxy, brokers, name server, then the temporary store. */
     static void stop() {
         synchronized (LOCK) {
             if (stopped) {
@@ -169,6 +182,9 @@ public final class Main {
             ShutdownAccelerator acc = ShutdownAccelerator.start(Thread.currentThread());
             if (clients != null) {
                 clients.shutdown();
+            }
+            if (stockProxy != null) {
+                stockProxy.shutdown();
             }
             long t1 = System.nanoTime();
             if (cluster != null) {

@@ -18,6 +18,8 @@ final class Options {
     int cqFileEntries = 0;
     /** Servers accept TLS (self-signed test certificate) beside plain TCP: RocketMQ's "permissive" mode. */
     boolean tls = false;
+    /** Also run the stock Apache RocketMQ gRPC proxy in front of the cluster (see {@link StockProxy}). */
+    boolean stockProxy = false;
 
     boolean authEnabled() {
         return authAccessKey != null;
@@ -45,6 +47,7 @@ final class Options {
                 case "--commitlog-file-size": o.commitLogFileSize = Integer.parseInt(need(a, v)); i++; break;
                 case "--cq-file-entries": o.cqFileEntries = Integer.parseInt(need(a, v)); i++; break;
                 case "--tls": o.tls = true; break;
+                case "--stock-proxy": o.stockProxy = true; break;
                 default: throw new IllegalArgumentException("unknown argument: " + a);
             }
         }
