@@ -85,7 +85,7 @@ class EmbeddedRocketMQ:
     def __init__(self, brokers: int = 1, *, store_dir: str | os.PathLike | None = None,
                  access_key: str | None = None, secret_key: str | None = None,
                  commitlog_file_size: int | None = None, cq_file_entries: int | None = None, tls: bool = False,
-                 gateway: bool = True, gateway_port: int = 0,
+                 gateway: bool = True, gateway_port: int = 0, stock_proxy: bool = False,
                  heap: str = "768m", ready_timeout: float = 180.0, jvm_flags: tuple[str, ...] = ()) -> None:
         if (access_key is None) != (secret_key is None):
             raise ValueError("give both access_key and secret_key for an authenticated cluster, or neither")
@@ -98,6 +98,7 @@ class EmbeddedRocketMQ:
         self.tls = tls
         self.with_gateway = gateway
         self.gateway_port = gateway_port
+        self.with_stock_proxy = stock_proxy
         self.heap = heap
         self.jvm_flags = tuple(jvm_flags)
         self.ready_timeout = ready_timeout
@@ -107,6 +108,9 @@ class EmbeddedRocketMQ:
         # with tls=True, the PEM file of its self-signed certificate (valid for localhost and 127.0.0.1).
         self.gateway: str | None = None
         self.gateway_cert: str | None = None
+        # With stock_proxy=True, the gRPC address of the stock Apache RocketMQ proxy run in front of the cluster: a
+        # real v2 server without the pull calls (it answers them UNIMPLEMENTED).
+        self.stock_proxy: str | None = None
         self._proc: subprocess.Popen | None = None
         self._ids = 0
         self._lock = threading.Lock()
@@ -133,6 +137,8 @@ class EmbeddedRocketMQ:
             args.append("--no-gateway")
         elif self.gateway_port:
             args += ["--gateway-port", str(self.gateway_port)]
+        if self.with_stock_proxy:
+            args.append("--stock-proxy")
         cmd = jvm_command(*args, heap=self.heap, extra_flags=self.jvm_flags)
         self._proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                       text=True, encoding="utf-8", bufsize=1)
@@ -150,6 +156,7 @@ class EmbeddedRocketMQ:
         self.brokers = {b["name"]: b["address"] for b in self._ready["brokers"]}
         self.gateway = self._ready.get("gateway")
         self.gateway_cert = self._ready.get("gatewayCert")
+        self.stock_proxy = self._ready.get("stockProxy")
         return self
 
     def close(self, timeout: float = 30.0) -> None:

@@ -35,6 +35,7 @@ public final class Main {
     private static EmbeddedCluster cluster;
     private static Clients clients;
     private static PullGateway gateway;
+    private static StockProxy stockProxy;
     private static File tempRoot;
 
     private Main() {
@@ -81,6 +82,14 @@ public final class Main {
                     gateway = g;
                 }
             }
+            if (options.stockProxy) {
+                long tp = System.nanoTime();
+                StockProxy p = StockProxy.start(cluster, options);
+                synchronized (LOCK) {
+                    stockProxy = p;
+                }
+                System.err.printf("rmq-shim: stock proxy on %s in %.2f s%n", p.address(), (System.nanoTime() - tp) / 1e9);
+            }
         } catch (Throwable t) {
             System.err.println("rmq-shim: start failed: " + Protocol.describe(t));
             t.printStackTrace(System.err);
@@ -94,6 +103,9 @@ public final class Main {
             if (gateway.certificate() != null) {
                 ready.addProperty("gatewayCert", gateway.certificate().getAbsolutePath());
             }
+        }
+        if (stockProxy != null) {
+            ready.addProperty("stockProxy", stockProxy.address());
         }
         Protocol.ready(ready);
 
@@ -179,7 +191,7 @@ public final class Main {
         System.exit(code);
     }
 
-    /** Idempotent: clients, brokers, name server, then the temporary store. */
+    /** Idempotent: clients, the stock proxy, brokers, name server, then the temporary store. */
     static void stop() {
         synchronized (LOCK) {
             if (stopped) {
@@ -193,6 +205,9 @@ public final class Main {
             }
             if (clients != null) {
                 clients.shutdown();
+            }
+            if (stockProxy != null) {
+                stockProxy.shutdown();
             }
             long t1 = System.nanoTime();
             if (cluster != null) {

@@ -22,6 +22,8 @@ final class Options {
     boolean gateway = true;
     /** Gateway listen port on 127.0.0.1; 0 = any free port. */
     int gatewayPort = 0;
+    /** Also run the stock Apache RocketMQ gRPC proxy in front of the cluster (see {@link StockProxy}). */
+    boolean stockProxy = false;
 
     boolean authEnabled() {
         return authAccessKey != null;
@@ -51,6 +53,7 @@ final class Options {
                 case "--tls": o.tls = true; break;
                 case "--gateway-port": o.gatewayPort = Integer.parseInt(need(a, v)); i++; break;
                 case "--no-gateway": o.gateway = false; break;
+                case "--stock-proxy": o.stockProxy = true; break;
                 default: throw new IllegalArgumentException("unknown argument: " + a);
             }
         }
