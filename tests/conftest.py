@@ -50,3 +50,22 @@ def spark():
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+
+
+TRANSPORTS = ("remoting", "grpc")
+
+
+def transport_options(rocketmq, transport: str) -> dict[str, str]:
+    """The source options that point at the embedded cluster through ``transport``: its name server (remoting)
+    or the pull gateway that jvm-shim runs beside it (gRPC)."""
+    return {"nameServer": rocketmq.name_server} if transport == "remoting" else {"endpoint": rocketmq.gateway}
+
+
+def new_client(rocketmq, transport: str, **kw):
+    """A client of the embedded cluster over ``transport``."""
+    from rmq_spark.client.grpc.client import GrpcClient
+    from rmq_spark.client.remoting.client import RemotingClient
+
+    if transport == "remoting":
+        return RemotingClient(rocketmq.name_server, **kw)
+    return GrpcClient(rocketmq.gateway, **kw)

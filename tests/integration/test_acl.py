@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from rmq_spark.client import AuthError, Credentials, MessageQueue, RemotingClient
+from rmq_spark.client.grpc.client import GrpcClient
 from rmq_spark.embedded import EmbeddedRocketMQ
 
 AK, SK = "rmqspark-admin", "right-secret-0123456789"
@@ -39,3 +40,24 @@ def test_bad_credentials_are_an_auth_error_without_the_secret(secured, credentia
             client.pull(mq, 0)
         assert "wrong-secret-value" not in str(e.value) and "wrong-secret-value" not in repr(credentials)
         assert "accessKey" in str(e.value)
+
+
+def test_right_key_reads_and_commits_through_the_gateway(secured):
+    with GrpcClient(secured.gateway, credentials=Credentials(AK, SK)) as client:
+        mq = MessageQueue("Secured", "broker-a", 0)
+        assert client.max_offset(mq) == 5
+        assert [m.body for m in client.read_range(mq, 0, 5)] == [f"s{i}".encode() for i in range(5)]
+        client.update_consumer_offset("secured-group-grpc", mq, 4)
+        assert secured.query_consumer_offset("secured-group-grpc", "Secured", "broker-a", 0) == 4
+        assert client.query_consumer_offset("secured-group-grpc", mq) == 4
+
+
+@pytest.mark.parametrize("credentials", [Credentials(AK, "wrong-secret-value"),
+                                         Credentials("nobody", "wrong-secret-value"), None])
+def test_the_gateway_refuses_bad_credentials_without_showing_the_secret(secured, credentials):
+    with GrpcClient(secured.gateway, credentials=credentials) as client:
+        mq = MessageQueue("Secured", "broker-a", 0)
+        for call in (lambda: client.pull(mq, 0), lambda: client.max_offset(mq), lambda: client.queues("Secured")):
+            with pytest.raises(AuthError, match="UNAUTHORIZED") as e:
+                call()
+            assert "wrong-secret-value" not in str(e.value) and "accessKey" in str(e.value)

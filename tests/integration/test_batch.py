@@ -1,4 +1,5 @@
-"""spark.read.format("rocketmq") against the real embedded RocketMQ, checked against what was sent."""
+"""spark.read.format("rocketmq") against the real embedded RocketMQ, checked against what was sent, through both
+transports (option nameServer: remoting; option endpoint: the v2 pull gateway)."""
 from __future__ import annotations
 
 import base64
@@ -8,6 +9,7 @@ import time
 import pytest
 
 from rmq_spark.schema import SCHEMA_DDL
+from tests.conftest import TRANSPORTS, transport_options
 
 BROKERS = ("broker-a", "broker-b")
 TAGS = ("TagA", "TagB", "TagC")
@@ -34,9 +36,14 @@ def loaded(rocketmq, request):
     return topic, rocketmq.consume(topic), between
 
 
-def _read(spark, rocketmq, topic, **options):
-    reader = spark.read.format("rocketmq").option("nameServer", rocketmq.name_server).option("topic", topic)
-    for k, v in options.items():
+@pytest.fixture(scope="module", params=TRANSPORTS)
+def transport(request) -> str:
+    return request.param
+
+
+def _read(spark, rocketmq, transport, topic, **options):
+    reader = spark.read.format("rocketmq").option("topic", topic)
+    for k, v in {**transport_options(rocketmq, transport), **options}.items():
         reader = reader.option(k, v)
     return reader.load()
 
@@ -49,9 +56,9 @@ def _java_keys(messages):
     return sorted((m["brokerName"], m["queueId"], m["queueOffset"]) for m in messages)
 
 
-def test_reads_every_message_with_every_column(spark, rocketmq, loaded):
+def test_reads_every_message_with_every_column(spark, rocketmq, transport, loaded):
     topic, java, _ = loaded
-    df = _read(spark, rocketmq, topic)
+    df = _read(spark, rocketmq, transport, topic)
     assert df.schema.simpleString() == spark.createDataFrame([], SCHEMA_DDL).schema.simpleString()
     rows = df.collect()
     assert _keys(rows) == _java_keys(java)
@@ -68,11 +75,12 @@ def test_reads_every_message_with_every_column(spark, rocketmq, loaded):
     assert df.rdd.getNumPartitions() == 8
 
 
-def test_json_offsets_select_exact_ranges(spark, rocketmq, loaded):
+def test_json_offsets_select_exact_ranges(spark, rocketmq, transport, loaded):
     topic, java, _ = loaded
     start = {topic: {"broker-a/0": 5, "broker-b/3": -2, "broker-a/1": -1}}
     end = {topic: {"broker-a/0": 9, "broker-b/2": 4}}
-    rows = _read(spark, rocketmq, topic, startingOffsets=json.dumps(start), endingOffsets=json.dumps(end)).collect()
+    rows = _read(spark, rocketmq, transport, topic, startingOffsets=json.dumps(start),
+                 endingOffsets=json.dumps(end)).collect()
 
     def wanted(m):
         lo = {("broker-a", 0): 5, ("broker-a", 1): 12}.get((m["brokerName"], m["queueId"]), 0)
@@ -81,45 +89,45 @@ def test_json_offsets_select_exact_ranges(spark, rocketmq, loaded):
     assert _keys(rows) == _java_keys([m for m in java if wanted(m)])
 
 
-def test_timestamps_select_by_store_time(spark, rocketmq, loaded):
+def test_timestamps_select_by_store_time(spark, rocketmq, transport, loaded):
     topic, java, between = loaded
-    later = _read(spark, rocketmq, topic, startingTimestamp=str(between)).collect()
+    later = _read(spark, rocketmq, transport, topic, startingTimestamp=str(between)).collect()
     assert _keys(later) == _java_keys([m for m in java if m["storeTimestamp"] >= between])
     assert {r["properties"]["round"] for r in later} == {"1"}
-    earlier = _read(spark, rocketmq, topic, endingTimestamp=str(between)).collect()
+    earlier = _read(spark, rocketmq, transport, topic, endingTimestamp=str(between)).collect()
     assert _keys(earlier) == _java_keys([m for m in java if m["storeTimestamp"] < between])
     per_queue = json.dumps({topic: {"broker-b/1": between}})
-    mixed = _read(spark, rocketmq, topic, startingOffsetsByTimestamp=per_queue,
+    mixed = _read(spark, rocketmq, transport, topic, startingOffsetsByTimestamp=per_queue,
                   startingTimestamp="0").collect()
     assert len(mixed) == len(java)  # startingTimestamp takes precedence over startingOffsetsByTimestamp
-    only = _read(spark, rocketmq, topic, startingOffsetsByTimestamp=per_queue).collect()
+    only = _read(spark, rocketmq, transport, topic, startingOffsetsByTimestamp=per_queue).collect()
     assert _keys(only) == _java_keys([m for m in java if not (m["brokerName"], m["queueId"]) == ("broker-b", 1)
                                       or m["storeTimestamp"] >= between])
 
 
-def test_committed_offsets_with_fallback(spark, rocketmq, loaded):
+def test_committed_offsets_with_fallback(spark, rocketmq, transport, loaded):
     topic, java, _ = loaded
     group = f"batch-committed-{topic}"[:100]
     rocketmq.update_consumer_offset(group, topic, "broker-a", 2, 10)
-    rows = _read(spark, rocketmq, topic, startingOffsets="committed", consumerGroup=group,
+    rows = _read(spark, rocketmq, transport, topic, startingOffsets="committed", consumerGroup=group,
                  startingOffsetsFallback="latest").collect()
     assert _keys(rows) == [("broker-a", 2, 10), ("broker-a", 2, 11)]
     with pytest.raises(Exception, match="has no committed offset for"):
-        _read(spark, rocketmq, topic, startingOffsets="committed", consumerGroup=group,
+        _read(spark, rocketmq, transport, topic, startingOffsets="committed", consumerGroup=group,
               startingOffsetsFallback="error").collect()
 
 
-def test_tag_filter(spark, rocketmq, loaded):
+def test_tag_filter(spark, rocketmq, transport, loaded):
     topic, java, _ = loaded
-    rows = _read(spark, rocketmq, topic, subExpression="TagA || TagC").collect()
+    rows = _read(spark, rocketmq, transport, topic, subExpression="TagA || TagC").collect()
     assert _keys(rows) == _java_keys([m for m in java if m["tags"] in ("TagA", "TagC")])
 
 
-def test_splitting_gives_the_same_rows(spark, rocketmq, loaded):
+def test_splitting_gives_the_same_rows(spark, rocketmq, transport, loaded):
     topic, java, _ = loaded
-    whole = _read(spark, rocketmq, topic)
-    split = _read(spark, rocketmq, topic, maxMessagesPerPartition="5")
-    more = _read(spark, rocketmq, topic, minPartitions="40")
+    whole = _read(spark, rocketmq, transport, topic)
+    split = _read(spark, rocketmq, transport, topic, maxMessagesPerPartition="5")
+    more = _read(spark, rocketmq, transport, topic, minPartitions="40")
     assert split.rdd.getNumPartitions() == 8 * 3 and more.rdd.getNumPartitions() >= 40
     expected = sorted((r["queueOffset"], r["brokerName"], r["queueId"], bytes(r["body"])) for r in whole.collect())
     for df in (split, more):
@@ -127,9 +135,9 @@ def test_splitting_gives_the_same_rows(spark, rocketmq, loaded):
                       for r in df.collect()) == expected
 
 
-def test_small_arrow_batches_and_deep_pipelines(spark, rocketmq, topic):
+def test_small_arrow_batches_and_deep_pipelines(spark, rocketmq, transport, topic):
     rocketmq.produce_bulk(topic, 4000, 64, tags=["TagA"])
-    df = _read(spark, rocketmq, topic, rowsPerBatch="7", pullDepth="32")
+    df = _read(spark, rocketmq, transport, topic, rowsPerBatch="7", pullDepth="32")
     assert df.count() == 4000
     assert df.select("queueOffset", "brokerName", "queueId").distinct().count() == 4000
 
@@ -138,21 +146,39 @@ def test_small_arrow_batches_and_deep_pipelines(spark, rocketmq, topic):
     ({"startingOfsets": "earliest"}, "unknown option 'startingofsets'"),
     ({"startingOffsets": "{oops"}, "option startingOffsets is not valid JSON"),
     ({"topic": "no-such-topic-here"}, "topic 'no-such-topic-here' does not exist"),
-    ({"nameServer": "127.0.0.1:1"}, "no name server answered.*check the nameServer option"),
+    ({"unreachable": True}, {"remoting": "no name server answered.*check the nameServer option",
+                             "grpc": "could not talk gRPC to 127.0.0.1:1.*check that endpoint is"}),
     ({"startingOffsets": '{"T": {"broker-a/0": 5}}', "endingOffsets": '{"T": {"broker-a/0": 2}}'},
      "end offset 2 is before the start offset 5"),
     ({"startingOffsets": '{"T": {"broker-z/0": 5}}'}, "names queue broker-z/0 of topic"),
 ])
-def test_bad_options_fail_before_any_task(spark, rocketmq, loaded, options, message):
+def test_bad_options_fail_before_any_task(spark, rocketmq, transport, loaded, options, message):
     topic, _, _ = loaded
+    options = dict(options)  # the parameter is shared by both transports' runs
+    if options.pop("unreachable", False):
+        options = {("nameServer" if transport == "remoting" else "endpoint"): "127.0.0.1:1"}
+        message = message[transport]
     options = {k: (v.replace('"T"', json.dumps(topic)) if isinstance(v, str) else v) for k, v in options.items()}
     with pytest.raises(Exception, match=message):
-        _read(spark, rocketmq, options.pop("topic", topic), **options).collect()
+        _read(spark, rocketmq, transport, options.pop("topic", topic), **options).collect()
 
 
-def test_secrets_do_not_show_in_explain(spark, rocketmq, loaded):
+def test_both_transports_give_identical_rows(spark, rocketmq, loaded):
+    topic, java, _ = loaded
+
+    def rows(transport, **options):
+        df = _read(spark, rocketmq, transport, topic, **options)
+        return sorted((tuple(r.asDict().items()) for r in df.collect()), key=lambda r: (r[1], r[2], r[3]))
+
+    for options in ({}, {"subExpression": "TagB"}, {"startingOffsets": json.dumps({topic: {"broker-b/1": 4}}),
+                                                    "endingOffsets": json.dumps({topic: {"broker-a/2": 9}})}):
+        over_remoting, over_grpc = rows("remoting", **options), rows("grpc", **options)
+        assert over_remoting and over_remoting == over_grpc, options
+
+
+def test_secrets_do_not_show_in_explain(spark, rocketmq, transport, loaded):
     topic, _, _ = loaded
-    df = _read(spark, rocketmq, topic, accessKey="AK", secretKey="very-secret-value")
+    df = _read(spark, rocketmq, transport, topic, accessKey="AK", secretKey="very-secret-value")
     plan = df._jdf.queryExecution().toString()
     assert "very-secret-value" not in plan
 
@@ -164,9 +190,9 @@ def pushdown_enabled(spark):
     spark.conf.unset("spark.sql.python.filterPushdown.enabled")
 
 
-def test_pushed_filters_narrow_the_plan(spark, rocketmq, loaded, pushdown_enabled):
+def test_pushed_filters_narrow_the_plan(spark, rocketmq, transport, loaded, pushdown_enabled):
     topic, java, between = loaded
-    base = _read(spark, rocketmq, topic, pushFilters="true", maxMessagesPerPartition="1")
+    base = _read(spark, rocketmq, transport, topic, pushFilters="true", maxMessagesPerPartition="1")
     exact = base.where("brokerName = 'broker-b' AND queueId IN (1, 2) AND queueOffset >= 3 AND queueOffset < 8")
     assert exact.rdd.getNumPartitions() == 2 * 5  # one message per partition: only what the filters allow
     assert _keys(exact.collect()) == [("broker-b", q, o) for q in (1, 2) for o in range(3, 8)]
@@ -181,19 +207,21 @@ def test_pushed_filters_narrow_the_plan(spark, rocketmq, loaded, pushdown_enable
     assert _keys(recent.collect()) == _java_keys([m for m in java if m["storeTimestamp"] >= between])
 
 
-def test_pushdown_needs_the_spark_setting_and_is_off_by_default(spark, rocketmq, loaded):
+def test_pushdown_needs_the_spark_setting_and_is_off_by_default(spark, rocketmq, transport, loaded):
     topic, java, _ = loaded
-    assert _read(spark, rocketmq, topic).where("queueId = 1").count() == len([m for m in java if m["queueId"] == 1])
+    assert _read(spark, rocketmq, transport, topic).where("queueId = 1").count() == \
+        len([m for m in java if m["queueId"] == 1])
     with pytest.raises(Exception, match="spark.sql.python.filterPushdown.enabled"):
-        _read(spark, rocketmq, topic, pushFilters="true").where("queueId = 1").collect()
+        _read(spark, rocketmq, transport, topic, pushFilters="true").where("queueId = 1").collect()
 
 
-def test_sql92_filter(spark, rocketmq, loaded):
+def test_sql92_filter(spark, rocketmq, transport, loaded):
     topic, java, _ = loaded
-    rows = _read(spark, rocketmq, topic, expressionType="SQL92", subExpression="n > 3 AND round = 1").collect()
+    rows = _read(spark, rocketmq, transport, topic, expressionType="SQL92",
+                 subExpression="n > 3 AND round = 1").collect()
     assert _keys(rows) == _java_keys([m for m in java if int(m["properties"]["n"]) > 3
                                       and m["properties"]["round"] == "1"])
 
 
-def test_empty_topic_reads_no_rows(spark, rocketmq, topic):
-    assert _read(spark, rocketmq, topic).count() == 0
+def test_empty_topic_reads_no_rows(spark, rocketmq, transport, topic):
+    assert _read(spark, rocketmq, transport, topic).count() == 0

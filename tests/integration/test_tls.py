@@ -3,10 +3,12 @@ self-signed test certificate); certificate verification stays on by default and 
 from __future__ import annotations
 
 import ssl
+from pathlib import Path
 
 import pytest
 
 from rmq_spark.client import ConnectionLostError, MessageQueue, RemotingClient
+from rmq_spark.client.grpc.client import GrpcClient
 from rmq_spark.embedded import EmbeddedRocketMQ
 
 
@@ -37,4 +39,20 @@ def test_reads_over_tls(tls_cluster):
 def test_certificate_verification_is_on_by_default(tls_cluster):
     with RemotingClient(tls_cluster.name_server, tls=True) as client:
         with pytest.raises(ConnectionLostError, match="cannot connect to .*CERTIFICATE_VERIFY_FAILED"):
+            client.route("Encrypted")
+
+
+def test_reads_over_tls_through_the_gateway(tls_cluster):
+    cert = Path(tls_cluster.gateway_cert).read_bytes()
+    with GrpcClient(tls_cluster.gateway, root_certificates=cert, server_name="localhost") as client:
+        mq = MessageQueue("Encrypted", "broker-a", 0)
+        assert [m.body for m in client.read_range(mq, 0, client.max_offset(mq))] == [b"e0", b"e1", b"e2"]
+
+
+def test_the_gateway_certificate_is_verified_and_plaintext_refused(tls_cluster):
+    with GrpcClient(tls_cluster.gateway, tls=True, connect_timeout=2) as client:  # system roots only
+        with pytest.raises(ConnectionLostError, match="could not talk gRPC to"):
+            client.route("Encrypted")
+    with GrpcClient(tls_cluster.gateway, connect_timeout=2) as client:  # no TLS at all
+        with pytest.raises(ConnectionLostError, match="could not talk gRPC to"):
             client.route("Encrypted")
