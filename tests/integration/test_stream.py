@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import TRANSPORTS, transport_options
+
 JOB = Path(__file__).with_name("stream_job.py")
 BROKERS = ("broker-a", "broker-b")
 
@@ -30,9 +32,10 @@ def _last_offsets(checkpoint: Path) -> dict:
 
 
 class Job:
-    def __init__(self, rocketmq, topic, group, out, checkpoint, mode, starting="earliest"):
+    def __init__(self, rocketmq, transport, topic, group, out, checkpoint, mode, starting="earliest"):
         env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
-        self.proc = subprocess.Popen([sys.executable, str(JOB), rocketmq.name_server, topic, group, str(out),
+        ((option, address),) = transport_options(rocketmq, transport).items()
+        self.proc = subprocess.Popen([sys.executable, str(JOB), f"{option}={address}", topic, group, str(out),
                                       str(checkpoint), mode, starting],
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
 
@@ -60,7 +63,8 @@ def _wait_for(condition, timeout, what, job=None):
         time.sleep(0.2)
 
 
-def test_exactly_once_across_kills_and_a_broker_restart(spark, rocketmq, topic, tmp_path):
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_exactly_once_across_kills_and_a_broker_restart(spark, rocketmq, transport, topic, tmp_path):
     group = f"eo-{topic}"[:100]
     out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
     rounds, per_round = 12, 400
@@ -76,12 +80,12 @@ def test_exactly_once_across_kills_and_a_broker_restart(spark, rocketmq, topic, 
     producer = threading.Thread(target=produce)
     producer.start()
     try:
-        job = Job(rocketmq, topic, group, out, checkpoint, "forever")
+        job = Job(rocketmq, transport, topic, group, out, checkpoint, "forever")
         _wait_for(lambda: _commits(checkpoint) >= 2, 240, "2 committed batches", job)
         job.kill()  # 1st hard kill, early
         first = _commits(checkpoint)
 
-        job = Job(rocketmq, topic, group, out, checkpoint, "forever")
+        job = Job(rocketmq, transport, topic, group, out, checkpoint, "forever")
         _wait_for(lambda: _commits(checkpoint) >= first + 2, 240, "progress after the first restart", job)
         rocketmq.stop_broker("broker-b")
         time.sleep(2)
@@ -92,7 +96,7 @@ def test_exactly_once_across_kills_and_a_broker_restart(spark, rocketmq, topic, 
         producer.join()
     assert not producer_error, producer_error
 
-    Job(rocketmq, topic, group, out, checkpoint, "available-now").wait(timeout=300)
+    Job(rocketmq, transport, topic, group, out, checkpoint, "available-now").wait(timeout=300)
 
     java = {(m["brokerName"], m["queueId"], m["queueOffset"]): base64.b64decode(m["bodyBase64"])
             for m in rocketmq.consume(topic)}
@@ -112,7 +116,7 @@ def test_exactly_once_across_kills_and_a_broker_restart(spark, rocketmq, topic, 
     # a new query from the group's committed offsets continues with no gap and no duplicate
     rocketmq.produce_bulk(topic, 300, 80, tags=["TagC"])
     out2, checkpoint2 = tmp_path / "out2", tmp_path / "checkpoint2"
-    Job(rocketmq, topic, group, out2, checkpoint2, "available-now", "committed").wait(timeout=300)
+    Job(rocketmq, transport, topic, group, out2, checkpoint2, "available-now", "committed").wait(timeout=300)
     later = spark.read.parquet(str(out2)).collect()
     assert sorted((r["brokerName"], r["queueId"], r["queueOffset"]) for r in later) == sorted(
         (m["brokerName"], m["queueId"], m["queueOffset"]) for m in rocketmq.consume(topic)
@@ -120,41 +124,45 @@ def test_exactly_once_across_kills_and_a_broker_restart(spark, rocketmq, topic, 
     assert len(later) == 300
 
 
-def _stream(spark, rocketmq, topic, **options):
-    reader = spark.readStream.format("rocketmq").option("nameServer", rocketmq.name_server).option("topic", topic)
-    for k, v in options.items():
+def _stream(spark, rocketmq, transport, topic, **options):
+    reader = spark.readStream.format("rocketmq").option("topic", topic)
+    for k, v in {**transport_options(rocketmq, transport), **options}.items():
         reader = reader.option(k, v)
     return reader.load()
 
 
-def test_rate_limit_and_available_now(spark, rocketmq, topic, tmp_path):
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_rate_limit_and_available_now(spark, rocketmq, transport, topic, tmp_path):
     rocketmq.produce_bulk(topic, 1000, 40, tags=["TagA"])
-    q = (_stream(spark, rocketmq, topic, startingOffsets="earliest", maxMessagesPerTrigger="150")
-         .writeStream.format("memory").queryName("ratelimited").option("checkpointLocation", str(tmp_path / "c"))
+    q = (_stream(spark, rocketmq, transport, topic, startingOffsets="earliest", maxMessagesPerTrigger="150")
+         .writeStream.format("memory").queryName(f"ratelimited_{transport}").option("checkpointLocation", str(tmp_path / "c"))
          .trigger(availableNow=True).start())
     rocketmq.produce_bulk(topic, 500, 40, tags=["TagB"])  # arrives after the start: not read by this run
     q.awaitTermination(180)
     sizes = [p["numInputRows"] for p in q.recentProgress if p["numInputRows"]]
-    assert sum(sizes) == spark.sql("select count(*) from ratelimited").first()[0]
+    assert sum(sizes) == spark.sql(f"select count(*) from ratelimited_{transport}").first()[0]
     assert 1000 <= sum(sizes) <= 1500
     assert len(sizes) >= 7 and max(sizes) <= 150 + 8, sizes
-    assert spark.sql("select count(distinct brokerName, queueId, queueOffset) from ratelimited").first()[0] == \
+    assert spark.sql(f"select count(distinct brokerName, queueId, queueOffset) from ratelimited_{transport}"
+                     ).first()[0] == \
         sum(sizes)
 
 
-def test_new_queues_are_picked_up_and_vanished_queues_are_data_loss(spark, rocketmq, topic, tmp_path):
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_new_queues_are_picked_up_and_vanished_queues_are_data_loss(spark, rocketmq, transport, topic, tmp_path):
     rocketmq.produce(topic, [{"body": f"a{i}", "broker": b, "queueId": q} for b in BROKERS for q in range(4)
                              for i in range(2)])
-    q = (_stream(spark, rocketmq, topic, startingOffsets="earliest", pollNameServerIntervalMs="500")
-         .writeStream.format("memory").queryName("grow").option("checkpointLocation", str(tmp_path / "c"))
+    grow = f"grow_{transport}"
+    q = (_stream(spark, rocketmq, transport, topic, startingOffsets="earliest", pollNameServerIntervalMs="500")
+         .writeStream.format("memory").queryName(grow).option("checkpointLocation", str(tmp_path / "c"))
          .trigger(processingTime="200 milliseconds").start())
     try:
-        _wait_for(lambda: spark.sql("select count(*) from grow").first()[0] == 16, 120, "the first 16 messages")
+        _wait_for(lambda: spark.sql(f"select count(*) from {grow}").first()[0] == 16, 120, "the first 16 messages")
         rocketmq.create_topic(topic, queues=6)
         rocketmq.produce(topic, [{"body": f"n{i}", "broker": b, "queueId": 5} for b in BROKERS for i in range(3)])
-        _wait_for(lambda: spark.sql("select count(*) from grow where queueId = 5").first()[0] == 6, 120,
+        _wait_for(lambda: spark.sql(f"select count(*) from {grow} where queueId = 5").first()[0] == 6, 120,
                   "the messages of the new queues")
-        assert sorted(r[0] for r in spark.sql("select queueOffset from grow where queueId = 5").collect()) == \
+        assert sorted(r[0] for r in spark.sql(f"select queueOffset from {grow} where queueId = 5").collect()) == \
             [0, 0, 1, 1, 2, 2]
         rocketmq.create_topic(topic, queues=2)  # queues 2..5 vanish from the route
         with pytest.raises(Exception, match="no longer in the topic route"):
