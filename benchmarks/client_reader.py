@@ -1,4 +1,7 @@
-"""The Python client on its own: read queue ranges with ``RemotingClient``, in this process or in child processes.
+"""The Python client on its own: read queue ranges with the client of a transport (``RemotingClient`` through the
+name server, ``GrpcClient`` through the pull gateway), in this process or in child processes.
+
+``source`` is the connection part of the source options: ``{"nameServer": ...}`` or ``{"endpoint": ...}``.
 
 Three ways to read, all over exact ``[min, max)`` ranges taken before the clock starts:
 
@@ -20,8 +23,10 @@ import threading
 import time
 from dataclasses import dataclass
 
-from rmq_spark.client import RemotingClient
+from rmq_spark.client.base import BaseClient
 from rmq_spark.client.model import MessageQueue
+from rmq_spark.connect import new_client
+from rmq_spark.options import parse_options
 
 
 @dataclass(frozen=True)
@@ -32,17 +37,22 @@ class Range:
     end: int
 
 
-def plan(name_server: str, topic: str) -> list[Range]:
+def connect(source: dict[str, str], topic: str) -> BaseClient:
+    """A new client of the transport ``source`` selects."""
+    return new_client(parse_options({**source, "topic": topic}))
+
+
+def plan(source: dict[str, str], topic: str) -> list[Range]:
     """Every queue of the topic with its current [min, max)."""
-    with RemotingClient(name_server) as client:
+    with connect(source, topic) as client:
         queues = client.queues(topic, refresh=True)
         mins = client.min_offsets(queues)
         maxs = client.max_offsets(queues)
     return [Range(q.broker_name, q.queue_id, mins[q], maxs[q]) for q in queues]
 
 
-def _read_one(client: RemotingClient, topic: str, r: Range, depth: int, mode: str,
-              name_server: str) -> tuple[int, int]:
+def _read_one(client: BaseClient, topic: str, r: Range, depth: int, mode: str,
+              source: dict[str, str]) -> tuple[int, int]:
     mq = MessageQueue(topic, r.broker, r.queue_id)
     n = 0
     nbytes = 0
@@ -57,10 +67,9 @@ def _read_one(client: RemotingClient, topic: str, r: Range, depth: int, mode: st
             nbytes += len(chunk.body)  # whole pulled records, not just bodies
     elif mode == "arrow":
         from rmq_spark.offsets import QueueRange
-        from rmq_spark.options import parse_options
         from rmq_spark.partition_reader import read_range
         import pyarrow.compute as pc
-        options = parse_options({"nameServer": name_server, "topic": topic, "pullDepth": str(depth)})
+        options = parse_options({**source, "topic": topic, "pullDepth": str(depth)})
         for batch in read_range(options, QueueRange(mq, r.start, r.end)):
             n += batch.num_rows
             nbytes += pc.sum(pc.binary_length(batch.column("body"))).as_py() or 0
@@ -69,10 +78,10 @@ def _read_one(client: RemotingClient, topic: str, r: Range, depth: int, mode: st
     return n, nbytes
 
 
-def read_in_process(name_server: str, topic: str, ranges: list[Range], *, depth: int = 8, threads: int = 1,
+def read_in_process(source: dict[str, str], topic: str, ranges: list[Range], *, depth: int = 8, threads: int = 1,
                     mode: str = "decode") -> dict:
     """Read the ranges here; returns messages, bodyBytes, seconds (first pull to last message)."""
-    client = RemotingClient(name_server)
+    client = connect(source, topic)
     try:
         client.queues(topic)  # route cached: set-up, not timed
         todo: queue_mod.SimpleQueue = queue_mod.SimpleQueue()
@@ -89,7 +98,7 @@ def read_in_process(name_server: str, topic: str, ranges: list[Range], *, depth:
                         r = todo.get_nowait()
                     except queue_mod.Empty:
                         return
-                    n, b = _read_one(client, topic, r, depth, mode, name_server)
+                    n, b = _read_one(client, topic, r, depth, mode, source)
                     with lock:
                         totals[0] += n
                         totals[1] += b
@@ -113,22 +122,21 @@ def read_in_process(name_server: str, topic: str, ranges: list[Range], *, depth:
         client.close()
 
 
-def _child(name_server: str, topic: str, ranges: list[Range], depth: int, threads: int, mode: str,
+def _child(source: dict[str, str], topic: str, ranges: list[Range], depth: int, threads: int, mode: str,
            ready, go, out) -> None:
     try:
-        client = RemotingClient(name_server)
-        client.queues(topic)
-        client.close()
+        with connect(source, topic) as client:
+            client.queues(topic)
         ready.wait()  # a Barrier: every child set up
         go.wait()
         t0 = time.time()
-        r = read_in_process(name_server, topic, ranges, depth=depth, threads=threads, mode=mode)
+        r = read_in_process(source, topic, ranges, depth=depth, threads=threads, mode=mode)
         out.put({"ok": True, "start": t0, "end": time.time(), **r})
     except BaseException as e:
         out.put({"ok": False, "error": f"{type(e).__name__}: {e}"})
 
 
-def read_in_processes(name_server: str, topic: str, ranges: list[Range], *, processes: int, depth: int = 8,
+def read_in_processes(source: dict[str, str], topic: str, ranges: list[Range], *, processes: int, depth: int = 8,
                       threads: int = 1, mode: str = "decode", timeout: float = 1800.0) -> dict:
     """Deal the ranges round-robin to ``processes`` spawned children; seconds = first start to last end."""
     ctx = mp.get_context("spawn")
@@ -137,7 +145,7 @@ def read_in_processes(name_server: str, topic: str, ranges: list[Range], *, proc
     ready = ctx.Barrier(len(shares) + 1)
     go = ctx.Event()
     out = ctx.Queue()
-    children = [ctx.Process(target=_child, args=(name_server, topic, s, depth, threads, mode, ready, go, out),
+    children = [ctx.Process(target=_child, args=(source, topic, s, depth, threads, mode, ready, go, out),
                             name=f"bench-client-{i}", daemon=True) for i, s in enumerate(shares)]
     for c in children:
         c.start()

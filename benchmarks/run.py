@@ -38,11 +38,13 @@ LINE_DOCS = {
     "java-litepull": "official DefaultLitePullConsumer, pullBatchSize 32, all queues (the reference)",
     "java-ceiling": "official DefaultMQPullConsumer async pulls, 16 in flight per queue (broker ceiling)",
     "client": "RemotingClient.read_range, 1 process, depth 8, decoded Message objects",
+    "client-grpc": "GrpcClient.read_range through the v2 pull gateway, 1 process, depth 8, decoded Message objects",
     "client-depth1": "RemotingClient.read_range, 1 process, depth 1 (one pull at a time)",
     "client-2proc": "RemotingClient.read_range, 2 processes x 4 queues, depth 8",
     "client-raw": "RangeReader only (pulled blocks, no decode), 1 process, depth 8",
     "client-arrow": "partition_reader.read_range (the executor path: Arrow batches), 1 process, no Spark",
     "spark-batch": "spark.read.format('rocketmq') -> write.format('noop'), local[*]",
+    "spark-batch-grpc": "spark-batch with option endpoint: the gRPC transport through the v2 pull gateway",
     "spark-stream": "readStream, Trigger.AvailableNow, earliest -> noop sink, local[*]",
 }
 DEFAULT_LINES = list(LINE_DOCS)
@@ -141,7 +143,8 @@ class Harness:
     def line_fn(self, name: str, ds: Dataset) -> Callable[[], dict]:
         from benchmarks import client_reader as cr
 
-        ns, topic = self.mq.name_server, ds.topic
+        ns, topic = {"nameServer": self.mq.name_server}, ds.topic
+        gw = {"endpoint": self.mq.gateway}
         timeout = max(600.0, ds.messages / 2000)
         if name == "java-litepull":
             return lambda: self.mq.command("benchJavaLitePull", topic=topic, pullBatchSize=32,
@@ -151,6 +154,8 @@ class Harness:
                                            timeoutMs=int(timeout * 1000), timeout=timeout + 60)
         if name.startswith("client"):
             ranges = cr.plan(ns, topic)
+            if name == "client-grpc":
+                return lambda: cr.read_in_process(gw, topic, ranges, depth=8)
             if name == "client":
                 return lambda: cr.read_in_process(ns, topic, ranges, depth=8)
             if name == "client-depth1":
@@ -161,10 +166,11 @@ class Harness:
                 return lambda: cr.read_in_process(ns, topic, ranges, depth=8, mode="raw")
             if name == "client-arrow":
                 return lambda: cr.read_in_process(ns, topic, ranges, depth=8, mode="arrow")
-        if name == "spark-batch":
+        if name in ("spark-batch", "spark-batch-grpc"):
             from benchmarks.spark_lines import batch_noop
             spark = self.get_spark()
-            return lambda: batch_noop(spark, ns, topic)
+            source = ns if name == "spark-batch" else gw
+            return lambda: batch_noop(spark, source, topic)
         if name == "spark-stream":
             from benchmarks.spark_lines import stream_available_now
             spark = self.get_spark()
@@ -206,8 +212,9 @@ class Harness:
             self.mq.create_topic(topic, queues=8)
             self.mq.produce_bulk(topic, 8, 100, tags=TAGS)
             spark = self.get_spark()
-            batch_noop(spark, self.mq.name_server, topic)
-            return round(min(batch_noop(spark, self.mq.name_server, topic)["seconds"] for _ in range(2)), 3)
+            source = {"nameServer": self.mq.name_server}
+            batch_noop(spark, source, topic)
+            return round(min(batch_noop(spark, source, topic)["seconds"] for _ in range(2)), 3)
         except Exception as e:
             self.log(f"spark fixed overhead: FAILED {e}")
             return None

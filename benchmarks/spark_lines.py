@@ -25,22 +25,22 @@ def new_session(master: str = "local[*]", driver_memory: str = "2g"):
     return spark
 
 
-def _reader(spark, name_server: str, topic: str, options: dict[str, str], stream: bool = False):
-    r = (spark.readStream if stream else spark.read).format("rocketmq")
-    r = r.option("nameServer", name_server).option("topic", topic)
-    for k, v in options.items():
+def _reader(spark, source: dict[str, str], topic: str, options: dict[str, str], stream: bool = False):
+    """``source``: the connection options, ``{"nameServer": ...}`` (remoting) or ``{"endpoint": ...}`` (gRPC)."""
+    r = (spark.readStream if stream else spark.read).format("rocketmq").option("topic", topic)
+    for k, v in {**source, **options}.items():
         r = r.option(k, str(v))
     return r
 
 
-def batch_noop(spark, name_server: str, topic: str, options: dict[str, str] | None = None) -> dict:
+def batch_noop(spark, source: dict[str, str], topic: str, options: dict[str, str] | None = None) -> dict:
     """``spark.read.format("rocketmq") ... .write.format("noop")``; the rows and body bytes are counted by an
     Observation on the same query (a count and a sum in the JVM), so the figure is exact for the timed run."""
     from pyspark.sql import functions as F
     from pyspark.sql.observation import Observation
 
     obs = Observation(f"bench-{time.monotonic_ns()}")
-    df = _reader(spark, name_server, topic, options or {}).load()
+    df = _reader(spark, source, topic, options or {}).load()
     observed = df.observe(obs, F.count(F.lit(1)).alias("rows"), F.sum(F.length("body")).alias("bytes"))
     t0 = time.perf_counter()
     observed.write.format("noop").mode("overwrite").save()
@@ -49,13 +49,13 @@ def batch_noop(spark, name_server: str, topic: str, options: dict[str, str] | No
     return {"messages": int(got["rows"]), "bodyBytes": int(got["bytes"] or 0), "seconds": seconds}
 
 
-def stream_available_now(spark, name_server: str, topic: str, options: dict[str, str] | None = None) -> dict:
+def stream_available_now(spark, source: dict[str, str], topic: str, options: dict[str, str] | None = None) -> dict:
     """Trigger.AvailableNow from earliest into the noop sink, with a fresh checkpoint; messages = the sum of the
     micro-batches' numInputRows; seconds = start() to termination (query start-up included)."""
     checkpoint = tempfile.mkdtemp(prefix="rmq-bench-ckpt-")
     try:
         opts = {"startingOffsets": "earliest", **(options or {})}
-        df = _reader(spark, name_server, topic, opts, stream=True).load()
+        df = _reader(spark, source, topic, opts, stream=True).load()
         t0 = time.perf_counter()
         q = (df.writeStream.format("noop").trigger(availableNow=True)
              .option("checkpointLocation", checkpoint).start())
@@ -106,7 +106,7 @@ def stream_latency(spark, mq, topic: str, *, rate: int, seconds: float, body_siz
 
     try:
         opts = {"startingOffsets": "earliest", **(options or {})}
-        df = _reader(spark, mq.name_server, topic, opts, stream=True).load()
+        df = _reader(spark, {"nameServer": mq.name_server}, topic, opts, stream=True).load()
         q = df.writeStream.foreachBatch(sink).option("checkpointLocation", checkpoint).start()
         # wait for the query to run its first (empty) trigger before producing
         deadline = time.monotonic() + 60

@@ -159,6 +159,15 @@ def run(batches: int) -> None:
                         .load())
             for r in backfill.select("queueOffset", "tags", "keys", "body").collect():
                 print(f"   offset {r['queueOffset']}: tag {r['tags']:<8} keys {r['keys']} {bytes(r['body']).decode()}")
+
+            print(f"== The same topic through the gRPC transport (option endpoint={mq.gateway}, the v2 pull gateway):")
+            over_grpc = (spark.read.format("rocketmq").option("endpoint", mq.gateway).option("topic", TOPIC)
+                         .load().drop("properties"))
+            over_remoting = (spark.read.format("rocketmq").option("nameServer", mq.name_server)
+                             .option("topic", TOPIC).load().drop("properties"))
+            n_grpc, differ = over_grpc.count(), over_grpc.exceptAll(over_remoting).count()
+            print(f"   {n_grpc} rows; {differ} of them differ from the rows read over remoting -> "
+                  + ("identical." if differ == 0 and n_grpc == total else "MISMATCH!"))
             spark.stop()
         print("== Done: RocketMQ stopped, temporary files removed.")
     finally:
