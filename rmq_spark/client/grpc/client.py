@@ -140,7 +140,8 @@ class GrpcClient(BaseClient):
             options = [("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
                        ("grpc.max_send_message_length", MAX_MESSAGE_BYTES), ("grpc.enable_http_proxy", 0),
                        ("grpc.initial_reconnect_backoff_ms", 200), ("grpc.max_reconnect_backoff_ms", 2000),
-                       ("grpc.min_reconnect_backoff_ms", 200)]
+                       # gRPC core's lower bound of a connection attempt, i.e. the connect timeout
+                       ("grpc.min_reconnect_backoff_ms", max(1, int(self.connect_timeout * 1000)))]
             target = f"{self._host}:{self._port}" if ":" not in self._host else f"[{self._host}]:{self._port}"
             if self._tls:
                 if self._server_name:
