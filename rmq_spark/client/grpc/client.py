@@ -5,6 +5,7 @@ import ipaddress
 from typing import Callable, Iterable, TypeVar
 
 import grpc
+import grpc.experimental
 
 from rmq_spark.client import hints
 from rmq_spark.client.base import DEFAULT_GROUP, BaseClient
@@ -142,6 +143,10 @@ class GrpcClient(BaseClient):
                        ("grpc.initial_reconnect_backoff_ms", 200), ("grpc.max_reconnect_backoff_ms", 2000),
                        # gRPC core's lower bound of a connection attempt, i.e. the connect timeout
                        ("grpc.min_reconnect_backoff_ms", max(1, int(self.connect_timeout * 1000)))]
+            # A pull answers one frame per message. By default gRPC hands each frame from its polling thread to the
+            # reader (about 70 us of Python per message); with this option the reading thread polls the call
+            # itself: 2.5x the messages per CPU-second. Calls still start (and run) when they are made.
+            options.append((grpc.experimental.ChannelOptions.SingleThreadedUnaryStream, 1))
             target = f"{self._host}:{self._port}" if ":" not in self._host else f"[{self._host}]:{self._port}"
             if self._tls:
                 if self._server_name:

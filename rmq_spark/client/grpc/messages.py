@@ -12,15 +12,11 @@ from rmq_spark.client.remoting.message_codec import OutgoingMessage
 FLAG_PROPERTY = "__rmq_spark_flag"
 
 
-def _ms(ts) -> int:
-    return ts.seconds * 1000 + ts.nanos // 1_000_000
-
-
 def from_v2(m: pb.Message, mq: MessageQueue) -> Message:
     """One pulled v2 message as the client's Message of queue ``mq``."""
     sp = m.system_properties
     props = dict(m.user_properties)
-    flag = props.pop(FLAG_PROPERTY, "0")
+    flag = props.pop(FLAG_PROPERTY, None)
     body = m.body
     if sp.body_encoding == pb.GZIP:
         try:
@@ -28,14 +24,19 @@ def from_v2(m: pb.Message, mq: MessageQueue) -> Message:
         except (OSError, EOFError) as e:
             raise ProtocolError(f"{mq}: the gzip body of message {sp.message_id} does not decompress: {e}") from None
     try:
-        flag_value = int(flag)
+        flag_value = int(flag) if flag is not None else 0
     except ValueError:
         raise ProtocolError(f"{mq}: message {sp.message_id} has a non-integer {FLAG_PROPERTY} {flag!r}") from None
+    keys = tuple(sp.keys)
+    if "" in keys:
+        keys = tuple(k for k in keys if k)
+    born, stored = sp.born_timestamp, sp.store_timestamp
     return Message(
         topic=m.topic.name or mq.topic, broker_name=mq.broker_name, queue_id=sp.queue_id,
         queue_offset=sp.queue_offset, msg_id=sp.message_id, tags=sp.tag if sp.HasField("tag") else None,
-        keys=tuple(k for k in sp.keys if k), body=body, born_timestamp=_ms(sp.born_timestamp),
-        store_timestamp=_ms(sp.store_timestamp), born_host=sp.born_host, store_host=sp.store_host,
+        keys=keys, body=body, born_timestamp=born.seconds * 1000 + born.nanos // 1_000_000,
+        store_timestamp=stored.seconds * 1000 + stored.nanos // 1_000_000, born_host=sp.born_host,
+        store_host=sp.store_host,
         reconsume_times=max(sp.delivery_attempt - 1, 0) if sp.HasField("delivery_attempt") else 0,
         flag=flag_value, properties=props)
 
