@@ -7,6 +7,7 @@ import pytest
 from rmq_spark.client import AuthError, Credentials, MessageQueue, RemotingClient
 from rmq_spark.client.grpc.client import GrpcClient
 from rmq_spark.embedded import EmbeddedRocketMQ
+from tests.conftest import TRANSPORTS, new_client
 
 AK, SK = "rmqspark-admin", "right-secret-0123456789"
 
@@ -19,13 +20,16 @@ def secured():
         yield mq
 
 
-def test_right_key_reads_and_commits(secured):
-    with RemotingClient(secured.name_server, credentials=Credentials(AK, SK)) as client:
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_right_key_reads_and_commits(secured, transport):
+    group = f"secured-group-{transport}"
+    with new_client(secured, transport, credentials=Credentials(AK, SK)) as client:
         mq = MessageQueue("Secured", "broker-a", 0)
         assert client.max_offset(mq) == 5
         assert [m.body for m in client.read_range(mq, 0, 5)] == [f"s{i}".encode() for i in range(5)]
-        client.update_consumer_offset("secured-group", mq, 3)
-        assert secured.query_consumer_offset("secured-group", "Secured", "broker-a", 0) == 3
+        client.update_consumer_offset(group, mq, 3)
+        assert secured.query_consumer_offset(group, "Secured", "broker-a", 0) == 3
+        assert client.query_consumer_offset(group, mq) == 3
 
 
 @pytest.mark.parametrize("credentials, remark", [
@@ -40,16 +44,6 @@ def test_bad_credentials_are_an_auth_error_without_the_secret(secured, credentia
             client.pull(mq, 0)
         assert "wrong-secret-value" not in str(e.value) and "wrong-secret-value" not in repr(credentials)
         assert "accessKey" in str(e.value)
-
-
-def test_right_key_reads_and_commits_through_the_gateway(secured):
-    with GrpcClient(secured.gateway, credentials=Credentials(AK, SK)) as client:
-        mq = MessageQueue("Secured", "broker-a", 0)
-        assert client.max_offset(mq) == 5
-        assert [m.body for m in client.read_range(mq, 0, 5)] == [f"s{i}".encode() for i in range(5)]
-        client.update_consumer_offset("secured-group-grpc", mq, 4)
-        assert secured.query_consumer_offset("secured-group-grpc", "Secured", "broker-a", 0) == 4
-        assert client.query_consumer_offset("secured-group-grpc", mq) == 4
 
 
 @pytest.mark.parametrize("credentials", [Credentials(AK, "wrong-secret-value"),
