@@ -55,3 +55,11 @@ def test_the_gateway_refuses_bad_credentials_without_showing_the_secret(secured,
             with pytest.raises(AuthError, match="UNAUTHORIZED") as e:
                 call()
             assert "wrong-secret-value" not in str(e.value) and "accessKey" in str(e.value)
+
+
+def test_a_spark_read_through_the_gateway_signs_with_the_options(spark, secured):
+    base = spark.read.format("rocketmq").option("endpoint", secured.gateway).option("topic", "Secured")
+    assert base.option("accessKey", AK).option("secretKey", SK).load().count() == 5
+    with pytest.raises(Exception, match="UNAUTHORIZED.*accessKey") as e:
+        base.option("accessKey", AK).option("secretKey", "wrong-secret-value").load().collect()
+    assert "wrong-secret-value" not in str(e.value)

@@ -273,7 +273,10 @@ class GrpcClient(BaseClient):
                                                                                expression=expression or "*"))
         request.long_polling_timeout.FromMilliseconds(max(0, suspend_ms))
         fn = self._method("PullMessage", svc.PullMessageResponse, stream=True)
-        call = fn(request, timeout=self.request_timeout + suspend_ms / 1000.0, metadata=self._metadata())
+        try:
+            call = fn(request, timeout=self.request_timeout + suspend_ms / 1000.0, metadata=self._metadata())
+        except grpc.RpcError as e:
+            raise status.rpc_error(e, f"pull of {mq} at offset {offset}", self.endpoint) from None
         tags = tag_set(expression) if kind == "TAG" else None
         return PendingGrpcPull(self, mq, offset, max_nums, call, tags)
 
