@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from rmq_spark.client.errors import RocketMQError
+from rmq_spark.client.grpc.client import parse_endpoint
 
 
 class OptionError(RocketMQError):
@@ -183,13 +184,17 @@ def parse_options(raw: Mapping[str, str], *, streaming: bool = False) -> SourceO
     if not name_server and not endpoint:
         raise OptionError("option nameServer is required: the name server addresses, host:port[;host:port] "
                           "(or option endpoint, the host:port of a gRPC pull gateway)")
-    for name, value in (("nameServer", name_server), ("endpoint", endpoint)):
-        for addr in (value or "").replace(",", ";").split(";"):
-            host, sep, port = addr.strip().rpartition(":")
-            if addr.strip() and (not sep or not host.strip("[]") or not port.isdigit()):
-                raise OptionError(f"option {name}: {addr.strip()!r} is not host:port")
-    if endpoint and (";" in endpoint or "," in endpoint):
-        raise OptionError(f"option endpoint takes one host:port (the gateway), not a list: {endpoint!r}")
+    for addr in (name_server or "").replace(",", ";").split(";"):
+        host, sep, port = addr.strip().rpartition(":")
+        if addr.strip() and (not sep or not host or not port.isdigit()):
+            raise OptionError(f"option nameServer: {addr.strip()!r} is not host:port")
+    if endpoint:
+        if ";" in endpoint or "," in endpoint:
+            raise OptionError(f"option endpoint takes one host:port (the gateway), not a list: {endpoint!r}")
+        try:
+            parse_endpoint(endpoint)
+        except ValueError as e:
+            raise OptionError(f"option {e}") from None
 
     chosen = [k for k in ("topic", "topics", "topicPattern") if opts.get(k, "").strip()]
     if len(chosen) != 1:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Iterable, Iterator
+from typing import Iterable, Iterator, Sequence
 
 from rmq_spark.client import hints
 from rmq_spark.client.errors import BrokerError, RocketMQError
@@ -46,7 +46,8 @@ class BaseClient:
         """Store each offset; return the queues whose broker does not know ``group`` (nothing stored there)."""
         raise NotImplementedError
 
-    def _range_messages(self, chunk: RangeChunk, mq: MessageQueue, tags: frozenset[str] | None) -> list[Message]:
+    def _range_messages(self, chunk: RangeChunk, mq: MessageQueue,
+                        tags: frozenset[str] | None) -> Sequence[Message]:
         """The messages of one pulled chunk (all of them; the caller keeps those in the chunk's window)."""
         raise NotImplementedError
 

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import ipaddress
-from typing import Callable, Iterable, TypeVar
+from typing import Callable, Iterable, Sequence, TypeVar
 
 import grpc
 import grpc.experimental
@@ -280,8 +280,9 @@ class GrpcClient(BaseClient):
         tags = tag_set(expression) if kind == "TAG" else None
         return PendingGrpcPull(self, mq, offset, max_nums, call, tags)
 
-    def _range_messages(self, chunk: RangeChunk, mq: MessageQueue, tags: frozenset[str] | None) -> list[Message]:
-        return list(chunk.messages or ())
+    def _range_messages(self, chunk: RangeChunk, mq: MessageQueue,
+                        tags: frozenset[str] | None) -> Sequence[Message]:
+        return chunk.messages or ()  # decoded and tag-checked by the pull
 
     # -- produce ---------------------------------------------------------------------------------------------
     def send(self, mq: MessageQueue, batch: OutgoingMessage | list[OutgoingMessage],
