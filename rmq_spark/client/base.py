@@ -1,18 +1,63 @@
-"""What every transport's client shares: the route cache, single-queue shortcuts, group creation on offset
-update and exact range reads. A transport supplies the primitives (``_fetch_route``, ``_store_consumer_offsets``,
-``pull_async``, the offset fan-outs)."""
+"""What every transport's client shares: the route cache (kept through a name-server outage), the per-queue
+fan-out with its one partial-failure policy, single-queue shortcuts, group creation on offset update and exact
+range reads. A transport supplies the primitives: ``_fetch_route``, one ``*_call`` per kind of per-queue request,
+``pull_async`` and ``_range_messages``."""
 from __future__ import annotations
 
+import logging
 import threading
 import time
-from typing import Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Protocol, Sequence
 
 from rmq_spark.client import hints
-from rmq_spark.client.errors import BrokerError, RocketMQError
+from rmq_spark.client.errors import (RETRYABLE, BrokerError, BrokerUnavailableError, RocketMQError,
+                                     UnsupportedError)
 from rmq_spark.client.model import Message, MessageQueue, PullResult, TopicRoute
-from rmq_spark.client.range_reader import SLOT, RangeChunk, RangeReader, tag_set
+from rmq_spark.client.outages import OutageLog
+from rmq_spark.client.range_reader import DEFAULT_RETRY_TIMEOUT, SLOT, RangeChunk, RangeReader, tag_set
+
+log = logging.getLogger(__name__)
 
 DEFAULT_GROUP = "rmq_spark_reader"
+NAME_SERVERS = "the name servers"
+# While no name server answers, the last route is used and the name servers are asked again at most this often.
+ROUTE_RETRY_S = 1.0
+
+
+class Call(Protocol):
+    """A request in flight; ``result()`` waits for its parsed answer or raises a RocketMQError. ``replica`` is
+    true when it went to a slave."""
+
+    replica: bool
+
+    def result(self) -> Any: ...
+
+
+class Answers(dict):
+    """A fan-out's answers per queue. ``failed`` holds each queue whose broker could not answer now, with why;
+    ``replica`` the queues answered by a slave (which may lag behind its master)."""
+
+    def __init__(self, answers: Mapping[MessageQueue, Any] = (), failed: Mapping[MessageQueue, RocketMQError] = (),
+                 replica: Iterable[MessageQueue] = ()):
+        super().__init__(answers)
+        self.failed: dict[MessageQueue, RocketMQError] = dict(failed)
+        self.replica: set[MessageQueue] = set(replica)
+
+    def merge(self, other: "Answers") -> "Answers":
+        """This and ``other``'s answers, failures and replica answers together."""
+        out = Answers(self, self.failed, self.replica | other.replica)
+        out.update(other)
+        out.failed.update(other.failed)
+        return out
+
+
+def unavailable(what: str, failed: Mapping[MessageQueue, RocketMQError]) -> BrokerUnavailableError:
+    """One error for the queues of a fan-out whose brokers could not answer, naming each broker."""
+    brokers = sorted({mq.broker_name for mq in failed})
+    first = next(iter(failed.values()))
+    return BrokerUnavailableError(f"{what}: broker{'s' if len(brokers) > 1 else ''} {', '.join(brokers)} could not "
+                                  f"answer now ({first}); retry when {'they are' if len(brokers) > 1 else 'it is'} "
+                                  "back", code=first.code, remark=first.remark)
 
 
 class BaseClient:
@@ -25,6 +70,7 @@ class BaseClient:
         self._route_ttl = route_ttl
         self._routes: dict[str, tuple[float, TopicRoute]] = {}
         self._routes_lock = threading.Lock()
+        self.outages = OutageLog(log)
 
     def __reduce__(self):
         raise TypeError(f"{type(self).__name__} holds connections and cannot be pickled; build one where it is used")
@@ -42,9 +88,26 @@ class BaseClient:
     def _fetch_route(self, topic: str) -> TopicRoute:
         raise NotImplementedError
 
-    def _store_consumer_offsets(self, group: str, offsets: dict[MessageQueue, int]) -> list[MessageQueue]:
-        """Store each offset; return the queues whose broker does not know ``group`` (nothing stored there)."""
+    def _min_offset_call(self, mq: MessageQueue) -> Call:
         raise NotImplementedError
+
+    def _max_offset_call(self, mq: MessageQueue) -> Call:
+        raise NotImplementedError
+
+    def _search_offset_call(self, mq: MessageQueue, timestamp: int, boundary: str) -> Call:
+        raise NotImplementedError
+
+    def _consumer_offset_call(self, group: str, mq: MessageQueue) -> Call:
+        """Answers the group's offset, or None when the group has none for the queue."""
+        raise NotImplementedError
+
+    def _store_offset_call(self, group: str, mq: MessageQueue, offset: int) -> Call:
+        """Answers True when stored, False when the queue's broker does not know ``group`` (nothing stored)."""
+        raise NotImplementedError
+
+    def _create_group(self, group: str, mq: MessageQueue, offset: int) -> None:
+        """Make the broker of ``mq`` know ``group`` the way brokers create groups: by a pull in its name."""
+        self.pull(mq, offset, 1, group=group)
 
     def _range_messages(self, chunk: RangeChunk, mq: MessageQueue,
                         tags: frozenset[str] | None) -> Sequence[Message]:
@@ -55,35 +118,155 @@ class BaseClient:
                    expression: str = "*", expression_type: str = "TAG", suspend_ms: int = 0):
         raise NotImplementedError
 
-    def min_offsets(self, mqs: Iterable[MessageQueue]) -> dict[MessageQueue, int]:
-        raise NotImplementedError
+    # -- calls some transports lack --------------------------------------------------------------------------
+    def topics(self) -> list[str]:
+        """Every topic known to the cluster."""
+        raise UnsupportedError(f"{type(self).__name__} cannot list topics")
 
-    def max_offsets(self, mqs: Iterable[MessageQueue]) -> dict[MessageQueue, int]:
-        raise NotImplementedError
+    def live_brokers(self) -> set[str]:
+        """The names of the broker groups registered with the name servers now (at least one member up)."""
+        raise UnsupportedError(f"{type(self).__name__} cannot list the cluster's brokers")
 
-    def search_offsets(self, mqs: Iterable[MessageQueue], timestamp: int,
-                       boundary: str = "lower") -> dict[MessageQueue, int]:
-        raise NotImplementedError
+    def is_compacted(self, topic: str) -> bool:
+        """True when ``topic`` has the cleanup policy COMPACTION (its queue offsets may be sparse)."""
+        raise UnsupportedError(f"{type(self).__name__} cannot read topic attributes")
 
-    def query_consumer_offsets(self, group: str, mqs: Iterable[MessageQueue]) -> dict[MessageQueue, int | None]:
-        raise NotImplementedError
+    def online_consumers(self, group: str, topics: Iterable[str]) -> list[str]:
+        """The client ids of ``group``'s consumers connected to the brokers of ``topics`` now."""
+        raise UnsupportedError(f"{type(self).__name__} cannot list a group's consumers")
 
     # -- routing ---------------------------------------------------------------------------------------------
     def route(self, topic: str, *, refresh: bool = False) -> TopicRoute:
-        """The topic's route, cached for ``route_ttl`` seconds."""
+        """The topic's route, cached for ``route_ttl`` seconds. While no name server answers, the last route is
+        kept (a name-server outage does not stop reads from brokers that are up); without one the error is
+        raised."""
         now = time.monotonic()
         with self._routes_lock:
             cached = self._routes.get(topic)
         if cached and not refresh and now - cached[0] < self._route_ttl:
             return cached[1]
-        route = self._fetch_route(topic)
+        try:
+            route = self._fetch_route(topic)
+        except RETRYABLE as e:
+            if cached is None:
+                raise
+            self.outages.down(NAME_SERVERS, "using the last known routes", e)
+            with self._routes_lock:  # ask again in ROUTE_RETRY_S, not at every call
+                self._routes[topic] = (now - self._route_ttl + ROUTE_RETRY_S, cached[1])
+            return cached[1]
+        self.outages.up(NAME_SERVERS)
         with self._routes_lock:
             self._routes[topic] = (now, route)
         return route
 
+    def invalidate_route(self, topic: str) -> None:
+        """Look the topic's route up again at its next use (at most once every ROUTE_RETRY_S)."""
+        with self._routes_lock:
+            cached = self._routes.get(topic)
+            if cached is not None:
+                stale = time.monotonic() - self._route_ttl + ROUTE_RETRY_S
+                self._routes[topic] = (min(cached[0], stale), cached[1])
+
+    def cached_route(self, topic: str) -> TopicRoute | None:
+        """The last route fetched for ``topic``, however old; None if it was never fetched."""
+        with self._routes_lock:
+            cached = self._routes.get(topic)
+        return cached[1] if cached else None
+
     def queues(self, topic: str, *, refresh: bool = False) -> list[MessageQueue]:
         """The readable queues of a topic, sorted."""
         return self.route(topic, refresh=refresh).read_queues()
+
+    # -- the fan-out -----------------------------------------------------------------------------------------
+    def _gather(self, what: str, mqs: Iterable[MessageQueue], make: Callable[[MessageQueue], Call], *,
+                partial: bool) -> Answers:
+        """``make(mq)`` for every queue, all in flight at once (every broker asked concurrently). A queue whose
+        broker does not answer is asked once more on its own (fresh route and connection, maybe another member
+        of its broker group); if that fails too, it is unavailable: with ``partial`` it goes to
+        ``Answers.failed``, else one BrokerUnavailableError names the brokers. Any other error is raised."""
+        calls: dict[MessageQueue, Call] = {}
+        failed: dict[MessageQueue, RocketMQError] = {}
+        for mq in mqs:
+            try:
+                calls[mq] = make(mq)
+            except RETRYABLE as e:
+                failed[mq] = e
+        out = Answers()
+        for mq, call in calls.items():
+            try:
+                out[mq] = call.result()
+            except RETRYABLE as e:
+                failed[mq] = e
+            else:
+                if call.replica:
+                    out.replica.add(mq)
+        down: set[str] = set()
+        for mq in list(failed):
+            if mq.broker_name in down:
+                continue  # its broker failed twice already: do not wait on it once per queue
+            try:
+                call = make(mq)
+                out[mq] = call.result()
+            except RETRYABLE as e:
+                failed[mq] = e
+                down.add(mq.broker_name)
+            else:
+                del failed[mq]
+                if call.replica:
+                    out.replica.add(mq)
+        if failed and not partial:
+            raise unavailable(what, failed)
+        out.failed = failed
+        return out
+
+    def min_offsets(self, mqs: Iterable[MessageQueue], *, partial: bool = False) -> Answers:
+        """The first offset still held by the broker, per queue."""
+        return self._gather("min offsets", mqs, self._min_offset_call, partial=partial)
+
+    def max_offsets(self, mqs: Iterable[MessageQueue], *, partial: bool = False) -> Answers:
+        """The offset after the last message (exclusive end), per queue."""
+        return self._gather("max offsets", mqs, self._max_offset_call, partial=partial)
+
+    def search_offsets(self, mqs: Iterable[MessageQueue], timestamp: int, boundary: str = "lower", *,
+                       partial: bool = False) -> Answers:
+        """Per queue, the offset of the first (``lower``) or last (``upper``) message stored at or after / at or
+        before ``timestamp`` ms, as the broker's SEARCH_OFFSET_BY_TIMESTAMP defines it."""
+        if boundary not in ("lower", "upper"):
+            raise ValueError(f"boundary must be 'lower' or 'upper', not {boundary!r}")
+        return self._gather("offsets by timestamp", mqs,
+                            lambda mq: self._search_offset_call(mq, int(timestamp), boundary), partial=partial)
+
+    def query_consumer_offsets(self, group: str, mqs: Iterable[MessageQueue], *, partial: bool = False) -> Answers:
+        """The group's committed (next-to-consume) offset per queue, None where the group has none."""
+        return self._gather(f"offsets of consumer group {group!r}", mqs,
+                            lambda mq: self._consumer_offset_call(group, mq), partial=partial)
+
+    def update_consumer_offsets(self, group: str, offsets: Mapping[MessageQueue, int], *,
+                                partial: bool = False) -> Answers:
+        """Store the group's next-to-consume offset for each queue on its broker's master (as
+        RemoteBrokerOffsetStore.persistAll does). A group the broker does not know yet is created the way brokers
+        create groups: by a pull in its name. With ``partial``, queues whose master is unavailable are left in
+        ``Answers.failed`` (nothing stored for them)."""
+        stored = self._gather(f"offset update of consumer group {group!r}", offsets,
+                              lambda mq: self._store_offset_call(group, mq, offsets[mq]), partial=partial)
+        for mq in [mq for mq, ok in stored.items() if not ok]:
+            try:
+                self._create_group(group, mq, offsets[mq])
+                ok = self._store_offset_call(group, mq, offsets[mq]).result()
+            except RETRYABLE as e:
+                if not partial:
+                    raise
+                del stored[mq]
+                stored.failed[mq] = e
+                continue
+            except RocketMQError as e:
+                raise RocketMQError(f"consumer group {group!r} does not exist on broker {mq.broker_name} and could "
+                                    f"not be created by a pull ({e}); {hints.GROUP}",
+                                    code=e.code, remark=e.remark) from e
+            if not ok:
+                raise BrokerError(f"update of group {group!r} offset on {mq} failed: {hints.GROUP}")
+            stored[mq] = True
+        return stored
 
     # -- single-queue shortcuts ------------------------------------------------------------------------------
     def min_offset(self, mq: MessageQueue) -> int:
@@ -105,29 +288,17 @@ class BaseClient:
         """Pull once and wait for the result."""
         return self.pull_async(mq, offset, max_nums, **kw).result()
 
-    # -- consumer offsets ------------------------------------------------------------------------------------
-    def update_consumer_offsets(self, group: str, offsets: dict[MessageQueue, int]) -> None:
-        """Store the group's next-to-consume offset for each queue (as RemoteBrokerOffsetStore.persistAll does).
-        A group the broker does not know yet is created the way brokers create groups: by a pull in its name."""
-        for mq in self._store_consumer_offsets(group, offsets):
-            try:
-                self.pull(mq, offsets[mq], 1, group=group)
-            except RocketMQError as e:
-                raise RocketMQError(f"consumer group {group!r} does not exist on broker {mq.broker_name} and could "
-                                    f"not be created by a pull ({e}); {hints.GROUP}",
-                                    code=e.code, remark=e.remark) from e
-            if self._store_consumer_offsets(group, {mq: offsets[mq]}):
-                raise BrokerError(f"update of group {group!r} offset on {mq} failed: {hints.GROUP}")
-
     # -- exact range reads -----------------------------------------------------------------------------------
     def read_range(self, mq: MessageQueue, start: int, end: int, *, depth: int = 8, group: str = DEFAULT_GROUP,
-                   expression: str = "*", expression_type: str = "TAG",
-                   fail_on_data_loss: bool = True) -> Iterator[Message]:
+                   expression: str = "*", expression_type: str = "TAG", fail_on_data_loss: bool = True,
+                   retry_timeout: float = DEFAULT_RETRY_TIMEOUT, sparse: bool = False) -> Iterator[Message]:
         """Every message of ``mq`` with ``start <= queueOffset < end`` that matches the filter, in order,
-        with ``depth`` pulls in flight."""
+        with ``depth`` pulls in flight. A broker that goes away is waited for up to ``retry_timeout`` seconds;
+        ``sparse`` accepts gaps in the offsets (compaction topics)."""
         tags = tag_set(expression) if expression_type.upper() == "TAG" else None
         reader = RangeReader(self, mq, start, end, depth=depth, group=group, expression=expression,
-                             expression_type=expression_type, fail_on_data_loss=fail_on_data_loss)
+                             expression_type=expression_type, fail_on_data_loss=fail_on_data_loss,
+                             retry_timeout=retry_timeout, sparse=sparse)
         for chunk in reader:
             for m in self._range_messages(chunk, mq, tags):
                 if chunk.low <= m.queue_offset < chunk.high:

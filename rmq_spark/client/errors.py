@@ -22,6 +22,11 @@ class ConnectionLostError(RocketMQError):
     """The connection closed or broke while a request was pending, or could not be opened."""
 
 
+class BrokerUnavailableError(ConnectionLostError):
+    """No member of a broker group can serve the request now: it is missing from the route (stopped, restarting)
+    or none of its addresses answers. Unavailable, not lost: retry later."""
+
+
 class RequestTimeoutError(RocketMQError):
     """No response arrived within the request's timeout."""
 
@@ -49,5 +54,18 @@ class BrokerError(RocketMQError):
     """The broker answered a request with an error code not covered by a more specific class."""
 
 
+class BrokerBusyError(BrokerError):
+    """The broker asked the client to back off (SYSTEM_BUSY, FLOW_CONTROL, SERVICE_NOT_AVAILABLE): transient,
+    retried with backoff."""
+
+
+class UnsupportedError(RocketMQError):
+    """The transport has no such call (e.g. the topic list over the v2 gRPC API)."""
+
+
 class DataLossError(RocketMQError):
     """Messages that a planned range asked for are no longer on the broker."""
+
+
+# Failures that say "not now" rather than "never": a caller may retry them (with backoff, up to a deadline).
+RETRYABLE = (ConnectionLostError, RequestTimeoutError, BrokerBusyError)

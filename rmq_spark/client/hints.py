@@ -14,3 +14,4 @@ NO_PULL_API = ("this server has no pull API: it is not an rmq-spark pull gateway
                "point option endpoint at it")
 NOT_GRPC = ("check that endpoint is the host:port of a RocketMQ v2 gRPC pull gateway and that it is up; a name "
             "server or broker address goes in option nameServer instead")
+BUSY = "the broker asked to back off (busy, flow control, or starting / stopping); retried with backoff"

@@ -41,6 +41,12 @@ class BrokerData:
     def master_address(self) -> str | None:
         return self.addresses.get(MASTER_ID)
 
+    def read_candidates(self, preferred: int = MASTER_ID) -> list[str]:
+        """Addresses to read from, best first: the preferred broker id (the broker's suggestion), the master, then
+        the slaves by id (as RocketMQ's PullAPIWrapper falls back when the suggested node is absent)."""
+        ids = sorted(self.addresses, key=lambda i: (i != preferred, i != MASTER_ID, i))
+        return [self.addresses[i] for i in ids]
+
 
 @dataclass(frozen=True)
 class QueueData:
@@ -113,15 +119,18 @@ class Message:
 
 class PullStatus(enum.Enum):
     FOUND = "FOUND"
-    NO_NEW_MSG = "NO_NEW_MSG"  # PULL_NOT_FOUND: nothing at or after the offset yet
-    NO_MATCHED_MSG = "NO_MATCHED_MSG"  # PULL_RETRY_IMMEDIATELY: the filter skipped everything pulled
+    NO_NEW_MSG = "NO_NEW_MSG"  # PULL_NOT_FOUND: nothing at the offset yet
+    NO_MATCHED_MSG = "NO_MATCHED_MSG"  # PULL_RETRY_IMMEDIATELY for NO_MATCHED_MESSAGE: the filter skipped a span
+    RETRY_IMMEDIATELY = "RETRY_IMMEDIATELY"  # any other PULL_RETRY_IMMEDIATELY: pull the same offset again
     OFFSET_ILLEGAL = "OFFSET_ILLEGAL"  # PULL_OFFSET_MOVED: offset outside [min, max]
 
 
 @dataclass(frozen=True)
 class PullResult:
     """The outcome of one pull. For FOUND, ``body`` is the raw message block (remoting: decode with the message
-    codec) or ``messages`` holds the messages already decoded (gRPC)."""
+    codec) or ``messages`` holds the messages already decoded (gRPC); ``first_offset`` is the queue offset of the
+    first record the broker returned (-1 when none). ``min_offset`` and ``max_offset`` are -1 when the transport
+    does not report them."""
 
     status: PullStatus
     next_begin_offset: int
@@ -130,6 +139,7 @@ class PullResult:
     body: bytes = b""
     suggest_which_broker_id: int = 0
     messages: tuple[Message, ...] | None = None
+    first_offset: int = -1
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,14 @@ Queue offsets are dense, so the range is cut into slots of ``slot`` offsets and 
 reads) — the rest of the slot is pulled again before the next slot is used — or, with a filter, run past the slot —
 messages past the slot are dropped because the next slot's pull returns them. Each slot's messages therefore come
 exactly once and in order.
+
+Every answer is judged by the fault model (DESIGN.md §10). A broker that does not answer, asks to back off or
+asks to pull the same offset again (PULL_RETRY_IMMEDIATELY that is not a filter span) is retried with backoff until
+``retry_timeout``. Data is lost only when the broker proves it: its first held offset is past the one asked for,
+or its last offset fell below it. A gap in an unfiltered read (the first record returned lies past the offset asked
+for) is never accepted as it stands: it is data loss when the queue's first offset moved past it, else the offset
+is pulled again (a commit-log file being deleted under the consume queue answers that way until the broker
+corrects the queue). Compaction topics (``sparse``) have gaps by design.
 """
 from __future__ import annotations
 
@@ -12,14 +20,17 @@ import logging
 import time
 from collections import deque
 from dataclasses import dataclass
-from typing import Iterator, Protocol
+from typing import Iterator, NamedTuple, Protocol
 
-from rmq_spark.client.errors import ConnectionLostError, DataLossError, RequestTimeoutError, RocketMQError
+from rmq_spark.client.errors import RETRYABLE, BrokerUnavailableError, DataLossError, RocketMQError
 from rmq_spark.client.model import Message, MessageQueue, PullResult, PullStatus
 
 log = logging.getLogger(__name__)
 
 SLOT = 32  # the broker's default maximum messages per pull
+# How long a task waits for a broker that went away (restart, commit-log recovery, fail-over) before it fails.
+DEFAULT_RETRY_TIMEOUT = 600.0
+_FIRST_BACKOFF_S, _MAX_BACKOFF_S = 0.05, 2.0
 
 
 def tag_set(expression: str) -> frozenset[str] | None:
@@ -36,6 +47,8 @@ class Puller(Protocol):
     def pull_async(self, mq: MessageQueue, offset: int, max_nums: int = SLOT, *, group: str = ...,
                    expression: str = ..., expression_type: str = ..., suspend_ms: int = ...) -> _Pending: ...
 
+    def min_offset(self, mq: MessageQueue) -> int: ...
+
 
 @dataclass(frozen=True)
 class RangeChunk:
@@ -48,21 +61,55 @@ class RangeChunk:
     messages: tuple[Message, ...] | None = None
 
 
+class _Verdict(NamedTuple):
+    chunk: RangeChunk | None  # what to yield
+    covered: int | None  # the slot is read up to here; None: pull the slot's first offset again
+    why: str = ""  # for None: what the broker answered
+
+
+class Backoff:
+    """Waits between attempts that made no progress, doubling up to 2 s, until ``timeout`` seconds have passed
+    since the first of them; ``reset()`` after progress."""
+
+    def __init__(self, timeout: float) -> None:
+        self.timeout = timeout
+        self._since: float | None = None
+        self._attempts = 0
+
+    def reset(self) -> None:
+        self._since, self._attempts = None, 0
+
+    def wait(self) -> float | None:
+        """Sleep before the next attempt; return the seconds waited so far when the deadline has passed instead."""
+        now = time.monotonic()
+        if self._since is None:
+            self._since = now
+        elapsed = now - self._since
+        if elapsed >= self.timeout:
+            return elapsed
+        time.sleep(min(_MAX_BACKOFF_S, _FIRST_BACKOFF_S * 2 ** self._attempts, self.timeout - elapsed))
+        self._attempts += 1
+        return None
+
+
 class RangeReader:
     """Iterate the pulled blocks of ``[start, end)``; ``lost`` counts offsets skipped for data loss."""
 
     def __init__(self, client: Puller, mq: MessageQueue, start: int, end: int, *, depth: int = 8,
                  slot: int = SLOT, group: str, expression: str = "*", expression_type: str = "TAG",
-                 fail_on_data_loss: bool = True, max_empty_wait: float = 10.0, retry_for: float = 60.0) -> None:
+                 fail_on_data_loss: bool = True, retry_timeout: float = DEFAULT_RETRY_TIMEOUT,
+                 sparse: bool = False) -> None:
         if start < 0 or end < start:
             raise ValueError(f"bad range [{start}, {end}) for {mq}")
         self.client, self.mq, self.start, self.end = client, mq, start, end
         self.depth, self.slot = max(1, depth), max(1, slot)
         self.pull_kw = {"group": group, "expression": expression, "expression_type": expression_type}
+        self.filtered = expression_type.upper() != "TAG" or tag_set(expression) is not None
+        self.sparse = sparse
         self.fail_on_data_loss = fail_on_data_loss
-        self.max_empty_wait = max_empty_wait
-        self.retry_for = retry_for
+        self.retry_timeout = retry_timeout
         self.lost = 0
+        self._backoff = Backoff(retry_timeout)
 
     def _send(self, offset: int, until: int) -> tuple[int, int, _Pending]:
         n = min(self.slot, until - offset)
@@ -71,8 +118,6 @@ class RangeReader:
     def __iter__(self) -> Iterator[RangeChunk]:
         inflight: deque[tuple[int, int, _Pending]] = deque()
         next_slot = self.start
-        empty_since: float | None = None
-        broken_since: float | None = None
         while inflight or next_slot < self.end:
             try:
                 while len(inflight) < self.depth and next_slot < self.end:
@@ -80,58 +125,90 @@ class RangeReader:
                     inflight.append(entry)
                     next_slot = entry[1]
                 low, high, pending = inflight[0]
-                result = pending.result()
-            except (ConnectionLostError, RequestTimeoutError) as e:
-                # The broker went away (restart, network): pull again from the first unread offset until it is
-                # back, for at most `retry_for` seconds.
-                now = time.monotonic()
-                broken_since = broken_since or now
-                if now - broken_since > self.retry_for:
-                    raise
-                resume = inflight[0][0] if inflight else next_slot
-                log.warning("%s: pull at offset %d failed (%s); retrying", self.mq, resume, e)
-                time.sleep(min(1.0, 0.1 + (now - broken_since) / 4))
+                verdict = self._judge(low, high, pending.result())
+            except RETRYABLE as e:
+                verdict, low = _Verdict(None, None, str(e)), inflight[0][0] if inflight else next_slot
+            if verdict.covered is None:
+                # Pull again from the first unread offset (maybe from another member of the broker group), after
+                # a pause; the pulls in flight behind it are sent again too.
+                self._wait(low, verdict.why)
                 inflight.clear()
-                next_slot = resume
+                next_slot = low
                 continue
             inflight.popleft()
-            broken_since = None
-            status = result.status
-            if status is PullStatus.FOUND:
-                covered = result.next_begin_offset
-                yield RangeChunk(result.body, low, min(high, covered), result.messages)
-            elif status is PullStatus.NO_MATCHED_MSG:
-                covered = result.next_begin_offset
-            elif status is PullStatus.NO_NEW_MSG:
-                # The broker has nothing at `low` yet, though the plan said it had: wait briefly, then fail.
-                now = time.monotonic()
-                empty_since = empty_since or now
-                if now - empty_since > self.max_empty_wait:
-                    raise RocketMQError(f"{self.mq}: offset {low} is not on the broker (max offset "
-                                        f"{result.max_offset}), though the planned range ends at {self.end}")
-                time.sleep(0.05)
-                covered = low
-            else:  # OFFSET_ILLEGAL
-                covered = self._offset_moved(low, high, result)
-            if covered <= low and status is not PullStatus.NO_NEW_MSG:
-                raise RocketMQError(f"{self.mq}: the broker answered a pull at offset {low} with next offset "
-                                    f"{covered} ({status.value}); the queue does not advance")
-            if status is not PullStatus.NO_NEW_MSG:
-                empty_since = None
-            if covered < high:
-                inflight.appendleft(self._send(covered, high))
+            self._backoff.reset()
+            if verdict.chunk is not None:
+                yield verdict.chunk
+            if verdict.covered < high:
+                inflight.appendleft(self._send(verdict.covered, high))
 
-    def _offset_moved(self, low: int, high: int, result: PullResult) -> int:
-        if result.min_offset > low:
-            available = result.min_offset
-            what = (f"{self.mq}: messages from offset {low} are gone from the broker (its first available offset "
-                    f"is {available})")
-            if self.fail_on_data_loss:
-                raise DataLossError(what + "; they were deleted before they were read. Set failOnDataLoss=false "
-                                           "to skip to the first available offset instead.")
-            covered = min(available, high)
-            self.lost += covered - low
-            log.warning("%s; skipping offsets [%d, %d) (failOnDataLoss=false)", what, low, covered)
-            return covered
-        raise RocketMQError(f"{self.mq}: offset {low} is beyond what the broker holds "
-                            f"[{result.min_offset}, {result.max_offset}); the queue may have been reset")
+    def _judge(self, low: int, high: int, r: PullResult) -> _Verdict:
+        """What the answer to a pull of ``[low, high)`` means for the range."""
+        status = r.status
+        if status is PullStatus.OFFSET_ILLEGAL:
+            if r.min_offset > low:
+                return _Verdict(None, self._lose(low, min(r.min_offset, high), r.min_offset))
+            if 0 <= r.max_offset < low:
+                what = (f"{self.mq}: the broker's last offset is {r.max_offset}, below offset {low} of the range "
+                        f"[{self.start}, {self.end}): the queue was reset (the topic deleted and recreated?), so "
+                        f"messages [{low}, {high}) are gone")
+                return _Verdict(None, self._lose(low, high, what=what))
+            raise RocketMQError(f"{self.mq}: the broker refuses offset {low} (it holds [{r.min_offset}, "
+                                f"{r.max_offset})); the queue may have been reset")
+        if r.min_offset > low:  # any other answer: the head of the slot was deleted meanwhile
+            low = self._lose(low, min(r.min_offset, high), r.min_offset)
+            if low >= high:
+                return _Verdict(None, high)
+        if status is PullStatus.FOUND:
+            if r.next_begin_offset <= low:
+                raise RocketMQError(f"{self.mq}: the broker answered a pull at offset {low} with next offset "
+                                    f"{r.next_begin_offset}; the queue does not advance")
+            gap = None
+            if r.first_offset >= r.next_begin_offset:
+                # a healthy broker returns records of [low, next) only: these come from another commit-log file,
+                # because the one under the consume queue is being deleted
+                gap = self._gap(low, high, f"the broker answered offsets [{low}, {r.next_begin_offset}) with a "
+                                           f"record of offset {r.first_offset}")
+            elif r.first_offset > low and not (self.filtered or self.sparse):
+                gap = self._gap(low, high, f"the broker returned offsets from {r.first_offset}, not from {low}")
+            if gap is not None:
+                if gap.covered is None or gap.covered >= high:
+                    return gap
+                low = gap.covered
+            return _Verdict(RangeChunk(r.body, low, min(high, r.next_begin_offset), r.messages),
+                            max(low, min(high, r.next_begin_offset)))
+        if status is PullStatus.NO_MATCHED_MSG and r.next_begin_offset > low:
+            if self.filtered or self.sparse:
+                return _Verdict(None, min(high, r.next_begin_offset))
+            return self._gap(low, high, f"the broker skipped offsets [{low}, {r.next_begin_offset}) of an "
+                                        "unfiltered read")
+        # NO_NEW_MSG, RETRY_IMMEDIATELY (a slave that cannot serve the offset, a commit-log file being deleted):
+        # the same offset again, until the broker serves it or proves it gone.
+        return _Verdict(None, None, f"{status.value} at offset {low} (broker max offset {r.max_offset})")
+
+    def _gap(self, low: int, high: int, what: str) -> _Verdict:
+        """A gap where an unfiltered read must find offset ``low``: lost if the queue's first offset is past
+        ``low`` now, else pull ``low`` again."""
+        first = self.client.min_offset(self.mq)
+        if first > low:
+            return _Verdict(None, self._lose(low, min(first, high), first))
+        return _Verdict(None, None, f"{what}, while its first offset is {first}")
+
+    def _lose(self, low: int, upto: int, available: int = -1, *, what: str = "") -> int:
+        """Offsets ``[low, upto)`` are gone: raise DataLossError under failOnDataLoss, else count, log, skip."""
+        what = what or (f"{self.mq}: messages [{low}, {upto}) are gone from the broker (its first available offset "
+                        f"is {available}); they were deleted before they were read")
+        if self.fail_on_data_loss:
+            raise DataLossError(what + ". Set failOnDataLoss=false to skip them (they are counted and logged).")
+        self.lost += upto - low
+        log.warning("%s; skipping %d offsets (failOnDataLoss=false)", what, upto - low)
+        return upto
+
+    def _wait(self, offset: int, why: str) -> None:
+        waited = self._backoff.wait()
+        if waited is None:
+            return
+        raise BrokerUnavailableError(
+            f"{self.mq}: broker {self.mq.broker_name} did not serve offset {offset} for {waited:.0f} s (last: {why}); "
+            f"gave up after brokerRetryTimeoutMs={self.retry_timeout * 1000:.0f}. Spark retries the task; raise that "
+            "option to wait longer for a broker restart or fail-over")

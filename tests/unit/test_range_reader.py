@@ -1,5 +1,6 @@
-"""RangeReader's slot logic against a scripted queue that follows the broker's pull rules (short answers, filters
-that run past a slot, deleted heads, outages). The real broker is exercised in tests/integration."""
+"""RangeReader's slot logic and fault rules against a scripted queue that follows the broker's pull rules (short
+answers, filters that run past a slot, deleted heads, commit-log files removed under the consume queue, slaves
+that redirect, outages). The real broker is exercised in tests/integration."""
 from __future__ import annotations
 
 import json
@@ -7,7 +8,7 @@ import json
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from rmq_spark.client.errors import ConnectionLostError, DataLossError
+from rmq_spark.client.errors import BrokerBusyError, BrokerUnavailableError, ConnectionLostError, DataLossError
 from rmq_spark.client.model import MessageQueue, PullResult, PullStatus
 from rmq_spark.client.range_reader import RangeReader, tag_set
 
@@ -25,18 +26,35 @@ class Done:
 
 
 class ScriptedQueue:
-    """Offsets [low, high) with a tag each; a pull scans at most `scan` offsets and returns at most max_nums."""
+    """Offsets [low, len(tags)) with a tag each; a pull scans at most `scan` offsets and returns at most max_nums.
 
-    def __init__(self, tags, low=0, scan=32, outages=0):
-        self.tags, self.low, self.scan, self.outages = tags, low, scan, outages
+    `removed`: offsets [low, removed) point into a deleted commit-log file while the consume queue still starts at
+    `low` (the broker answers PULL_RETRY_IMMEDIATELY / MESSAGE_WAS_REMOVING, or FOUND from the first record it still
+    has); after `correct_after` pulls the broker corrects its min offset to `removed`. `faults`: errors or statuses
+    answered (in order) before the broker serves normally."""
+
+    def __init__(self, tags, low=0, scan=32, faults=(), removed=0, correct_after=None, sparse=()):
+        self.tags, self.low, self.scan = tags, low, scan
+        self.faults = list(faults)
+        self.removed, self.correct_after = removed, correct_after
+        self.sparse = set(sparse)  # offsets missing by design (a compacted queue)
         self.pulls = []
+        self.min_queries = 0
+
+    def min_offset(self, mq):
+        self.min_queries += 1
+        return self.low
 
     def pull_async(self, mq, offset, max_nums=32, *, group, expression="*", expression_type="TAG", suspend_ms=0):
         self.pulls.append((offset, max_nums))
-        if self.outages:
-            self.outages -= 1
-            return Done(error=ConnectionLostError("broker restarting"))
+        if self.correct_after is not None and len(self.pulls) > self.correct_after:
+            self.low = max(self.low, self.removed)
         high = len(self.tags)
+        if self.faults:
+            fault = self.faults.pop(0)
+            if isinstance(fault, Exception):
+                return Done(error=fault)
+            return Done(PullResult(fault, offset + 5, self.low, high))  # e.g. a slave's redirect, "next" ahead
         if offset < self.low or offset > high:
             return Done(PullResult(PullStatus.OFFSET_ILLEGAL, self.low, self.low, high))
         if offset == high:
@@ -44,15 +62,18 @@ class ScriptedQueue:
         wanted = tag_set(expression)
         found, o = [], offset
         while o < high and o - offset < self.scan and len(found) < max_nums:
-            if wanted is None or self.tags[o] in wanted:
+            if o >= self.removed and o not in self.sparse and (wanted is None or self.tags[o] in wanted):
                 found.append(o)
             o += 1
         if not found:
-            return Done(PullResult(PullStatus.NO_MATCHED_MSG, o, self.low, high))
-        return Done(PullResult(PullStatus.FOUND, o, self.low, high, body=json.dumps(found).encode()))
+            status = PullStatus.RETRY_IMMEDIATELY if offset < self.removed else PullStatus.NO_MATCHED_MSG
+            return Done(PullResult(status, o, self.low, high))
+        return Done(PullResult(PullStatus.FOUND, o, self.low, high, body=json.dumps(found).encode(),
+                               first_offset=found[0]))
 
 
 def read(queue, start, end, **kw):
+    kw.setdefault("retry_timeout", 5)
     reader = RangeReader(queue, MQ, start, end, group="g", **kw)
     out = []
     for chunk in reader:
@@ -81,17 +102,70 @@ def test_pulls_are_pipelined():
 
 def test_deleted_head_fails_or_is_skipped():
     q = ScriptedQueue(["A"] * 100, low=40)
-    with pytest.raises(DataLossError, match="from offset 0 are gone.*first available offset is 40.*failOnDataLoss"):
+    with pytest.raises(DataLossError, match=r"messages \[0, 32\) are gone.*first available offset is 40"
+                                             r".*failOnDataLoss=false"):
         read(q, 0, 100)
     got, reader = read(ScriptedQueue(["A"] * 100, low=40), 0, 100, fail_on_data_loss=False)
     assert got == list(range(40, 100)) and reader.lost == 40
 
 
 def test_outage_is_retried_from_the_first_unread_offset():
-    got, _ = read(ScriptedQueue(["A"] * 100, outages=3), 0, 100, depth=4, retry_for=5)
+    got, _ = read(ScriptedQueue(["A"] * 100, faults=[ConnectionLostError("broker restarting")] * 3), 0, 100, depth=4)
     assert got == list(range(100))
 
 
-def test_long_outage_gives_up():
-    with pytest.raises(ConnectionLostError):
-        read(ScriptedQueue(["A"] * 100, outages=10_000), 0, 100, retry_for=0.5)
+@pytest.mark.parametrize("fault", [PullStatus.RETRY_IMMEDIATELY, PullStatus.NO_NEW_MSG,
+                                   BrokerBusyError("[REJECTREQUEST]system busy", code=2)])
+def test_pull_again_answers_are_retried_at_the_same_offset(fault):
+    q = ScriptedQueue(["A"] * 100, faults=[fault] * 3)
+    got, reader = read(q, 0, 100, depth=1)
+    assert got == list(range(100)) and reader.lost == 0
+    assert [offset for offset, _ in q.pulls[:4]] == [0, 0, 0, 0]  # never moved on to the "next" a redirect named
+
+
+def test_a_broker_that_never_serves_fails_at_the_deadline_naming_broker_and_option():
+    q = ScriptedQueue(["A"] * 100, faults=[PullStatus.RETRY_IMMEDIATELY] * 10_000)
+    with pytest.raises(BrokerUnavailableError, match=r"broker broker-a did not serve offset 0.*RETRY_IMMEDIATELY"
+                                                     r".*brokerRetryTimeoutMs=300"):
+        read(q, 0, 100, retry_timeout=0.3)
+    with pytest.raises(ConnectionLostError, match="brokerRetryTimeoutMs"):
+        read(ScriptedQueue(["A"] * 100, faults=[ConnectionLostError("down")] * 10_000), 0, 100, retry_timeout=0.3)
+
+
+@pytest.mark.parametrize("expression", ["*", "A"])
+def test_a_removed_commit_log_is_no_silent_skip(expression):
+    # offsets [0, 40) point into a deleted commit-log file; the broker corrects its min offset after 6 pulls
+    with pytest.raises(DataLossError, match=r"messages \[0, 32\) are gone.*first available offset is 40"):
+        read(ScriptedQueue(["A"] * 100, removed=40, correct_after=6), 0, 100)
+    q = ScriptedQueue(["A"] * 100, removed=40, correct_after=6)
+    got, reader = read(q, 0, 100, fail_on_data_loss=False, expression=expression)
+    assert got == list(range(40, 100)) and reader.lost == 40
+
+
+def test_an_unfiltered_gap_is_checked_against_the_min_offset():
+    # the first pull reaches past the removed records: FOUND from 40 while the queue still says it starts at 0
+    q = ScriptedQueue(["A"] * 100, removed=10, correct_after=4, scan=64)
+    got, reader = read(q, 0, 100, depth=1, slot=64, fail_on_data_loss=False)
+    assert got == list(range(10, 100)) and reader.lost == 10
+    assert q.min_queries >= 1 and q.pulls[0][0] == q.pulls[1][0] == 0
+
+
+def test_a_filtered_span_is_checked_against_the_min_offset_it_carries():
+    q = ScriptedQueue(["B"] * 50 + ["A"] * 50, faults=[PullStatus.NO_MATCHED_MSG])
+    q.low = 3  # the span's answer says the queue now starts at 3
+    with pytest.raises(DataLossError, match=r"messages \[0, 3\) are gone"):
+        read(q, 0, 100, expression="A", depth=1)
+
+
+def test_a_reset_queue_is_data_loss():
+    q = ScriptedQueue(["A"] * 10)  # offsets beyond 10 asked for: the queue was recreated with fewer messages
+    with pytest.raises(DataLossError, match="last offset is 10, below offset 50.*reset"):
+        read(q, 50, 60)
+    got, reader = read(ScriptedQueue(["A"] * 10), 50, 60, fail_on_data_loss=False)
+    assert got == [] and reader.lost == 10
+
+
+def test_compaction_topics_have_gaps_by_design():
+    q = ScriptedQueue(["A"] * 100, sparse=range(10, 30))
+    got, reader = read(q, 0, 100, sparse=True)
+    assert got == [o for o in range(100) if not 10 <= o < 30] and reader.lost == 0 and q.min_queries == 0

@@ -9,7 +9,7 @@ import grpc.experimental
 
 from rmq_spark.client import hints
 from rmq_spark.client.base import DEFAULT_GROUP, BaseClient
-from rmq_spark.client.errors import RocketMQError
+from rmq_spark.client.errors import RocketMQError, UnsupportedError
 from rmq_spark.client.grpc import messages, status
 from rmq_spark.client.grpc.auth import Metadata
 from rmq_spark.client.grpc.v2 import definition_pb2 as pb
@@ -102,15 +102,35 @@ class PendingGrpcPull:
             raise RocketMQError(f"{what}: {endpoint} ended the PullMessage stream without "
                                 f"{'a status' if code is None else 'a next offset'}; {hints.NOT_GRPC}")
         if code == status.Code.MESSAGE_NOT_FOUND:
-            return PullResult(PullStatus.NO_NEW_MSG, next_offset, -1, next_offset)
+            # nothing at this offset now (not stored yet, or the server says pull it again): same offset again
+            return PullResult(PullStatus.NO_NEW_MSG, next_offset, -1, -1)
         if code == status.Code.ILLEGAL_OFFSET:
             low, high = self._client.min_offset(self.queue), self._client.max_offset(self.queue)
             return PullResult(PullStatus.OFFSET_ILLEGAL, next_offset, low, high)
+        # OK: the gateway has checked that the queue's first offset is not past `offset` (else ILLEGAL_OFFSET)
+        first = found[0].queue_offset if found else -1
         if self._tags is not None:
             found = [m for m in found if m.tags is not None and m.tags in self._tags]
         if not found:
-            return PullResult(PullStatus.NO_MATCHED_MSG, next_offset, -1, -1)
-        return PullResult(PullStatus.FOUND, next_offset, -1, -1, messages=tuple(found))
+            return PullResult(PullStatus.NO_MATCHED_MSG, next_offset, -1, -1, first_offset=first)
+        return PullResult(PullStatus.FOUND, next_offset, -1, -1, messages=tuple(found), first_offset=first)
+
+
+class GrpcCall:
+    """A unary call in flight; ``result()`` waits for its answer, checks it and parses it."""
+
+    __slots__ = ("_future", "_what", "_endpoint", "_parse")
+    replica = False  # the gateway picks the broker group's member
+
+    def __init__(self, future, what: str, endpoint: str, parse: Callable[[object], T]) -> None:
+        self._future, self._what, self._endpoint, self._parse = future, what, endpoint, parse
+
+    def result(self):
+        try:
+            answer = self._future.result()
+        except grpc.RpcError as e:
+            raise status.rpc_error(e, self._what, self._endpoint) from None
+        return self._parse(answer)
 
 
 class GrpcClient(BaseClient):
@@ -172,22 +192,14 @@ class GrpcClient(BaseClient):
         except grpc.RpcError as e:
             raise status.rpc_error(e, what, self.endpoint) from None
 
-    def _fan_out(self, name: str, response, requests: dict[MessageQueue, object], what: Callable[[MessageQueue], str],
-                 parse: Callable[[MessageQueue, object], T]) -> dict[MessageQueue, T]:
-        """The same call for many queues, all in flight at once."""
-        fn = self._method(name, response)
-        md = self._metadata()
-        futures = {mq: fn.future(r, timeout=self.request_timeout, metadata=md) for mq, r in requests.items()}
-        out = {}
-        for mq, f in futures.items():
-            try:
-                answer = f.result()
-            except grpc.RpcError as e:
-                for other in futures.values():
-                    other.cancel()
-                raise status.rpc_error(e, what(mq), self.endpoint) from None
-            out[mq] = parse(mq, answer)
-        return out
+    def _call(self, name: str, response, request, what: str, parse: Callable[[object], T]) -> GrpcCall:
+        """Start a unary call and return at once."""
+        try:
+            future = self._method(name, response).future(request, timeout=self.request_timeout,
+                                                         metadata=self._metadata())
+        except grpc.RpcError as e:
+            raise status.rpc_error(e, what, self.endpoint) from None
+        return GrpcCall(future, what, self.endpoint, parse)
 
     # -- routing ---------------------------------------------------------------------------------------------
     def _fetch_route(self, topic: str) -> TopicRoute:
@@ -199,65 +211,56 @@ class GrpcClient(BaseClient):
         return route_from_queues(topic, self.endpoint, answer.message_queues)
 
     def topics(self) -> list[str]:
-        raise RocketMQError(f"the v2 gRPC API of {self.endpoint} has no topic list, so option topicPattern cannot "
-                            "be used with option endpoint: name the topics (topic, topics), or read through "
-                            "nameServer")
+        raise UnsupportedError(f"the v2 gRPC API of {self.endpoint} has no topic list, so option topicPattern cannot "
+                               "be used with option endpoint: name the topics (topic, topics), or read through "
+                               "nameServer")
 
-    # -- offsets ---------------------------------------------------------------------------------------------
-    def _query_offsets(self, mqs: Iterable[MessageQueue], policy: int, what: str,
-                       timestamp: int | None = None) -> dict[MessageQueue, int]:
-        requests = {}
-        for mq in mqs:
-            r = svc.QueryOffsetRequest(message_queue=_queue(mq), query_offset_policy=policy)
-            if timestamp is not None:
-                r.timestamp.FromMilliseconds(int(timestamp))
-            requests[mq] = r
+    # -- per-queue requests (the fan-out is BaseClient's) ----------------------------------------------------
+    def _offset_call(self, mq: MessageQueue, policy: int, what: str, timestamp: int | None = None) -> GrpcCall:
+        request = svc.QueryOffsetRequest(message_queue=_queue(mq), query_offset_policy=policy)
+        if timestamp is not None:
+            request.timestamp.FromMilliseconds(int(timestamp))
+        what = f"{what} of {mq}"
 
-        def parse(mq: MessageQueue, answer) -> int:
-            status.check(answer.status, f"{what} of {mq}", self.endpoint)
+        def parse(answer) -> int:
+            status.check(answer.status, what, self.endpoint)
             return answer.offset
-        return self._fan_out("QueryOffset", svc.QueryOffsetResponse, requests, lambda mq: f"{what} of {mq}", parse)
+        return self._call("QueryOffset", svc.QueryOffsetResponse, request, what, parse)
 
-    def min_offsets(self, mqs: Iterable[MessageQueue]) -> dict[MessageQueue, int]:
-        """The first offset still held by the broker, per queue."""
-        return self._query_offsets(mqs, pb.BEGINNING, "min offset")
+    def _min_offset_call(self, mq: MessageQueue) -> GrpcCall:
+        return self._offset_call(mq, pb.BEGINNING, "min offset")
 
-    def max_offsets(self, mqs: Iterable[MessageQueue]) -> dict[MessageQueue, int]:
-        """The offset after the last message (exclusive end), per queue."""
-        return self._query_offsets(mqs, pb.END, "max offset")
+    def _max_offset_call(self, mq: MessageQueue) -> GrpcCall:
+        return self._offset_call(mq, pb.END, "max offset")
 
-    def search_offsets(self, mqs: Iterable[MessageQueue], timestamp: int,
-                       boundary: str = "lower") -> dict[MessageQueue, int]:
-        """Per queue, the offset of the first message stored at or after ``timestamp`` ms."""
+    def _search_offset_call(self, mq: MessageQueue, timestamp: int, boundary: str) -> GrpcCall:
         if boundary != "lower":
-            raise ValueError(f"the v2 API searches offsets by time at the lower boundary only, not {boundary!r}")
-        return self._query_offsets(mqs, pb.TIMESTAMP, "offset by timestamp", timestamp)
+            raise UnsupportedError(f"the v2 API of {self.endpoint} searches offsets by time at the lower boundary "
+                                   f"only, not {boundary!r}")
+        return self._offset_call(mq, pb.TIMESTAMP, "offset by timestamp", timestamp)
 
-    # -- consumer offsets ------------------------------------------------------------------------------------
-    def query_consumer_offsets(self, group: str, mqs: Iterable[MessageQueue]) -> dict[MessageQueue, int | None]:
-        """The group's committed (next-to-consume) offset per queue, None where the group has none."""
-        requests = {mq: svc.GetOffsetRequest(group=pb.Resource(name=group), message_queue=_queue(mq)) for mq in mqs}
+    def _consumer_offset_call(self, group: str, mq: MessageQueue) -> GrpcCall:
+        what = f"consumer offset of group {group!r} on {mq}"
 
-        def parse(mq: MessageQueue, answer) -> int | None:
+        def parse(answer) -> int | None:
             if answer.status.code == status.Code.OFFSET_NOT_FOUND:
                 return None
-            status.check(answer.status, f"consumer offset of group {group!r} on {mq}", self.endpoint)
+            status.check(answer.status, what, self.endpoint)
             return answer.offset
-        return self._fan_out("GetOffset", svc.GetOffsetResponse, requests,
-                             lambda mq: f"consumer offset of group {group!r} on {mq}", parse)
+        return self._call("GetOffset", svc.GetOffsetResponse,
+                          svc.GetOffsetRequest(group=pb.Resource(name=group), message_queue=_queue(mq)), what, parse)
 
-    def _store_consumer_offsets(self, group: str, offsets: dict[MessageQueue, int]) -> list[MessageQueue]:
-        requests = {mq: svc.UpdateOffsetRequest(group=pb.Resource(name=group), message_queue=_queue(mq), offset=o)
-                    for mq, o in offsets.items()}
+    def _store_offset_call(self, group: str, mq: MessageQueue, offset: int) -> GrpcCall:
+        what = f"update of group {group!r} offset on {mq}"
 
-        def parse(mq: MessageQueue, answer) -> bool:
+        def parse(answer) -> bool:
             if answer.status.code == status.Code.CONSUMER_GROUP_NOT_FOUND:
                 return False
-            status.check(answer.status, f"update of group {group!r} offset on {mq}", self.endpoint)
+            status.check(answer.status, what, self.endpoint)
             return True
-        stored = self._fan_out("UpdateOffset", svc.UpdateOffsetResponse, requests,
-                               lambda mq: f"update of group {group!r} offset on {mq}", parse)
-        return [mq for mq, ok in stored.items() if not ok]
+        return self._call("UpdateOffset", svc.UpdateOffsetResponse,
+                          svc.UpdateOffsetRequest(group=pb.Resource(name=group), message_queue=_queue(mq),
+                                                  offset=offset), what, parse)
 
     # -- pull ------------------------------------------------------------------------------------------------
     def pull_async(self, mq: MessageQueue, offset: int, max_nums: int = SLOT, *, group: str = DEFAULT_GROUP,
@@ -303,5 +306,5 @@ class GrpcClient(BaseClient):
         return SendResult(msg_id=",".join(m.unique_id or "" for m in batch), queue=mq, queue_offset=offset)
 
     def create_topic(self, topic: str, queues: int = 4, **_: object) -> None:
-        raise RocketMQError(f"the v2 gRPC API of {self.endpoint} cannot create topics: create {topic!r} with "
+        raise UnsupportedError(f"the v2 gRPC API of {self.endpoint} cannot create topics: create {topic!r} with "
                             "mqadmin updateTopic, or through a client with nameServer")

@@ -4,8 +4,8 @@ from __future__ import annotations
 import grpc
 
 from rmq_spark.client import hints
-from rmq_spark.client.errors import (AuthError, BrokerError, ConnectionLostError, RequestTimeoutError, RocketMQError,
-                                     TopicNotFoundError)
+from rmq_spark.client.errors import (AuthError, BrokerBusyError, BrokerError, ConnectionLostError, RequestTimeoutError,
+                                     RocketMQError, TopicNotFoundError)
 from rmq_spark.client.grpc.v2 import definition_pb2 as pb
 
 Code = pb.Code
@@ -20,6 +20,7 @@ _HINTS: dict[int, tuple[type[RocketMQError], str]] = {
     Code.ILLEGAL_FILTER_EXPRESSION: (BrokerError, hints.FILTER),
     Code.PROXY_TIMEOUT: (RequestTimeoutError, "the server did not hear back from the broker in time"),
     Code.REQUEST_TIMEOUT: (RequestTimeoutError, ""),
+    Code.TOO_MANY_REQUESTS: (BrokerBusyError, hints.BUSY),
     Code.NOT_IMPLEMENTED: (RocketMQError, hints.NO_PULL_API),
     Code.UNSUPPORTED: (RocketMQError, hints.NO_PULL_API),
 }
@@ -55,6 +56,8 @@ def rpc_error(e: grpc.RpcError, what: str, endpoint: str) -> RocketMQError:
         return RequestTimeoutError(f"{what}: no answer from {endpoint} in time", remark=details)
     if code in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED):
         return AuthError(f"{what} refused at {endpoint} ({name}): {hints.AUTH}", remark=details)
+    if code is grpc.StatusCode.RESOURCE_EXHAUSTED:
+        return BrokerBusyError(f"{what}: {endpoint} is busy ({details}); {hints.BUSY}")
     if code is grpc.StatusCode.UNAVAILABLE:
         return ConnectionLostError(f"{what}: could not talk gRPC to {endpoint} ({details}); {hints.NOT_GRPC}")
     return RocketMQError(f"{what} failed at {endpoint}: gRPC {name}", remark=details)

@@ -1,21 +1,25 @@
 """Broker requests: build each request command and read its response (no connection or routing logic here)."""
 from __future__ import annotations
 
+import struct
 import time
 
 from rmq_spark.client.errors import RocketMQError
 from rmq_spark.client.model import MessageQueue, PullResult, PullStatus, SendResult
 from rmq_spark.client.remoting import codes
-from rmq_spark.client.remoting.frame import RemotingCommand
+from rmq_spark.client.remoting.frame import RemotingCommand, parse_loose_json
 from rmq_spark.client.remoting.message_codec import OutgoingMessage, encode_batch, encode_properties
 from rmq_spark.client.remoting.status import check
 
 _PULL_STATUS = {
     codes.SUCCESS: PullStatus.FOUND,
     codes.PULL_NOT_FOUND: PullStatus.NO_NEW_MSG,
-    codes.PULL_RETRY_IMMEDIATELY: PullStatus.NO_MATCHED_MSG,
+    codes.PULL_RETRY_IMMEDIATELY: PullStatus.RETRY_IMMEDIATELY,
     codes.PULL_OFFSET_MOVED: PullStatus.OFFSET_ILLEGAL,
 }
+# A stored message record begins with totalSize, magicCode, bodyCRC, queueId, flag, then its queue offset.
+_RECORD_QUEUE_OFFSET = struct.Struct(">q")
+_QUEUE_OFFSET_AT = 20
 
 
 def _queue_fields(mq: MessageQueue) -> dict[str, str]:
@@ -33,7 +37,10 @@ def pull_request(mq: MessageQueue, group: str, offset: int, max_nums: int, *, ex
     })
 
 
-def pull_result(response: RemotingCommand, mq: MessageQueue, address: str) -> PullResult:
+def pull_result(response: RemotingCommand, mq: MessageQueue, address: str, offset: int) -> PullResult:
+    """The PullResult of a pull at ``offset``. PULL_RETRY_IMMEDIATELY is a filter span only when the broker says
+    NO_MATCHED_MESSAGE and moved on; any other cause (a slave that cannot serve the offset, a commit-log file being
+    deleted) means the same offset must be pulled again."""
     status = _PULL_STATUS.get(response.code)
     if status is None:
         check(response, f"pull of {mq}", address)
@@ -41,12 +48,25 @@ def pull_result(response: RemotingCommand, mq: MessageQueue, address: str) -> Pu
                             code=response.code, remark=response.remark)
     h = response.ext_fields
     try:
-        return PullResult(status=status, next_begin_offset=int(h.get("nextBeginOffset", -1)),
+        next_offset = int(h.get("nextBeginOffset", -1))
+        if (status is PullStatus.RETRY_IMMEDIATELY and next_offset > offset
+                and response.remark in (codes.NO_MATCHED_MESSAGE, None, "")):
+            status = PullStatus.NO_MATCHED_MSG
+        found = status is PullStatus.FOUND
+        return PullResult(status=status, next_begin_offset=next_offset,
                           min_offset=int(h.get("minOffset", -1)), max_offset=int(h.get("maxOffset", -1)),
-                          body=response.body if status is PullStatus.FOUND else b"",
-                          suggest_which_broker_id=int(h.get("suggestWhichBrokerId", 0)))
+                          body=response.body if found else b"",
+                          suggest_which_broker_id=int(h.get("suggestWhichBrokerId", 0)),
+                          first_offset=_first_offset(response.body) if found else -1)
     except ValueError as e:
         raise RocketMQError(f"pull of {mq} at {address}: malformed response header {h!r}") from e
+
+
+def _first_offset(block: bytes) -> int:
+    """The queue offset of the first record of a pulled block (-1 when the block is too short to hold one)."""
+    if len(block) < _QUEUE_OFFSET_AT + 8:
+        return -1
+    return _RECORD_QUEUE_OFFSET.unpack_from(block, _QUEUE_OFFSET_AT)[0]
 
 
 def offset_request(code: int, mq: MessageQueue, **extra: str) -> RemotingCommand:
@@ -70,6 +90,31 @@ def query_consumer_offset_request(group: str, mq: MessageQueue) -> RemotingComma
 def update_consumer_offset_request(group: str, mq: MessageQueue, offset: int) -> RemotingCommand:
     return RemotingCommand(code=codes.UPDATE_CONSUMER_OFFSET,
                            ext_fields={"consumerGroup": group, **_queue_fields(mq), "commitOffset": str(offset)})
+
+
+def consumer_list_request(group: str) -> RemotingCommand:
+    """GET_CONSUMER_LIST_BY_GROUP: the client ids of the group's consumers connected to this broker."""
+    return RemotingCommand(code=codes.GET_CONSUMER_LIST_BY_GROUP, ext_fields={"consumerGroup": group})
+
+
+def consumer_list(response: RemotingCommand, group: str, address: str) -> list[str]:
+    """The ids of a consumer list answer; the broker answers SYSTEM_ERROR "no consumer ..." for none."""
+    if response.code == codes.SYSTEM_ERROR and "no consumer" in (response.remark or ""):
+        return []
+    check(response, f"consumers of group {group!r}", address)
+    data = parse_loose_json(response.body.decode("utf-8", "replace")) if response.body else {}
+    return sorted(data.get("consumerIdList") or [])
+
+
+def topic_config_request(topic: str) -> RemotingCommand:
+    """GET_TOPIC_CONFIG: the topic's configuration on this broker, attributes included."""
+    return RemotingCommand(code=codes.GET_TOPIC_CONFIG, ext_fields={"topic": topic, "lo": "false"})
+
+
+def topic_attributes(response: RemotingCommand, topic: str, address: str) -> dict[str, str]:
+    check(response, f"configuration of topic {topic!r}", address)
+    data = parse_loose_json(response.body.decode("utf-8", "replace")) if response.body else {}
+    return {str(k): str(v) for k, v in (data.get("attributes") or {}).items()}
 
 
 def create_topic_request(topic: str, read_queues: int, write_queues: int, perm: int = 6) -> RemotingCommand:

@@ -5,8 +5,8 @@ import ssl
 from typing import Callable, Iterable, TypeVar
 
 from rmq_spark.client.base import DEFAULT_GROUP, BaseClient
-from rmq_spark.client.errors import ConnectionLostError
-from rmq_spark.client.model import Message, MessageQueue, PullResult, SendResult, TopicRoute
+from rmq_spark.client.errors import BrokerUnavailableError, ConnectionLostError, TopicNotFoundError
+from rmq_spark.client.model import MASTER_ID, BrokerData, Message, MessageQueue, PullResult, SendResult, TopicRoute
 from rmq_spark.client.range_reader import RangeChunk
 from rmq_spark.client.remoting import broker as req
 from rmq_spark.client.remoting import codes
@@ -18,19 +18,27 @@ from rmq_spark.client.remoting.namesrv import NameServerClient, parse_name_serve
 
 T = TypeVar("T")
 
+COMPACTION = ("cleanup.policy", "COMPACTION")
 
-class PendingPull:
-    """A pull in flight; ``result()`` waits for it and returns the PullResult."""
 
-    __slots__ = ("queue", "offset", "max_nums", "_pending", "_address")
+class RemotingCall:
+    """A request in flight to one broker; ``result()`` waits for the response and parses it. A broken connection
+    makes the client look the topic's route up again before the next request."""
 
-    def __init__(self, queue: MessageQueue, offset: int, max_nums: int, pending: PendingRequest,
-                 address: str) -> None:
-        self.queue, self.offset, self.max_nums = queue, offset, max_nums
-        self._pending, self._address = pending, address
+    __slots__ = ("_client", "_topic", "_pending", "_parse", "_address", "replica")
 
-    def result(self) -> PullResult:
-        return req.pull_result(self._pending.result(), self.queue, self._address)
+    def __init__(self, client: "RemotingClient", topic: str, pending: PendingRequest,
+                 parse: Callable[[RemotingCommand, str], T], address: str, replica: bool) -> None:
+        self._client, self._topic, self._pending, self._parse, self._address = client, topic, pending, parse, address
+        self.replica = replica
+
+    def result(self):
+        try:
+            response = self._pending.result()
+        except ConnectionLostError:
+            self._client.invalidate_route(self._topic)
+            raise
+        return self._parse(response, self._address)
 
 
 def _tls_context(tls: bool | ssl.SSLContext) -> ssl.SSLContext | None:
@@ -40,7 +48,11 @@ def _tls_context(tls: bool | ssl.SSLContext) -> ssl.SSLContext | None:
 
 
 class RemotingClient(BaseClient):
-    """A RocketMQ client over the native remoting protocol (name server and brokers). Thread-safe."""
+    """A RocketMQ client over the native remoting protocol (name server and brokers). Thread-safe.
+
+    Reads (pulls, offset queries) go to the member of a broker group the broker last suggested for the queue,
+    else the master, else a slave (as RocketMQ's PullAPIWrapper picks), skipping members that just failed to
+    connect; consumer offsets and sends go to the master only."""
 
     def __init__(self, name_server: str | list[str], *, credentials: Credentials | None = None,
                  tls: bool | ssl.SSLContext = False, request_timeout: float = 10.0, connect_timeout: float = 5.0,
@@ -51,6 +63,8 @@ class RemotingClient(BaseClient):
         self._pool = ConnectionPool(connect_timeout=connect_timeout, tls=_tls_context(tls),
                                     signer=credentials.sign if credentials else None)
         self._namesrv = NameServerClient(self._pool, addresses, timeout=request_timeout)
+        # the broker id each queue's broker last suggested for its next pull (PullAPIWrapper.pullFromWhichNodeTable)
+        self._suggested: dict[MessageQueue, int] = {}
 
     def close(self) -> None:
         """Close every connection."""
@@ -64,111 +78,127 @@ class RemotingClient(BaseClient):
         """Every topic known to the name server."""
         return self._namesrv.topics()
 
-    def broker_address(self, topic: str, broker_name: str) -> str:
-        """The master address of ``broker_name`` for ``topic``; refreshes the route once if it is missing."""
+    def live_brokers(self) -> set[str]:
+        return self._namesrv.live_brokers()
+
+    def _members(self, mq: MessageQueue) -> BrokerData:
+        """The addresses of ``mq``'s broker group; BrokerUnavailableError when the route has none now."""
         for refresh in (False, True):
-            broker = self.route(topic, refresh=refresh).broker(broker_name)
-            if broker is not None and broker.master_address:
-                return broker.master_address
-        raise ConnectionLostError(f"broker {broker_name!r} has no master in the route of topic {topic!r}: "
-                                  "it may be down or the topic is not on it")
+            try:
+                broker = self.route(mq.topic, refresh=refresh).broker(mq.broker_name)
+            except TopicNotFoundError:
+                if self.cached_route(mq.topic) is None:
+                    raise
+                # the topic had a route: its brokers are all down or restarting (or it was deleted; the driver
+                # tells those apart)
+                broker = None
+            if broker is not None and broker.addresses:
+                return broker
+        raise BrokerUnavailableError(f"broker {mq.broker_name!r} is not in the route of topic {mq.topic!r} now: it "
+                                     "is stopped, restarting or unreachable from the name servers")
+
+    def broker_address(self, topic: str, broker_name: str) -> str:
+        """The master address of ``broker_name`` for ``topic``."""
+        master = self._members(MessageQueue(topic, broker_name, 0)).master_address
+        if master is None:
+            raise BrokerUnavailableError(f"broker {broker_name!r} has no master in the route of topic {topic!r} now")
+        return master
 
     # -- request plumbing ------------------------------------------------------------------------------------
-    def _call(self, mq: MessageQueue, make: Callable[[], RemotingCommand],
-              parse: Callable[[RemotingCommand, str], T]) -> T:
-        """One request to the queue's master, retried once on a fresh connection and route if the first broke."""
-        for attempt in (0, 1):
-            address = self.broker_address(mq.topic, mq.broker_name)
-            try:
-                return parse(self._pool.request(address, make(), self.request_timeout), address)
-            except ConnectionLostError:
-                if attempt:
-                    raise
-                self.route(mq.topic, refresh=True)
-        raise AssertionError("unreachable")
+    def _request(self, mq: MessageQueue, cmd: RemotingCommand, parse: Callable[[RemotingCommand, str], T], *,
+                 master: bool = False, timeout: float | None = None) -> RemotingCall:
+        """Send ``cmd`` to a member of ``mq``'s broker group (the master with ``master``) and return at once."""
+        members = self._members(mq)
+        if master:
+            address = members.master_address
+            if address is None:
+                raise BrokerUnavailableError(f"broker {mq.broker_name!r} has no master in the route of topic "
+                                             f"{mq.topic!r} now (a slave serves reads only)")
+        else:
+            candidates = members.read_candidates(self._suggested.get(mq, MASTER_ID))
+            address = next((a for a in candidates if not self._pool.recently_failed(a)), candidates[0])
+        try:
+            pending = self._pool.send(address, cmd, self.request_timeout if timeout is None else timeout)
+        except ConnectionLostError:
+            self.invalidate_route(mq.topic)
+            raise
+        return RemotingCall(self, mq.topic, pending, parse, address, address != members.master_address)
 
-    def _gather(self, mqs: Iterable[MessageQueue], make: Callable[[MessageQueue], RemotingCommand],
-                parse: Callable[[MessageQueue, RemotingCommand, str], T]) -> dict[MessageQueue, T]:
-        """The same request for many queues, all in flight at once (every broker asked concurrently)."""
-        sent = []
-        for mq in mqs:
-            address = self.broker_address(mq.topic, mq.broker_name)
-            try:
-                sent.append((mq, address, self._pool.send(address, make(mq), self.request_timeout)))
-            except ConnectionLostError:
-                sent.append((mq, address, None))
-        out = {}
-        for mq, address, pending in sent:
-            if pending is None:
-                out[mq] = self._call(mq, lambda: make(mq), lambda r, a: parse(mq, r, a))
-                continue
-            try:
-                out[mq] = parse(mq, pending.result(), address)
-            except ConnectionLostError:
-                out[mq] = self._call(mq, lambda: make(mq), lambda r, a: parse(mq, r, a))
-        return out
+    # -- per-queue requests (the fan-out is BaseClient's) ----------------------------------------------------
+    def _min_offset_call(self, mq: MessageQueue) -> RemotingCall:
+        return self._request(mq, req.offset_request(codes.GET_MIN_OFFSET, mq),
+                             lambda r, a: req.header_long(r, "offset", f"min offset of {mq}", a))
 
-    # -- offsets ---------------------------------------------------------------------------------------------
-    def min_offsets(self, mqs: Iterable[MessageQueue]) -> dict[MessageQueue, int]:
-        """The first offset still held by the broker, per queue."""
-        return self._gather(mqs, lambda mq: req.offset_request(codes.GET_MIN_OFFSET, mq),
-                            lambda mq, r, a: req.header_long(r, "offset", f"min offset of {mq}", a))
+    def _max_offset_call(self, mq: MessageQueue) -> RemotingCall:
+        return self._request(mq, req.offset_request(codes.GET_MAX_OFFSET, mq, committed="true"),
+                             lambda r, a: req.header_long(r, "offset", f"max offset of {mq}", a))
 
-    def max_offsets(self, mqs: Iterable[MessageQueue]) -> dict[MessageQueue, int]:
-        """The offset after the last message (exclusive end), per queue."""
-        return self._gather(mqs, lambda mq: req.offset_request(codes.GET_MAX_OFFSET, mq, committed="true"),
-                            lambda mq, r, a: req.header_long(r, "offset", f"max offset of {mq}", a))
+    def _search_offset_call(self, mq: MessageQueue, timestamp: int, boundary: str) -> RemotingCall:
+        return self._request(mq, req.offset_request(codes.SEARCH_OFFSET_BY_TIMESTAMP, mq, timestamp=str(timestamp),
+                                                    boundaryType=boundary.upper()),
+                             lambda r, a: req.header_long(r, "offset", f"offset by timestamp of {mq}", a))
 
-    def search_offsets(self, mqs: Iterable[MessageQueue], timestamp: int,
-                       boundary: str = "lower") -> dict[MessageQueue, int]:
-        """Per queue, the offset of the first (``lower``) or last (``upper``) message stored at or after / at or
-        before ``timestamp`` ms, as the broker's SEARCH_OFFSET_BY_TIMESTAMP defines it."""
-        if boundary not in ("lower", "upper"):
-            raise ValueError(f"boundary must be 'lower' or 'upper', not {boundary!r}")
-        return self._gather(
-            mqs, lambda mq: req.offset_request(codes.SEARCH_OFFSET_BY_TIMESTAMP, mq, timestamp=str(int(timestamp)),
-                                               boundaryType=boundary.upper()),
-            lambda mq, r, a: req.header_long(r, "offset", f"offset by timestamp of {mq}", a))
-
-    def earliest_store_time(self, mq: MessageQueue) -> int:
-        """Store time (ms) of the queue's oldest message."""
-        return self._call(mq, lambda: req.offset_request(codes.GET_EARLIEST_MSG_STORETIME, mq),
-                          lambda r, a: req.header_long(r, "timestamp", f"earliest store time of {mq}", a))
-
-    # -- consumer offsets ------------------------------------------------------------------------------------
-    def query_consumer_offsets(self, group: str, mqs: Iterable[MessageQueue]) -> dict[MessageQueue, int | None]:
-        """The group's committed (next-to-consume) offset per queue, None where the group has none."""
-        def parse(mq: MessageQueue, r: RemotingCommand, a: str) -> int | None:
+    def _consumer_offset_call(self, group: str, mq: MessageQueue) -> RemotingCall:
+        def parse(r: RemotingCommand, a: str) -> int | None:
             if r.code == codes.QUERY_NOT_FOUND:
                 return None
             return req.header_long(r, "offset", f"consumer offset of group {group!r} on {mq}", a)
-        return self._gather(mqs, lambda mq: req.query_consumer_offset_request(group, mq), parse)
+        return self._request(mq, req.query_consumer_offset_request(group, mq), parse)
 
-    def _store_consumer_offsets(self, group: str, offsets: dict[MessageQueue, int]) -> list[MessageQueue]:
-        def parse(mq: MessageQueue, r: RemotingCommand, a: str) -> bool:
+    def _store_offset_call(self, group: str, mq: MessageQueue, offset: int) -> RemotingCall:
+        def parse(r: RemotingCommand, a: str) -> bool:
             if r.code == codes.SUBSCRIPTION_GROUP_NOT_EXIST:
                 return False
             req.check(r, f"update of group {group!r} offset on {mq}", a)
             return True
-        stored = self._gather(offsets, lambda mq: req.update_consumer_offset_request(group, mq, offsets[mq]), parse)
-        return [mq for mq, ok in stored.items() if not ok]
+        return self._request(mq, req.update_consumer_offset_request(group, mq, offset), parse, master=True)
+
+    def _create_group(self, group: str, mq: MessageQueue, offset: int) -> None:
+        # the pull goes to the master, where the offset update will go
+        self._request(mq, req.pull_request(mq, group, offset, 1), lambda r, a: req.pull_result(r, mq, a, offset),
+                      master=True).result()
+
+    def earliest_store_time(self, mq: MessageQueue) -> int:
+        """Store time (ms) of the queue's oldest message."""
+        return self._request(mq, req.offset_request(codes.GET_EARLIEST_MSG_STORETIME, mq),
+                             lambda r, a: req.header_long(r, "timestamp", f"earliest store time of {mq}", a)).result()
+
+    # -- topic and group facts -------------------------------------------------------------------------------
+    def is_compacted(self, topic: str) -> bool:
+        """True when ``topic`` has the cleanup policy COMPACTION (asked of one of its brokers)."""
+        route = self.route(topic)
+        queues = route.read_queues() or route.write_queues()
+        if not queues:
+            return False
+        attributes = self._request(queues[0], req.topic_config_request(topic),
+                                   lambda r, a: req.topic_attributes(r, topic, a)).result()
+        return attributes.get(COMPACTION[0], "").upper() == COMPACTION[1]
+
+    def online_consumers(self, group: str, topics: Iterable[str]) -> list[str]:
+        """The client ids of ``group``'s consumers connected to the masters of ``topics``' brokers now."""
+        masters = {}
+        for topic in topics:
+            for b in self.route(topic).brokers:
+                if b.master_address:
+                    masters[b.broker_name] = MessageQueue(topic, b.broker_name, 0)
+        calls = [self._request(mq, req.consumer_list_request(group), lambda r, a: req.consumer_list(r, group, a),
+                               master=True) for mq in masters.values()]
+        return sorted({cid for c in calls for cid in c.result()})
 
     # -- pull ------------------------------------------------------------------------------------------------
     def pull_async(self, mq: MessageQueue, offset: int, max_nums: int = codes.DEFAULT_PULL_BATCH, *,
                    group: str = DEFAULT_GROUP, expression: str = "*", expression_type: str = "TAG",
-                   suspend_ms: int = 0) -> PendingPull:
+                   suspend_ms: int = 0) -> RemotingCall:
         """Send a pull and return at once. With ``suspend_ms`` > 0 the broker holds it until messages arrive or the
         suspension ends (long polling); the request timeout is extended past it."""
-        address = self.broker_address(mq.topic, mq.broker_name)
         cmd = req.pull_request(mq, group, offset, max_nums, expression=expression,
                                expression_type=expression_type, suspend_ms=suspend_ms)
-        timeout = self.request_timeout + suspend_ms / 1000.0
-        try:
-            pending = self._pool.send(address, cmd, timeout)
-        except ConnectionLostError:
-            address = self.broker_address(mq.topic, mq.broker_name)
-            pending = self._pool.send(address, cmd, timeout)
-        return PendingPull(mq, offset, max_nums, pending, address)
+
+        def parse(r: RemotingCommand, a: str) -> PullResult:
+            result = req.pull_result(r, mq, a, offset)
+            self._suggested[mq] = result.suggest_which_broker_id
+            return result
+        return self._request(mq, cmd, parse, timeout=self.request_timeout + suspend_ms / 1000.0)
 
     def _range_messages(self, chunk: RangeChunk, mq: MessageQueue, tags: frozenset[str] | None) -> list[Message]:
         return decode_messages(chunk.body, mq.broker_name, tags=tags)
@@ -188,10 +218,10 @@ class RemotingClient(BaseClient):
 
     def send(self, mq: MessageQueue, messages: OutgoingMessage | list[OutgoingMessage],
              *, group: str = "rmq_spark_producer") -> SendResult:
-        """Send one message or a batch to one queue."""
+        """Send one message or a batch to one queue (on its master)."""
         batch = [messages] if isinstance(messages, OutgoingMessage) else list(messages)
         if not batch:
             raise ValueError("send needs at least one message")
         batch = [m.with_unique_id() for m in batch]
-        return self._call(mq, lambda: req.send_request(group, mq, batch),
-                          lambda r, a: req.send_result(r, mq, a, batch))
+        return self._request(mq, req.send_request(group, mq, batch), lambda r, a: req.send_result(r, mq, a, batch),
+                             master=True).result()

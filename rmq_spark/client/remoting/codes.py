@@ -12,11 +12,13 @@ GET_MAX_OFFSET = 30
 GET_MIN_OFFSET = 31
 GET_EARLIEST_MSG_STORETIME = 32
 HEART_BEAT = 34
+GET_CONSUMER_LIST_BY_GROUP = 38
 GET_ROUTEINFO_BY_TOPIC = 105
 GET_BROKER_CLUSTER_INFO = 106
 GET_ALL_TOPIC_LIST_FROM_NAMESERVER = 206
 SEND_MESSAGE_V2 = 310
 SEND_BATCH_MESSAGE = 320
+GET_TOPIC_CONFIG = 351
 
 # Response codes
 SUCCESS = 0
@@ -42,10 +44,17 @@ INVALID_PARAMETER = 29
 FLOW_CONTROL = 215
 USER_NOT_EXIST = 3001
 
+# Codes a broker answers when it wants the client to back off and come again (transient).
+BACK_OFF = frozenset({SYSTEM_BUSY, SERVICE_NOT_AVAILABLE, FLOW_CONTROL})
+
 # PULL_MESSAGE sysFlag bits (PullSysFlag)
 PULL_FLAG_COMMIT_OFFSET = 0x1
 PULL_FLAG_SUSPEND = 0x2
 PULL_FLAG_SUBSCRIPTION = 0x4
+
+# The remark of a PULL_RETRY_IMMEDIATELY answer that means "the filter matched nothing in [offset, next)" (the
+# broker sets the remark to its GetMessageStatus); any other remark means "pull the same offset again".
+NO_MATCHED_MESSAGE = "NO_MATCHED_MESSAGE"
 
 # Broker defaults: a pull returns at most this many messages (from memory).
 DEFAULT_PULL_BATCH = 32

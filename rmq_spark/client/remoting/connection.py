@@ -167,7 +167,12 @@ class Connection:
 
 
 class ConnectionPool:
-    """One shared connection per address, reopened on the next request after it broke or the server closed it."""
+    """One shared connection per address, reopened on the next request after it broke or the server closed it.
+    Connecting holds up only requests to the same address. An address that could not be connected to is not
+    tried again for ``COOLDOWN_S`` (requests to it fail at once), so a dead broker costs one connect timeout, not
+    one per request."""
+
+    COOLDOWN_S = 2.0
 
     def __init__(self, *, connect_timeout: float = 5.0, tls: ssl.SSLContext | None = None,
                  signer: Signer | None = None) -> None:
@@ -176,15 +181,46 @@ class ConnectionPool:
         self._signer = signer
         self._lock = threading.Lock()
         self._conns: dict[str, Connection] = {}
+        self._connecting: dict[str, threading.Lock] = {}
+        self._failed: dict[str, tuple[float, str]] = {}
+
+    def _open(self, address: str) -> Connection | None:
+        """The live connection to ``address``, or None; raises while the address is cooling down."""
+        conn = self._conns.get(address)
+        if conn is not None and not conn.closed:
+            return conn
+        failed = self._failed.get(address)
+        if failed is not None and time.monotonic() - failed[0] < self.COOLDOWN_S:
+            raise ConnectionLostError(f"{failed[1]} (not retried for {self.COOLDOWN_S:.0f} s)")
+        return None
 
     def get(self, address: str) -> Connection:
         with self._lock:
-            conn = self._conns.get(address)
-            if conn is None or conn.closed:
-                conn = Connection(address, connect_timeout=self._connect_timeout, tls=self._tls,
-                                  signer=self._signer)
+            conn = self._open(address)
+            if conn is not None:
+                return conn
+            connecting = self._connecting.setdefault(address, threading.Lock())
+        with connecting:
+            with self._lock:
+                conn = self._open(address)
+                if conn is not None:
+                    return conn
+            try:
+                conn = Connection(address, connect_timeout=self._connect_timeout, tls=self._tls, signer=self._signer)
+            except ConnectionLostError as e:
+                with self._lock:
+                    self._failed[address] = (time.monotonic(), str(e))
+                raise
+            with self._lock:
+                self._failed.pop(address, None)
                 self._conns[address] = conn
             return conn
+
+    def recently_failed(self, address: str) -> bool:
+        """True while ``address`` is cooling down after a failed connect."""
+        with self._lock:
+            failed = self._failed.get(address)
+        return failed is not None and time.monotonic() - failed[0] < self.COOLDOWN_S
 
     def send(self, address: str, cmd: RemotingCommand, timeout: float) -> PendingRequest:
         return self.get(address).send(cmd, timeout)

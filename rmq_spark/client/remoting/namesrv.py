@@ -56,6 +56,18 @@ class NameServerClient:
         check(response, f"route of topic {topic!r}", address)
         return parse_route(topic, response.body)
 
+    def live_brokers(self) -> set[str]:
+        """The broker groups registered now (GET_BROKER_CLUSTER_INFO): names with at least one address."""
+        response, address = self._request(lambda: RemotingCommand(code=codes.GET_BROKER_CLUSTER_INFO),
+                                          "cluster info")
+        check(response, "cluster info", address)
+        try:
+            data = parse_loose_json(response.body.decode("utf-8")) if response.body else {}
+            table = data.get("brokerAddrTable") or {}
+            return {name for name, b in table.items() if (b or {}).get("brokerAddrs")}
+        except (UnicodeDecodeError, TypeError, ValueError, AttributeError) as e:
+            raise RocketMQError(f"the cluster info of name server {address} could not be read: {e!r}") from e
+
     def topics(self) -> list[str]:
         """Every topic the name server knows, sorted."""
         response, address = self._request(

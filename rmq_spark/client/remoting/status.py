@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from rmq_spark.client import hints
-from rmq_spark.client.errors import AuthError, BrokerError, RocketMQError, TopicNotFoundError
+from rmq_spark.client.errors import AuthError, BrokerBusyError, BrokerError, RocketMQError, TopicNotFoundError
 from rmq_spark.client.remoting import codes
 from rmq_spark.client.remoting.frame import RemotingCommand
 
@@ -13,6 +13,7 @@ _HINTS = {
     codes.SUBSCRIPTION_GROUP_NOT_EXIST: (BrokerError, hints.GROUP),
     codes.SUBSCRIPTION_PARSE_FAILED: (BrokerError, hints.FILTER),
     codes.REQUEST_CODE_NOT_SUPPORTED: (BrokerError, hints.NOT_REMOTING),
+    **{code: (BrokerBusyError, hints.BUSY) for code in codes.BACK_OFF},
 }
 
 
