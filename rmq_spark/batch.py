@@ -10,9 +10,9 @@ from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
 
 from rmq_spark.connect import new_client
 from rmq_spark.offsets import OffsetResolver, QueueRange, split_ranges
-from rmq_spark.options import SourceOptions
+from rmq_spark.options import ByTimestamp, OptionError, SourceOptions, SpecificOffsets
 from rmq_spark.partition_reader import read_range
-from rmq_spark.planning import plan_ranges, resolve_queues
+from rmq_spark.planning import compacted_topics, plan_ranges, resolve_queues
 from rmq_spark.pushdown import Narrowing, push
 
 
@@ -31,7 +31,8 @@ class RocketMQBatchReader(DataSourceReader):
         self.narrowing = Narrowing()
 
     def plan(self) -> list[QueueRange]:
-        """Resolve queues, start and end offsets, and split the ranges into partitions."""
+        """Resolve queues, start and end offsets, and split the ranges into partitions. A broker that cannot answer
+        fails the plan with an error naming it (a backfill never leaves a queue out silently)."""
         o, n = self.options, self.narrowing
         if n.empty:
             return []
@@ -39,12 +40,15 @@ class RocketMQBatchReader(DataSourceReader):
             queues = [mq for mq in resolve_queues(client, o) if n.allows(mq)]
             if not queues:
                 return []
-            resolver = OffsetResolver(client, o)
-            starts = resolver.start(queues, default="earliest")
-            ends = resolver.end(queues)
+            resolver = OffsetResolver(client)
+            starts = resolver.resolve(o.starting, queues)
+            ends = resolver.resolve(o.ending, queues)
+            _check_order(o, starts, ends)
             mins = client.min_offsets(queues)
+            sparse = compacted_topics(client, {mq.topic for mq in queues})
             by_time = _time_bounds(client, queues, n.time_range_ms)
-        ranges = [n.clip(r, by_time.get(r.queue)) for r in plan_ranges(queues, starts, ends, mins, o)]
+        planned = plan_ranges(starts, ends, mins, fail_on_data_loss=o.fail_on_data_loss, sparse_topics=sparse)
+        ranges = [n.clip(r, by_time.get(r.queue)) for r in planned]
         return split_ranges(ranges, min_partitions=o.min_partitions, max_per_partition=o.max_messages_per_partition)
 
     def partitions(self) -> Sequence[InputPartition]:
@@ -66,6 +70,18 @@ class RocketMQPushdownBatchReader(RocketMQBatchReader):
             self.options = dataclasses.replace(self.options, sub_expression=" || ".join(sorted(tags)),
                                                expression_type="TAG")
         return rest
+
+
+def _check_order(o: SourceOptions, starts: dict, ends: dict) -> None:
+    """An end before the start that the user's own offsets or times asked for is an option error (one the broker
+    made, e.g. a committed offset past a queue's end, is a reset queue: planning's data-loss rule)."""
+    if not isinstance(o.starting, (SpecificOffsets, ByTimestamp)) and not isinstance(o.ending,
+                                                                                     (SpecificOffsets, ByTimestamp)):
+        return
+    for mq in sorted(ends):
+        if ends[mq] < starts[mq]:
+            raise OptionError(f"{mq}: the end offset {ends[mq]} is before the start offset {starts[mq]}; check the "
+                              "starting and ending options")
 
 
 def _time_bounds(client, queues, time_range_ms: tuple[int, int]) -> dict:

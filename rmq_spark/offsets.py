@@ -1,26 +1,27 @@
-"""Offsets: resolving start/end specs to per-queue offsets, the QueueRange of one partition, range splitting,
+"""Offsets: resolving offset specs to per-queue offsets, the QueueRange of one partition, range splitting,
 and the canonical offset JSON (``{"Topic": {"broker-a/0": 42}}``) that Spark stores and compares as a string."""
 from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Iterable, Mapping
 
+from rmq_spark.client.base import Answers
 from rmq_spark.client.model import MessageQueue
-from rmq_spark.options import OptionError, SourceOptions, parse_queue_json
-
-EARLIEST = -2
-LATEST = -1
+from rmq_spark.options import (EARLIEST, LATEST, ByTimestamp, Committed, Earliest, Latest, OffsetSpec, OptionError,
+                               SpecificOffsets, queue_offsets)
 
 
 @dataclass(frozen=True, order=True)
 class QueueRange:
-    """Offsets ``[start, end)`` of one queue: the unit of work of one reader task."""
+    """Offsets ``[start, end)`` of one queue: the unit of work of one reader task. ``sparse``: the queue's offsets
+    may have gaps by design (a compaction topic)."""
 
     queue: MessageQueue
     start: int
     end: int
+    sparse: bool = field(default=False, compare=False)
 
     @property
     def size(self) -> int:
@@ -38,113 +39,69 @@ def offsets_to_json(offsets: Mapping[MessageQueue, int]) -> dict[str, dict[str, 
 
 def offsets_from_json(data: Mapping[str, Mapping[str, int]] | str) -> dict[MessageQueue, int]:
     """The nested dict (or its JSON text) → per-queue offsets."""
-    if isinstance(data, str):
-        data = json.loads(data)
-    out = {}
-    for topic, queues in data.items():
-        for key, offset in queues.items():
-            broker, _, qid = key.rpartition("/")
-            out[MessageQueue(topic, broker, int(qid))] = int(offset)
-    return out
+    return queue_offsets(json.loads(data) if isinstance(data, str) else data)
 
 
 def canonical_json(offsets: Mapping[MessageQueue, int]) -> str:
     return json.dumps(offsets_to_json(offsets), separators=(",", ":"))
 
 
+def _merge(*parts: Answers) -> Answers:
+    out = Answers()
+    for p in parts:
+        out = out.merge(p)
+    return out
+
+
 class OffsetResolver:
-    """Turns the start or end options into an offset per queue, asking each broker concurrently."""
+    """Turns an offset spec into an offset per queue, asking each broker concurrently. With ``partial``, queues
+    whose broker cannot answer now are left out (in ``Answers.failed``) instead of failing the call."""
 
-    def __init__(self, client, options: SourceOptions) -> None:
+    def __init__(self, client, *, partial: bool = False) -> None:
         self.client = client
-        self.options = options
+        self.partial = partial
 
-    def _min(self, queues: list[MessageQueue]) -> dict[MessageQueue, int]:
-        return self.client.min_offsets(queues) if queues else {}
+    def resolve(self, spec: OffsetSpec, queues: list[MessageQueue]) -> Answers:
+        if not queues:
+            return Answers()
+        if isinstance(spec, Earliest):
+            return self.client.min_offsets(queues, partial=self.partial)
+        if isinstance(spec, Latest):
+            return self.client.max_offsets(queues, partial=self.partial)
+        if isinstance(spec, Committed):
+            return self._committed(spec, queues)
+        if isinstance(spec, SpecificOffsets):
+            _check_known(spec.option, spec.offsets, queues)
+            chosen = {mq: spec.offsets.get(mq, spec.default) for mq in queues}
+            return _merge(Answers({mq: o for mq, o in chosen.items() if o >= 0}),
+                          self.resolve(Earliest(), [mq for mq, o in chosen.items() if o == EARLIEST]),
+                          self.resolve(Latest(), [mq for mq, o in chosen.items() if o == LATEST]))
+        if isinstance(spec, ByTimestamp):
+            per_queue = spec.per_queue if spec.per_queue is not None else {mq: spec.timestamp for mq in queues}
+            _check_known(spec.option, per_queue, queues)
+            by_ts: dict[int, list[MessageQueue]] = {}
+            for mq in queues:
+                if mq in per_queue:
+                    by_ts.setdefault(per_queue[mq], []).append(mq)
+            rest = [mq for mq in queues if mq not in per_queue]
+            return _merge(*(self.client.search_offsets(mqs, ts, "lower", partial=self.partial)
+                            for ts, mqs in by_ts.items()),
+                          self.resolve(Earliest() if spec.default == EARLIEST else Latest(), rest))
+        raise TypeError(f"not an offset spec: {spec!r}")
 
-    def _max(self, queues: list[MessageQueue]) -> dict[MessageQueue, int]:
-        return self.client.max_offsets(queues) if queues else {}
-
-    def _by_timestamp(self, queues: list[MessageQueue], per_queue: Mapping[MessageQueue, int]
-                      ) -> dict[MessageQueue, int]:
-        """First offset whose store time is >= the queue's timestamp (the queue's end when there is none)."""
-        out: dict[MessageQueue, int] = {}
-        by_ts: dict[int, list[MessageQueue]] = {}
-        for mq in queues:
-            by_ts.setdefault(per_queue[mq], []).append(mq)
-        for ts, mqs in by_ts.items():
-            out.update(self.client.search_offsets(mqs, ts, "lower"))
-        return out
-
-    def _specific(self, name: str, text: str, queues: list[MessageQueue], default: int) -> dict[MessageQueue, int]:
-        wanted = offsets_from_json(parse_queue_json(name, text, what="offsets"))
-        _check_known(name, wanted, queues)
-        chosen = {mq: wanted.get(mq, default) for mq in queues}
-        earliest = [mq for mq, o in chosen.items() if o == EARLIEST]
-        latest = [mq for mq, o in chosen.items() if o == LATEST]
-        for mq, o in chosen.items():
-            if o < LATEST - 1:
-                raise OptionError(f"option {name}: offset {o} for {mq} is not valid (use >= 0, -2 earliest, "
-                                  "-1 latest)")
-        chosen.update(self._min(earliest))
-        chosen.update(self._max(latest))
-        return chosen
-
-    def _timestamps(self, name: str, per_queue_json: dict, queues: list[MessageQueue], default: int
-                    ) -> dict[MessageQueue, int]:
-        wanted = offsets_from_json(per_queue_json)
-        _check_known(name, wanted, queues)
-        named = [mq for mq in queues if mq in wanted]
-        rest = [mq for mq in queues if mq not in wanted]
-        out = self._by_timestamp(named, wanted)
-        out.update(self._min(rest) if default == EARLIEST else self._max(rest))
-        return out
-
-    def start(self, queues: list[MessageQueue], *, default: str) -> dict[MessageQueue, int]:
-        """Start offset per queue. Precedence as in Spark's Kafka source: startingTimestamp, then
-        startingOffsetsByTimestamp, then startingOffsets (``default`` when unset)."""
-        o = self.options
-        if o.starting_timestamp is not None:
-            return self._by_timestamp(queues, {mq: o.starting_timestamp for mq in queues})
-        if o.starting_offsets_by_timestamp is not None:
-            return self._timestamps("startingOffsetsByTimestamp", o.starting_offsets_by_timestamp, queues, EARLIEST)
-        spec = o.starting_offsets or default
-        if spec == "earliest":
-            return self._min(queues)
-        if spec == "latest":
-            return self._max(queues)
-        if spec == "committed":
-            return self._committed(queues)
-        return self._specific("startingOffsets", spec, queues, EARLIEST)
-
-    def end(self, queues: list[MessageQueue]) -> dict[MessageQueue, int]:
-        """End offset (exclusive) per queue for a batch query; same precedence with the ending options."""
-        o = self.options
-        if o.ending_timestamp is not None:
-            return self._by_timestamp(queues, {mq: o.ending_timestamp for mq in queues})
-        if o.ending_offsets_by_timestamp is not None:
-            return self._timestamps("endingOffsetsByTimestamp", o.ending_offsets_by_timestamp, queues, LATEST)
-        spec = o.ending_offsets or "latest"
-        if spec == "latest":
-            return self._max(queues)
-        return self._specific("endingOffsets", spec, queues, LATEST)
-
-    def _committed(self, queues: list[MessageQueue]) -> dict[MessageQueue, int]:
-        group = self.options.consumer_group
-        stored = self.client.query_consumer_offsets(group, queues) if queues else {}
+    def _committed(self, spec: Committed, queues: list[MessageQueue]) -> Answers:
+        stored = self.client.query_consumer_offsets(spec.group, queues, partial=self.partial)
         missing = [mq for mq, off in stored.items() if off is None or off < 0]
-        fallback = self.options.starting_offsets_fallback
-        if missing and fallback == "error":
-            raise OptionError(f"consumer group {group!r} has no committed offset for "
+        if missing and spec.fallback == "error":
+            raise OptionError(f"consumer group {spec.group!r} has no committed offset for "
                               + ", ".join(str(mq) for mq in missing[:10])
                               + (" ..." if len(missing) > 10 else "")
                               + "; set startingOffsetsFallback to earliest or latest to start those queues there")
-        out = {mq: off for mq, off in stored.items() if off is not None and off >= 0}
-        out.update(self._min(missing) if fallback == "earliest" else self._max(missing))
-        return out
+        found = Answers({mq: off for mq, off in stored.items() if off is not None and off >= 0}, stored.failed)
+        return _merge(found, self.resolve(Earliest() if spec.fallback == "earliest" else Latest(), missing))
 
 
-def _check_known(name: str, wanted: Mapping[MessageQueue, int], queues: Iterable[MessageQueue]) -> None:
+def _check_known(name: str, wanted: Iterable[MessageQueue], queues: Iterable[MessageQueue]) -> None:
     known = set(queues)
     topics = {mq.topic for mq in known}
     for mq in wanted:
@@ -175,5 +132,5 @@ def split_ranges(ranges: list[QueueRange], *, min_partitions: int | None = None,
         for i in range(n):
             lo = r.start + r.size * i // n
             hi = r.start + r.size * (i + 1) // n
-            out.append(QueueRange(r.queue, lo, hi))
+            out.append(replace(r, start=lo, end=hi))
     return out

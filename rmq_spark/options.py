@@ -7,10 +7,13 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Mapping, Union
 
 from rmq_spark.client.errors import RocketMQError
+from rmq_spark.client.base import DEFAULT_GROUP
 from rmq_spark.client.grpc.client import parse_endpoint
+from rmq_spark.client.model import MessageQueue
+from rmq_spark.client.range_reader import DEFAULT_RETRY_TIMEOUT
 
 
 class OptionError(RocketMQError):
@@ -51,6 +54,9 @@ KNOWN_OPTIONS: dict[str, str] = {
     "commitOffsetsToBroker": "streaming: mirror committed offsets to consumerGroup on the broker",
     "pollNameServerIntervalMs": "streaming: how often new queues and topics are looked up, default 10000",
     "pushFilters": "batch: narrow the plan by pushed filters (needs spark.sql.python.filterPushdown.enabled)",
+    "brokerRetryTimeoutMs": "how long a task waits for a broker that went away before it fails, default 600000",
+    "allowSharedConsumerGroup": "streaming: mirror offsets to a consumerGroup that has online consumers, default "
+                                "false",
 }
 _BY_LOWER = {k.lower(): k for k in KNOWN_OPTIONS}
 SECRET_OPTIONS = frozenset({"secretKey", "securityToken"})
@@ -122,6 +128,62 @@ def parse_queue_json(name: str, value: str, *, what: str) -> dict[str, dict[str,
     return out
 
 
+EARLIEST = -2
+LATEST = -1
+
+
+# -- where reading starts or ends, parsed once (as Spark's KafkaOffsetRangeLimit) -------------------------------
+@dataclass(frozen=True)
+class Earliest:
+    """Each queue's first offset held by the broker."""
+
+
+@dataclass(frozen=True)
+class Latest:
+    """Each queue's end (the offset after its last message)."""
+
+
+@dataclass(frozen=True)
+class Committed:
+    """The consumer group's committed offsets; queues without one start at ``fallback`` (earliest, latest, error)."""
+
+    group: str
+    fallback: str = "earliest"
+
+
+@dataclass(frozen=True)
+class SpecificOffsets:
+    """Offsets per queue from an option's JSON (-2 earliest, -1 latest); queues left out take ``default``."""
+
+    option: str
+    offsets: dict[MessageQueue, int]
+    default: int
+
+
+@dataclass(frozen=True)
+class ByTimestamp:
+    """The first offset stored at or after a time in ms: ``timestamp`` for every queue, or ``per_queue`` from an
+    option's JSON (queues left out take ``default``)."""
+
+    option: str
+    timestamp: int | None = None
+    per_queue: dict[MessageQueue, int] | None = None
+    default: int = EARLIEST
+
+
+OffsetSpec = Union[Earliest, Latest, Committed, SpecificOffsets, ByTimestamp]
+
+
+def queue_offsets(nested: Mapping[str, Mapping[str, int]]) -> dict[MessageQueue, int]:
+    """``{"Topic": {"broker-a/0": 42}}`` → per-queue values."""
+    out = {}
+    for topic, queues in nested.items():
+        for key, value in queues.items():
+            broker, _, qid = key.rpartition("/")
+            out[MessageQueue(topic, broker, int(qid))] = int(value)
+    return out
+
+
 @dataclass(frozen=True)
 class SourceOptions:
     """Every option of the source, parsed. Picklable: it travels to the executors inside the reader."""
@@ -132,13 +194,8 @@ class SourceOptions:
     topic_pattern: str | None = None
     sub_expression: str = "*"
     expression_type: str = "TAG"
-    starting_offsets: str | None = None
-    starting_offsets_fallback: str = "earliest"
-    starting_timestamp: int | None = None
-    starting_offsets_by_timestamp: dict | None = None
-    ending_offsets: str | None = None
-    ending_timestamp: int | None = None
-    ending_offsets_by_timestamp: dict | None = None
+    starting: OffsetSpec = Earliest()
+    ending: OffsetSpec = Latest()
     consumer_group: str | None = None
     min_partitions: int | None = None
     max_messages_per_partition: int | None = None
@@ -157,11 +214,31 @@ class SourceOptions:
     commit_offsets_to_broker: bool = False
     poll_name_server_interval_ms: int = 10_000
     push_filters: bool = False
+    broker_retry_timeout_ms: int = int(DEFAULT_RETRY_TIMEOUT * 1000)
+    allow_shared_consumer_group: bool = False
 
     @property
     def pull_group(self) -> str:
         """The group named in pulls (the broker requires one)."""
-        return self.consumer_group or "rmq_spark_reader"
+        return self.consumer_group or DEFAULT_GROUP
+
+    @property
+    def broker_retry_timeout(self) -> float:
+        """brokerRetryTimeoutMs in seconds."""
+        return self.broker_retry_timeout_ms / 1000
+
+
+# option -> (SourceOptions field, minimum); the defaults are the fields'
+_INT_OPTIONS = {
+    "minPartitions": ("min_partitions", 1), "maxMessagesPerPartition": ("max_messages_per_partition", 1),
+    "pullDepth": ("pull_depth", 1), "rowsPerBatch": ("rows_per_batch", 1),
+    "requestTimeoutMs": ("request_timeout_ms", 1), "connectTimeoutMs": ("connect_timeout_ms", 1),
+    "maxMessagesPerTrigger": ("max_messages_per_trigger", 1), "minMessagesPerTrigger": ("min_messages_per_trigger", 1),
+    "pollNameServerIntervalMs": ("poll_name_server_interval_ms", 1),
+    "brokerRetryTimeoutMs": ("broker_retry_timeout_ms", 0),
+}
+_BOOL_OPTIONS = {"failOnDataLoss": "fail_on_data_loss", "tls": "tls", "pushFilters": "push_filters",
+                 "allowSharedConsumerGroup": "allow_shared_consumer_group"}
 
 
 def parse_options(raw: Mapping[str, str], *, streaming: bool = False) -> SourceOptions:
@@ -221,39 +298,31 @@ def parse_options(raw: Mapping[str, str], *, streaming: bool = False) -> SourceO
     expression_type = _parse_choice("expressionType", opts.get("expressionType", "TAG"), ("TAG", "SQL92"))
     sub_expression = opts.get("subExpression", "*").strip() or "*"
 
-    def int_opt(name: str, minimum: int | None = None) -> int | None:
-        return _parse_int(name, opts[name], minimum=minimum) if name in opts else None
-
-    def offsets_opt(name: str, words: tuple[str, ...]) -> str | None:
-        if name not in opts:
-            return None
-        v = opts[name].strip()
-        if v.lower() in words:
-            return v.lower()
-        if v.startswith("{"):
-            parse_queue_json(name, v, what="offsets (-2 earliest, -1 latest)")
-            return v
-        raise OptionError(f"option {name} must be {' | '.join(words)} or a JSON object like "
-                          f'{{"TopicA": {{"broker-a/0": 42}}}}, not {v!r}')
-
-    def ts_json(name: str) -> dict | None:
-        return parse_queue_json(name, opts[name], what="timestamps in ms") if name in opts else None
-
-    starting = offsets_opt("startingOffsets", ("earliest", "latest", "committed"))
-    ending = offsets_opt("endingOffsets", ("latest",))
+    consumer_group = opts.get("consumerGroup", "").strip() or None
     if streaming:
         for name in ("endingOffsets", "endingTimestamp", "endingOffsetsByTimestamp"):
             if name in opts:
                 raise OptionError(f"option {name} is for batch queries only; a streaming query has no end")
-    elif starting == "latest":
+    fallback = _parse_choice("startingOffsetsFallback", opts.get("startingOffsetsFallback", "earliest"),
+                             ("earliest", "latest", "error"))
+    starting = _offset_spec(opts, "starting", consumer_group, fallback,
+                            default=Latest() if streaming else Earliest())
+    ending = _offset_spec(opts, "ending", consumer_group, fallback, default=Latest())
+    if isinstance(starting, Latest) and not streaming:
         raise OptionError("option startingOffsets=latest is for streaming queries; a batch query from latest "
                           "would be empty (use earliest, committed, JSON offsets or a timestamp)")
-    consumer_group = opts.get("consumerGroup", "").strip() or None
-    if starting == "committed" and not consumer_group:
-        raise OptionError("option startingOffsets=committed needs option consumerGroup")
     if ("accessKey" in opts) != ("secretKey" in opts):
         raise OptionError("options accessKey and secretKey go together: set both or neither")
 
+    values: dict[str, object] = {}
+    for name, (attr, minimum) in _INT_OPTIONS.items():
+        if name in opts:
+            values[attr] = _parse_int(name, opts[name], minimum=minimum)
+    for name, attr in _BOOL_OPTIONS.items():
+        if name in opts:
+            values[attr] = _parse_bool(name, opts[name])
+    if "maxTriggerDelay" in opts:
+        values["max_trigger_delay_ms"] = parse_duration_ms("maxTriggerDelay", opts["maxTriggerDelay"])
     commit = opts.get("commitOffsetsToBroker")
     parsed = SourceOptions(
         name_server=name_server,
@@ -262,36 +331,56 @@ def parse_options(raw: Mapping[str, str], *, streaming: bool = False) -> SourceO
         topic_pattern=pattern,
         sub_expression=sub_expression,
         expression_type=expression_type,
-        starting_offsets=starting,
-        starting_offsets_fallback=_parse_choice("startingOffsetsFallback",
-                                                opts.get("startingOffsetsFallback", "earliest"),
-                                                ("earliest", "latest", "error")),
-        starting_timestamp=int_opt("startingTimestamp", 0),
-        starting_offsets_by_timestamp=ts_json("startingOffsetsByTimestamp"),
-        ending_offsets=ending,
-        ending_timestamp=int_opt("endingTimestamp", 0),
-        ending_offsets_by_timestamp=ts_json("endingOffsetsByTimestamp"),
+        starting=starting,
+        ending=ending,
         consumer_group=consumer_group,
-        min_partitions=int_opt("minPartitions", 1),
-        max_messages_per_partition=int_opt("maxMessagesPerPartition", 1),
-        fail_on_data_loss=_parse_bool("failOnDataLoss", opts.get("failOnDataLoss", "true")),
         access_key=opts.get("accessKey"),
         secret_key=opts.get("secretKey"),
         security_token=opts.get("securityToken"),
-        tls=_parse_bool("tls", opts.get("tls", "false")),
-        pull_depth=int_opt("pullDepth", 1) or 8,
-        rows_per_batch=int_opt("rowsPerBatch", 1) or 8192,
-        request_timeout_ms=int_opt("requestTimeoutMs", 1) or 10_000,
-        connect_timeout_ms=int_opt("connectTimeoutMs", 1) or 5_000,
-        max_messages_per_trigger=int_opt("maxMessagesPerTrigger", 1),
-        min_messages_per_trigger=int_opt("minMessagesPerTrigger", 1),
-        max_trigger_delay_ms=(parse_duration_ms("maxTriggerDelay", opts["maxTriggerDelay"])
-                              if "maxTriggerDelay" in opts else 15 * 60 * 1000),
-        push_filters=_parse_bool("pushFilters", opts.get("pushFilters", "false")),
-        poll_name_server_interval_ms=int_opt("pollNameServerIntervalMs", 1) or 10_000,
         commit_offsets_to_broker=(_parse_bool("commitOffsetsToBroker", commit) if commit is not None
                                   else consumer_group is not None),
+        **values,
     )
     if parsed.commit_offsets_to_broker and not consumer_group:
         raise OptionError("option commitOffsetsToBroker=true needs option consumerGroup")
     return parsed
+
+
+def _offset_spec(opts: Mapping[str, str], side: str, group: str | None, fallback: str, *,
+                 default: OffsetSpec) -> OffsetSpec:
+    """The start (``side`` "starting") or end ("ending") of reading, from its three options. Precedence as in
+    Spark's Kafka source: {side}Timestamp, then {side}OffsetsByTimestamp, then {side}Offsets."""
+    name_ts, name_by_ts, name_offsets = f"{side}Timestamp", f"{side}OffsetsByTimestamp", f"{side}Offsets"
+    unnamed = EARLIEST if side == "starting" else LATEST
+    if name_ts in opts:
+        return ByTimestamp(name_ts, timestamp=_parse_int(name_ts, opts[name_ts], minimum=0))
+    if name_by_ts in opts:
+        per_queue = parse_queue_json(name_by_ts, opts[name_by_ts], what="timestamps in ms")
+        for topic, queues in per_queue.items():
+            for key, ts in queues.items():
+                if ts < 0:
+                    raise OptionError(f"option {name_by_ts}: {topic} {key} must be a time in ms since the epoch, "
+                                      f"not {ts}")
+        return ByTimestamp(name_by_ts, per_queue=queue_offsets(per_queue), default=unnamed)
+    if name_offsets not in opts:
+        return default
+    words = ("earliest", "latest", "committed") if side == "starting" else ("latest",)
+    v = opts[name_offsets].strip()
+    word = v.lower()
+    if word in words:
+        if word == "earliest":
+            return Earliest()
+        if word == "latest":
+            return Latest()
+        if group is None:
+            raise OptionError(f"option {name_offsets}=committed needs option consumerGroup")
+        return Committed(group, fallback)
+    if v.startswith("{"):
+        offsets = queue_offsets(parse_queue_json(name_offsets, v, what="offsets (-2 earliest, -1 latest)"))
+        for mq, o in offsets.items():
+            if o < EARLIEST:
+                raise OptionError(f"option {name_offsets}: offset {o} for {mq} is not valid (use >= 0, -2 earliest, "
+                                  "-1 latest)")
+        return SpecificOffsets(name_offsets, offsets, unnamed)
+    raise OptionError(f"option {name_offsets} must be {' | '.join(words)} or a JSON object like "
+                      f'{{"TopicA": {{"broker-a/0": 42}}}}, not {v!r}')

@@ -28,7 +28,8 @@ def read_range(options: SourceOptions, qr: QueueRange) -> Iterator[pa.RecordBatc
     tags = tag_set(options.sub_expression) if options.expression_type == "TAG" else None
     reader = RangeReader(client, qr.queue, qr.start, qr.end, depth=options.pull_depth, group=options.pull_group,
                          expression=options.sub_expression, expression_type=options.expression_type,
-                         fail_on_data_loss=options.fail_on_data_loss)
+                         fail_on_data_loss=options.fail_on_data_loss, retry_timeout=options.broker_retry_timeout,
+                         sparse=qr.sparse)
     limit = options.rows_per_batch
     # The pulled blocks are collected and decoded into one batch at a time (the Arrow work is per batch, not per
     # pull). Decoding before the next pull could take the batch past the limit keeps batches near `limit` rows

@@ -1,10 +1,12 @@
-"""Driver-side planning shared by the batch and streaming readers: which queues, and which ranges to read."""
+"""Driver-side planning shared by the batch and streaming readers: which queues, and which ranges to read, under
+the one data-loss rule (DESIGN.md §10: lost is only what a live broker proves)."""
 from __future__ import annotations
 
 import logging
 import re
+from typing import Iterable, Mapping
 
-from rmq_spark.client.errors import DataLossError, TopicNotFoundError
+from rmq_spark.client.errors import RETRYABLE, AuthError, DataLossError, TopicNotFoundError, UnsupportedError
 from rmq_spark.client.model import MessageQueue
 from rmq_spark.offsets import QueueRange
 from rmq_spark.options import OptionError, SourceOptions
@@ -12,33 +14,62 @@ from rmq_spark.options import OptionError, SourceOptions
 log = logging.getLogger(__name__)
 
 
-def resolve_queues(client, options: SourceOptions) -> list[MessageQueue]:
-    """Every readable queue of the topics the options name (or that match topicPattern), sorted."""
-    if options.topic_pattern is not None:
-        pattern = re.compile(options.topic_pattern)
-        topics = [t for t in client.topics() if pattern.fullmatch(t)]
-        if not topics:
-            return []
-    else:
-        topics = list(options.topics)
-    queues: list[MessageQueue] = []
-    for topic in topics:
+def where(options: SourceOptions) -> str:
+    """The cluster the options point at, for messages."""
+    return f"name server {options.name_server}" if options.name_server else f"endpoint {options.endpoint}"
+
+
+def query_topics(client, options: SourceOptions) -> list[str]:
+    """The topics the options name, or those of the name server's list that match topicPattern, sorted."""
+    if options.topic_pattern is None:
+        return list(options.topics)
+    pattern = re.compile(options.topic_pattern)
+    return sorted(t for t in client.topics() if pattern.fullmatch(t))
+
+
+def topic_queues(client, topic: str, options: SourceOptions) -> list[MessageQueue]:
+    """The readable queues of one topic now; TopicNotFoundError (naming the option) when it has no route."""
+    try:
+        found = client.queues(topic, refresh=True)
+    except TopicNotFoundError as e:
+        what = f"topic {topic!r} does not exist on {where(options)}: check the topic option, or create the topic"
         try:
-            found = client.queues(topic, refresh=True)
-        except TopicNotFoundError as e:
-            where = f"name server {options.name_server}" if options.name_server else f"endpoint {options.endpoint}"
-            raise TopicNotFoundError(f"topic {topic!r} does not exist on {where}: "
-                                     "check the topic option, or create the topic", code=e.code,
-                                     remark=e.remark) from None
-        if not found and options.topic_pattern is None:
-            raise OptionError(f"topic {topic!r} has no readable queue (its permission forbids reads)")
-        queues.extend(found)
-    return sorted(queues)
+            if not client.live_brokers():
+                what = (f"topic {topic!r} has no route on {where(options)}: no broker is registered with the name "
+                        "servers now; start the brokers, or check nameServer")
+        except (UnsupportedError, *RETRYABLE):
+            pass
+        raise TopicNotFoundError(what, code=e.code, remark=e.remark) from None
+    if not found and options.topic_pattern is None:
+        raise OptionError(f"topic {topic!r} has no readable queue (its permission forbids reads)")
+    return found
+
+
+def resolve_queues(client, options: SourceOptions) -> list[MessageQueue]:
+    """Every readable queue of the query's topics, sorted."""
+    return sorted(mq for topic in query_topics(client, options) for mq in topic_queues(client, topic, options))
+
+
+def compacted_topics(client, topics: Iterable[str]) -> frozenset[str]:
+    """The topics whose cleanup policy is COMPACTION (offsets sparse by design). A transport or user that cannot
+    read topic attributes counts none as compacted (logged)."""
+    out = set()
+    for topic in set(topics):
+        try:
+            if client.is_compacted(topic):
+                out.add(topic)
+        except (UnsupportedError, AuthError) as e:
+            log.info("rocketmq source: cannot tell whether topic %s is a compaction topic (%s); reading it as a "
+                     "normal topic, where a gap in the offsets is data loss", topic, e)
+            return frozenset(out)
+        except RETRYABLE as e:
+            log.info("rocketmq source: cannot read the attributes of topic %s now (%s)", topic, e)
+    return frozenset(out)
 
 
 def check_data_loss(queue: MessageQueue, requested: int, available: int, fail: bool) -> int:
-    """The start to use for a queue whose first held offset is ``available``: ``requested`` when still held,
-    else ``available`` under failOnDataLoss=false, else DataLossError naming all three."""
+    """The offset to start ``queue`` at when the broker's first held offset is ``available``: ``requested`` when
+    still held, else ``available`` under failOnDataLoss=false (logged), else DataLossError naming all three."""
     if requested >= available:
         return requested
     message = (f"{queue}: offset {requested} was requested but the broker's first available offset is "
@@ -49,15 +80,33 @@ def check_data_loss(queue: MessageQueue, requested: int, available: int, fail: b
     return available
 
 
-def plan_ranges(queues: list[MessageQueue], starts: dict[MessageQueue, int], ends: dict[MessageQueue, int],
-                mins: dict[MessageQueue, int], options: SourceOptions) -> list[QueueRange]:
-    """One range per queue, starts checked for data loss, ends checked against starts."""
+def check_reset(queue: MessageQueue, reached: int, end: int, first: int | None, fail: bool) -> int:
+    """The start for a queue whose end offset ``end`` fell below the offset ``reached``: the queue was reset (the
+    topic deleted and recreated, or the broker lost its tail). DataLossError, or under failOnDataLoss=false the
+    queue's first offset ``first`` (0 when unknown), logged."""
+    message = (f"{queue}: the broker's end offset {end} is below offset {reached}, which this query had reached: "
+               "the queue was reset (the topic deleted and recreated?), so what it holds now is not what was read")
+    if fail:
+        raise DataLossError(message + ". Set failOnDataLoss=false to read the queue again from its first offset.")
+    start = first if first is not None else 0
+    log.warning("%s; reading it again from offset %d (failOnDataLoss=false)", message, start)
+    return start
+
+
+def plan_ranges(starts: Mapping[MessageQueue, int], ends: Mapping[MessageQueue, int],
+                mins: Mapping[MessageQueue, int], *, fail_on_data_loss: bool,
+                sparse_topics: frozenset[str] = frozenset()) -> list[QueueRange]:
+    """One range ``[start, end)`` per queue of ``ends`` that has something to read, under the one data-loss rule:
+    an end below the start is a reset queue (``check_reset``), a start below the queue's first offset is data loss
+    (``check_data_loss``). A queue missing from ``mins`` (its broker did not answer) is checked by its task when it
+    pulls."""
     ranges = []
-    for mq in queues:
-        start = check_data_loss(mq, starts[mq], mins[mq], options.fail_on_data_loss)
-        end = ends[mq]
-        if end < starts[mq]:
-            raise OptionError(f"{mq}: the end offset {end} is before the start offset {starts[mq]}; check the "
-                              "starting and ending options")
-        ranges.append(QueueRange(mq, start, max(start, end)))
+    for mq in sorted(ends):
+        start, end = starts.get(mq, ends[mq]), ends[mq]
+        if end < start:
+            start = check_reset(mq, start, end, mins.get(mq), fail_on_data_loss)
+        elif mq in mins:
+            start = check_data_loss(mq, start, mins[mq], fail_on_data_loss)
+        if end > start:
+            ranges.append(QueueRange(mq, start, end, sparse=mq.topic in sparse_topics))
     return ranges

@@ -42,7 +42,7 @@ class Narrowing:
         if by_time is not None:
             lo, hi = max(lo, by_time[0]), min(hi, by_time[1])
         start, end = max(r.start, lo), min(r.end, hi)
-        return QueueRange(r.queue, start, max(start, end))
+        return dataclasses.replace(r, start=start, end=max(start, end))
 
     def tags_within(self, o: SourceOptions) -> frozenset[str] | None:
         """The tags both the pushed filters and subExpression allow (None: any tag)."""

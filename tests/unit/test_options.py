@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from rmq_spark.options import OptionError, parse_duration_ms, parse_options
+from rmq_spark.client.model import MessageQueue
+from rmq_spark.options import (EARLIEST, LATEST, ByTimestamp, Committed, Earliest, Latest, OptionError, SourceOptions,
+                               SpecificOffsets, parse_duration_ms, parse_options)
 
 BASE = {"nameserver": "127.0.0.1:9876", "topic": "T"}
 
@@ -53,6 +55,11 @@ def test_secrets_stay_out_of_repr():
     ({**BASE, "path": "/x"}, "takes no path"),
     ({**BASE, "startingOffsetsFallback": "middle"}, "startingOffsetsFallback must be one of"),
     ({**BASE, "commitOffsetsToBroker": "true"}, "commitOffsetsToBroker=true needs option consumerGroup"),
+    ({**BASE, "startingOffsets": '{"T": {"broker-a/0": -3}}'}, "offset -3 for T:broker-a/0 is not valid"),
+    ({**BASE, "endingOffsets": "earliest"}, "option endingOffsets must be latest or a JSON object"),
+    ({**BASE, "startingOffsetsByTimestamp": '{"T": {"broker-a/0": -5}}'}, "must be a time in ms"),
+    ({**BASE, "brokerRetryTimeoutMs": "soon"}, "option brokerRetryTimeoutMs must be an integer"),
+    ({**BASE, "allowSharedConsumerGroup": "maybe"}, "option allowSharedConsumerGroup must be true or false"),
 ])
 def test_bad_options(raw, message):
     with pytest.raises(OptionError, match=message):
@@ -68,7 +75,33 @@ def test_secret_not_in_errors():
 def test_streaming_rejects_ending_options():
     with pytest.raises(OptionError, match="endingOffsets is for batch queries only"):
         parse_options({**BASE, "endingOffsets": "latest"}, streaming=True)
-    assert parse_options({**BASE, "startingOffsets": "latest"}, streaming=True).starting_offsets == "latest"
+    assert parse_options({**BASE, "startingOffsets": "latest"}, streaming=True).starting == Latest()
+
+
+def test_offset_options_are_parsed_once_into_typed_specs():
+    mq = MessageQueue("T", "broker-a", 0)
+    assert parse_options(BASE).starting == Earliest() and parse_options(BASE).ending == Latest()
+    assert parse_options(BASE, streaming=True).starting == Latest()
+    o = parse_options({**BASE, "startingOffsets": '{"T": {"broker-a/00": 7}}', "endingOffsets": "latest"})
+    assert o.starting == SpecificOffsets("startingOffsets", {mq: 7}, EARLIEST) and o.ending == Latest()
+    o = parse_options({**BASE, "startingOffsets": "committed", "consumerGroup": "g",
+                       "startingOffsetsFallback": "ERROR"})
+    assert o.starting == Committed("g", "error")
+    # precedence as in Spark's Kafka source: timestamp, then per-queue timestamps, then offsets
+    o = parse_options({**BASE, "startingOffsets": "earliest", "startingOffsetsByTimestamp": '{"T": {"broker-a/0": 5}}',
+                       "startingTimestamp": "9"})
+    assert o.starting == ByTimestamp("startingTimestamp", timestamp=9)
+    o = parse_options({**BASE, "endingOffsets": "latest", "endingOffsetsByTimestamp": '{"T": {"broker-a/0": 5}}'})
+    assert o.ending == ByTimestamp("endingOffsetsByTimestamp", per_queue={mq: 5}, default=LATEST)
+
+
+def test_one_default_per_option():
+    defaults = SourceOptions(name_server="h:1")
+    parsed = parse_options(BASE)
+    for name in ("pull_depth", "rows_per_batch", "request_timeout_ms", "connect_timeout_ms", "broker_retry_timeout_ms",
+                 "poll_name_server_interval_ms", "max_trigger_delay_ms", "fail_on_data_loss", "tls"):
+        assert getattr(parsed, name) == getattr(defaults, name)
+    assert parse_options({**BASE, "brokerRetryTimeoutMs": "1500"}).broker_retry_timeout == 1.5
 
 
 def test_durations():
