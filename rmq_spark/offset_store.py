@@ -1,12 +1,13 @@
 """The driver's offset table for a consumer group, mirrored to the brokers as RocketMQ's RemoteBrokerOffsetStore
 does: ``update`` changes memory, ``persist_all`` sends UPDATE_CONSUMER_OFFSET for what changed. It is fed only from
-Spark's committed batches, so the broker never runs ahead of what the sink has stored."""
+Spark's committed batches, so the broker never runs ahead of what the sink has stored; it starts from the group's
+stored offsets and only moves them forward, so a group is never rewound."""
 from __future__ import annotations
 
 import enum
 import logging
 import threading
-from typing import Mapping
+from typing import Iterable, Mapping
 
 from rmq_spark.client.errors import RocketMQError
 from rmq_spark.client.model import MessageQueue
@@ -28,6 +29,7 @@ class OffsetStore:
         self.group = group
         self._table: dict[MessageQueue, int] = {}
         self._persisted: dict[MessageQueue, int] = {}
+        self._loaded: set[MessageQueue] = set()
         self._lock = threading.Lock()
 
     def update(self, mq: MessageQueue, offset: int, *, increase_only: bool = True) -> None:
@@ -39,6 +41,28 @@ class OffsetStore:
     def update_all(self, offsets: Mapping[MessageQueue, int], *, increase_only: bool = True) -> None:
         for mq, offset in offsets.items():
             self.update(mq, offset, increase_only=increase_only)
+
+    def load(self, queues: Iterable[MessageQueue]) -> None:
+        """Read the group's stored offsets of the queues not loaded yet, so that ``update`` never moves them back
+        (queues whose broker does not answer now are loaded at a later call)."""
+        with self._lock:
+            todo = [mq for mq in queues if mq not in self._loaded]
+        if not todo:
+            return
+        try:
+            stored = self.client.query_consumer_offsets(self.group, todo, partial=True)
+        except RocketMQError as e:
+            log.warning("could not read the offsets of group %r (will try again at the next commit): %s", self.group, e)
+            return
+        with self._lock:
+            for mq, offset in stored.items():
+                self._loaded.add(mq)
+                if offset is not None and offset >= 0 and offset > self._table.get(mq, -1):
+                    self._table[mq] = self._persisted[mq] = offset
+
+    def loaded(self, mq: MessageQueue) -> bool:
+        with self._lock:
+            return mq in self._loaded
 
     def read(self, mq: MessageQueue, mode: ReadType = ReadType.MEMORY_FIRST_THEN_STORE) -> int | None:
         """The offset from memory, from the broker, or memory first; None when there is none."""
@@ -53,23 +77,33 @@ class OffsetStore:
         return stored
 
     def persist_all(self) -> bool:
-        """Send every offset that changed since the last successful persist; True when all were stored. A failure
-        is logged and the offsets stay pending for the next call — it never raises."""
+        """Send every offset that changed since the last successful persist, each to its broker's master; True
+        when all were stored. Offsets whose master is unavailable stay pending for the next call (the outage is
+        logged once); it never raises."""
         with self._lock:
             changed = {mq: o for mq, o in self._table.items() if self._persisted.get(mq) != o}
         if not changed:
             return True
         try:
-            self.client.update_consumer_offsets(self.group, changed)
+            stored = self.client.update_consumer_offsets(self.group, changed, partial=True)
         except RocketMQError as e:
             log.warning("could not mirror %d offsets of group %r to the brokers (will retry at the next commit): "
                         "%s", len(changed), self.group, e)
             return False
         with self._lock:
-            self._persisted.update(changed)
-        return True
+            self._persisted.update({mq: changed[mq] for mq in stored})
+        failed = {mq.broker_name: e for mq, e in stored.failed.items()}
+        for broker in sorted({mq.broker_name for mq in changed}):
+            who = f"the master of broker {broker}"
+            if broker in failed:
+                self.client.outages.down(who, f"offsets of group {self.group!r} are kept until it is back",
+                                         failed[broker])
+            else:
+                self.client.outages.up(who)
+        return not stored.failed
 
     def remove(self, mq: MessageQueue) -> None:
         with self._lock:
             self._table.pop(mq, None)
             self._persisted.pop(mq, None)
+            self._loaded.discard(mq)

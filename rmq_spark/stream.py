@@ -1,5 +1,9 @@
 """The streaming reader: offsets are next-offset-per-queue JSON; each micro-batch is an exact set of queue ranges
-that Spark logs before it runs. After Spark commits a batch, its end is mirrored to the consumer group."""
+that Spark logs before it runs. After Spark commits a batch, its end is mirrored to the consumer group.
+
+The fault model (DESIGN.md §10): a queue whose broker is missing from the route or silent is unavailable, not
+lost. Its offset stays in every batch's end unchanged and it is planned again when its broker answers; the rest
+of the query keeps going. Data loss is only what a live broker proves."""
 from __future__ import annotations
 
 import logging
@@ -13,20 +17,17 @@ from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadM
                                               SupportsTriggerAvailableNow)
 
 from rmq_spark.batch import RangePartition
-from rmq_spark.client.errors import DataLossError, RocketMQError
+from rmq_spark.client.errors import DataLossError, RocketMQError, UnsupportedError
 from rmq_spark.client.model import MessageQueue
 from rmq_spark.connect import new_client
 from rmq_spark.offset_store import OffsetStore
-from rmq_spark.offsets import OffsetResolver, QueueRange, offsets_from_json, offsets_to_json, split_ranges
-from rmq_spark.options import SourceOptions
+from rmq_spark.offsets import OffsetResolver, canonical_json, offsets_from_json, offsets_to_json, split_ranges
+from rmq_spark.options import Committed, Earliest, OptionError, SourceOptions
 from rmq_spark.partition_reader import read_range
-from rmq_spark.planning import check_data_loss, resolve_queues
+from rmq_spark.planning import plan_ranges, query_topics
+from rmq_spark.queue_watch import QueueWatch
 
 log = logging.getLogger(__name__)
-
-# latestOffset is called every few ms when idle: ask the brokers at most this often (the name server every
-# pollNameServerIntervalMs).
-MAX_OFFSET_POLL_S = 0.1
 
 
 def prorate(start: dict[MessageQueue, int], latest: dict[MessageQueue, int], limit: int) -> dict[MessageQueue, int]:
@@ -50,14 +51,12 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options: SourceOptions) -> None:
         self.options = options
         self._client = None
+        self._watch: QueueWatch | None = None
         self._store: OffsetStore | None = None
-        self._queues: list[MessageQueue] = []
-        self._queues_at = 0.0
-        self._latest: dict[MessageQueue, int] = {}
-        self._latest_at = 0.0
         self._cap: dict[MessageQueue, int] | None = None  # Trigger.AvailableNow target
         self._last_batch_at = time.monotonic()
         self._initial: dict | None = None
+        self._group_checked = False
 
     # -- driver-side state, built lazily ----------------------------------------------------------------------
     @property
@@ -67,36 +66,24 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self._client
 
     @property
+    def watch(self) -> QueueWatch:
+        if self._watch is None:
+            self._watch = QueueWatch(self.client, self.options)
+        return self._watch
+
+    @property
     def store(self) -> OffsetStore | None:
         if self._store is None and self.options.commit_offsets_to_broker and self.options.consumer_group:
             self._store = OffsetStore(self.client, self.options.consumer_group)
         return self._store
 
-    def _current_queues(self) -> list[MessageQueue]:
-        now = time.monotonic()
-        if not self._queues or now - self._queues_at > self.options.poll_name_server_interval_ms / 1000:
-            self._queues = resolve_queues(self.client, self.options)
-            self._queues_at = now
-        return self._queues
-
-    def _latest_offsets(self) -> dict[MessageQueue, int]:
-        now = time.monotonic()
-        queues = self._current_queues()
-        if set(queues) != set(self._latest) or now - self._latest_at > MAX_OFFSET_POLL_S:
-            fresh = self._ask_each_broker(self.client.max_offsets, queues, "max offsets")
-            # a broker that did not answer keeps its last known offsets (its queues simply do not advance)
-            self._latest = {mq: fresh.get(mq, self._latest.get(mq)) for mq in queues
-                            if mq in fresh or mq in self._latest}
-            self._latest_at = now
-        if self._cap is not None:
-            return {mq: min(o, self._cap.get(mq, o)) for mq, o in self._latest.items()}
-        return dict(self._latest)
-
     # -- Spark's stream reader API ------------------------------------------------------------------------------
     def initialOffset(self) -> dict:
         if self._initial is None:
-            queues = self._current_queues()
-            starts = OffsetResolver(self.client, self.options).start(queues, default="latest") if queues else {}
+            self._check_group()
+            self.watch.poll(force=True)
+            starts = OffsetResolver(self.client, partial=True).resolve(self.options.starting, self.watch.readable())
+            self._log_unresolved(starts.failed)
             self._initial = offsets_to_json(starts)
         return self._initial
 
@@ -109,53 +96,46 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
-        self._cap = None
-        self._latest_at = 0.0
-        self._cap = self._latest_offsets()
+        self.watch.poll(force=True)
+        self._cap = dict(self.watch.latest)
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         begin = offsets_from_json(start)
-        # Spark calls this only once the batch ending at `start` is in its commit log: the last batch of a run
-        # (which commit() never sees with AvailableNow) is mirrored here.
-        self._mirror(begin)
-        latest = self._latest_offsets()
-        self._check_vanished(begin, latest)
-        for mq in latest:
-            begin.setdefault(mq, 0)  # a new queue (or topic) is read from its first offset
-        end = dict(latest)
-        if not isinstance(limit, ReadAllAvailable):
+        # Spark calls this only once the batch ending at `start` is in its commit log (except for the initial
+        # offsets): the last batch of a run, which commit() never sees with AvailableNow, is mirrored here.
+        if self._initial is None or canonical_json(begin) != canonical_json(offsets_from_json(self._initial)):
+            self._mirror(begin)
+        watch = self.watch
+        watch.poll()
+        target = self._targets(begin)
+        end = dict(target)
+        moving = {mq: o for mq, o in target.items() if o >= begin.get(mq, o)}  # reset queues pass through as is
+        if not isinstance(limit, ReadAllAvailable) and moving:
             o = self.options
-            backlog = sum(max(0, latest[mq] - begin[mq]) for mq in latest)
+            backlog = sum(o_ - begin.get(mq, o_) for mq, o_ in moving.items())
             waited = (time.monotonic() - self._last_batch_at) * 1000
             if (o.min_messages_per_trigger and backlog < o.min_messages_per_trigger
                     and waited < o.max_trigger_delay_ms and self._cap is None):
-                return offsets_to_json({mq: begin[mq] for mq in latest})
+                end.update({mq: begin.get(mq, t) for mq, t in moving.items()})
+                return offsets_to_json(end)
             max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else o.max_messages_per_trigger
             if max_rows:
-                end = prorate(begin, latest, max_rows)
-        if any(end[mq] > begin[mq] for mq in end):
+                end.update(prorate(begin, moving, max_rows))
+        if any(end[mq] != begin.get(mq) for mq in end):
             self._last_batch_at = time.monotonic()
-            self._log_lag(end, latest)
+            self._log_lag(end, watch.latest)
         return offsets_to_json(end)
 
     def reportLatestOffset(self) -> dict | None:
-        return offsets_to_json(self._latest) if self._latest else None
+        return offsets_to_json(self._watch.latest) if self._watch is not None and self._watch.latest else None
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         begin, finish = offsets_from_json(start), offsets_from_json(end)
-        new = [mq for mq in finish if mq not in begin]
-        if new:
-            begin.update({mq: 0 for mq in new})
+        moved = {mq: o for mq, o in finish.items() if mq in begin and o != begin[mq]}
         # A broker that does not answer now is checked for data loss by the task, when it pulls.
-        mins = self._ask_each_broker(self.client.min_offsets, [mq for mq in finish if finish[mq] > begin[mq]],
-                                     "min offsets")
-        ranges = []
-        for mq, stop in sorted(finish.items()):
-            if stop <= begin[mq]:
-                continue
-            first = check_data_loss(mq, begin[mq], mins.get(mq, begin[mq]),
-                                    self.options.fail_on_data_loss and mq not in new)
-            ranges.append(QueueRange(mq, first, max(first, stop)))
+        mins = self.client.min_offsets(list(moved), partial=True) if moved else {}
+        ranges = plan_ranges(begin, moved, mins, fail_on_data_loss=self.options.fail_on_data_loss,
+                             sparse_topics=self.watch.sparse_topics)
         o = self.options
         return [RangePartition(r) for r in split_ranges(ranges, min_partitions=o.min_partitions,
                                                         max_per_partition=o.max_messages_per_partition)]
@@ -167,53 +147,106 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def commit(self, end: dict) -> None:
         self._mirror(offsets_from_json(end))
 
-    def _mirror(self, committed: dict[MessageQueue, int]) -> None:
-        """Record offsets Spark has committed and mirror what changed to the consumer group (never raises)."""
-        store = self.store
-        if store is None or not committed:
-            return
-        store.update_all(committed)
-        store.persist_all()
-
     def stop(self) -> None:
         if self._client is not None:
             if self._store is not None:
                 self._store.persist_all()
             self._client.close()
             self._client = None
+            self._watch = None
             self._store = None
 
-    # -- helpers ----------------------------------------------------------------------------------------------
-    def _ask_each_broker(self, ask, queues: list[MessageQueue], what: str) -> dict[MessageQueue, int]:
-        """``ask(queues)`` for all brokers at once; if that fails, broker by broker, leaving out (and logging)
-        the brokers that cannot answer now, so one broker's restart does not stop the query."""
-        try:
-            return ask(queues)
-        except RocketMQError as e:
-            first_error = e
-        out: dict[MessageQueue, int] = {}
-        for broker in sorted({mq.broker_name for mq in queues}):
-            group = [mq for mq in queues if mq.broker_name == broker]
-            try:
-                out.update(ask(group))
-            except RocketMQError as e:
-                log.warning("rocketmq source: %s of broker %s unavailable (%s); its queues wait", what, broker, e)
-        if not out and queues:
-            raise first_error
-        return out
+    # -- planning the end of a batch ---------------------------------------------------------------------------
+    def _targets(self, begin: dict[MessageQueue, int]) -> dict[MessageQueue, int]:
+        """The furthest each queue may be read to now. Unavailable queues keep their offset; vanished ones follow
+        the data-loss rule; a queue whose end answered by its master fell below its offset is a reset queue (its
+        end passes through below the start, for planning's data-loss rule); new queues enter at their start
+        offset and are read from the next batch on, so every start is in Spark's offset log."""
+        watch = self.watch
+        unavailable, vanished = watch.classify(begin)
+        self._check_vanished(vanished)
+        target: dict[MessageQueue, int] = {}
+        for mq, b in begin.items():
+            if mq in vanished:
+                continue
+            latest = watch.latest.get(mq, b)
+            if mq in unavailable or (latest < b and mq in watch.replica):
+                target[mq] = b  # wait for the broker (a lagging slave: for it to catch up)
+            elif self._cap is not None:
+                target[mq] = max(min(latest, self._cap.get(mq, b)), b) if latest >= b else latest
+            else:
+                target[mq] = latest
+        new = [mq for mq in watch.readable() if mq not in begin and mq not in vanished]
+        if new:
+            target.update(self._new_queue_starts(new))
+        return target
 
-    def _check_vanished(self, begin: dict[MessageQueue, int], latest: dict[MessageQueue, int]) -> None:
-        gone = [mq for mq in begin if mq not in latest]
-        if not gone:
+    def _new_queue_starts(self, queues: list[MessageQueue]) -> dict[MessageQueue, int]:
+        """Where queues that appear after the start are read from: the group's committed offset when the query
+        starts from committed offsets, else their first offset (as Spark's Kafka source reads new partitions)."""
+        spec = self.options.starting
+        spec = Committed(spec.group, "earliest") if isinstance(spec, Committed) else Earliest()
+        starts = OffsetResolver(self.client, partial=True).resolve(spec, queues)
+        for mq, o in sorted(starts.items()):
+            log.info("rocketmq source: new queue %s enters at offset %d", mq, o)
+        return dict(starts)
+
+    def _check_vanished(self, vanished: set[MessageQueue]) -> None:
+        if not vanished:
             return
-        what = ("queues " + ", ".join(str(mq) for mq in gone) + " are no longer in the topic route; messages "
-                "not yet read from them may be lost")
+        what = ("queues " + ", ".join(str(mq) for mq in sorted(vanished)) + " are no longer in the topic route "
+                "although their brokers are up (the topic shrank or was deleted); messages not yet read from them "
+                "may be lost")
         if self.options.fail_on_data_loss:
             raise DataLossError(what + ". Set failOnDataLoss=false to go on without them.")
         log.warning("%s (failOnDataLoss=false: going on without them)", what)
 
+    def _log_unresolved(self, failed: dict) -> None:
+        brokers = sorted({mq.broker_name for mq in failed})
+        if brokers:
+            log.warning("rocketmq source: broker(s) %s did not answer at the start; their queues will be read from "
+                        "their first offset once they answer", ", ".join(brokers))
+
     def _log_lag(self, end: dict[MessageQueue, int], latest: dict[MessageQueue, int]) -> None:
-        behind = [latest[mq] - end[mq] for mq in latest]
+        behind = [max(0, latest[mq] - end[mq]) for mq in end if mq in latest]
         if behind:
             log.info("rocketmq source: planned batch ends %d messages behind latest (per queue min %d, avg %.1f, "
                      "max %d)", sum(behind), min(behind), sum(behind) / len(behind), max(behind))
+
+    # -- the consumer group mirror -----------------------------------------------------------------------------
+    def _check_group(self) -> None:
+        """Refuse a consumer group that other applications consume with (its offsets would be overwritten),
+        unless allowSharedConsumerGroup is set. Checked once, before anything is mirrored."""
+        o = self.options
+        if self._group_checked or not o.commit_offsets_to_broker or o.allow_shared_consumer_group:
+            return
+        try:
+            consumers = self.client.online_consumers(o.consumer_group, query_topics(self.client, o))
+        except UnsupportedError as e:
+            log.warning("rocketmq source: cannot check whether consumer group %r has other consumers (%s)",
+                        o.consumer_group, e)
+            consumers = []
+        except RocketMQError as e:
+            log.warning("rocketmq source: could not check the consumers of group %r now (%s); will check again "
+                        "before mirroring offsets", o.consumer_group, e)
+            return
+        if consumers:
+            raise OptionError(
+                f"consumer group {o.consumer_group!r} has {len(consumers)} online consumer(s) "
+                f"({', '.join(consumers[:5])}{' ...' if len(consumers) > 5 else ''}): another application consumes "
+                "with it, and mirroring this query's offsets would overwrite its progress. Use a consumerGroup of "
+                "its own for this query, set commitOffsetsToBroker=false, or set allowSharedConsumerGroup=true")
+        self._group_checked = True
+
+    def _mirror(self, committed: dict[MessageQueue, int]) -> None:
+        """Record offsets Spark has committed and mirror what changed to the consumer group, never moving a
+        group's offset back (never raises for an unreachable broker: the offsets stay pending)."""
+        store = self.store
+        if store is None or not committed:
+            return
+        self._check_group()
+        if not self._group_checked:
+            return
+        store.load(committed)
+        store.update_all(committed)
+        store.persist_all()

@@ -1,0 +1,131 @@
+"""The streaming driver's view of the query's queues: which the routes show, their latest offsets, and for a queue
+Spark knows but cannot read now, whether it is *unavailable* (its broker is missing from the route or silent:
+wait for it) or has *vanished* (a live broker no longer has it: the data-loss rule applies). DESIGN.md §10.
+
+Spark asks for the latest offsets every few milliseconds when idle, so the brokers are asked at most every
+``offset_poll_s`` and the name servers every ``pollNameServerIntervalMs``. Nothing here raises because a broker or
+every name server is unreachable once the query has seen its topics: the last routes and offsets are kept, and
+each outage is logged once."""
+from __future__ import annotations
+
+import logging
+import time
+from typing import Iterable
+
+from rmq_spark.client.base import NAME_SERVERS
+from rmq_spark.client.errors import RETRYABLE, TopicNotFoundError, UnsupportedError
+from rmq_spark.client.model import MessageQueue, TopicRoute
+from rmq_spark.options import SourceOptions
+from rmq_spark.planning import compacted_topics, query_topics, topic_queues
+
+log = logging.getLogger(__name__)
+
+OFFSET_POLL_S = 0.1
+WAITS = "its queues wait (unavailable, not lost)"
+
+
+class QueueWatch:
+    """Polls the routes and the latest offsets of the query's topics."""
+
+    def __init__(self, client, options: SourceOptions, *, offset_poll_s: float = OFFSET_POLL_S) -> None:
+        self.client, self.options, self.offset_poll_s = client, options, offset_poll_s
+        self._routes: dict[str, TopicRoute | None] = {}  # None: the topic has no route now
+        self._routes_at = float("-inf")
+        self._live: set[str] | None = None  # brokers registered now, looked up once per route poll when needed
+        self._live_known = False
+        self.sparse_topics: frozenset[str] = frozenset()
+        self.latest: dict[MessageQueue, int] = {}  # last known end offset of every queue seen, kept while unavailable
+        self.replica: set[MessageQueue] = set()  # latest answered by a slave (may lag behind its master)
+        self.silent: set[MessageQueue] = set()  # in the routes, but their broker did not answer the last poll
+        self._latest_at = float("-inf")
+
+    # -- polling ---------------------------------------------------------------------------------------------
+    def poll(self, *, force: bool = False) -> None:
+        now = time.monotonic()
+        if force or now - self._routes_at >= self.options.poll_name_server_interval_ms / 1000:
+            self._poll_routes()
+            self._routes_at = now
+            force = True
+        if force or now - self._latest_at >= self.offset_poll_s:
+            self._poll_offsets()
+            self._latest_at = time.monotonic()
+
+    def _poll_routes(self) -> None:
+        try:
+            topics = query_topics(self.client, self.options)
+        except RETRYABLE as e:
+            if not self._routes:
+                raise
+            self.client.outages.down(NAME_SERVERS, "using the last known topic list", e)
+            topics = list(self._routes)
+        routes: dict[str, TopicRoute | None] = {}
+        for topic in topics:
+            if topic not in self._routes:
+                topic_queues(self.client, topic, self.options)  # a topic never seen: clear errors for bad input
+            try:
+                routes[topic] = self.client.route(topic, refresh=topic in self._routes)
+            except TopicNotFoundError:
+                routes[topic] = None  # its brokers are all down, or it was deleted: classify() tells
+        self._live_known = False
+        new = set(routes) - set(self._routes)
+        self._routes = routes
+        if new:
+            self.sparse_topics |= compacted_topics(self.client, new)
+
+    def _poll_offsets(self) -> None:
+        queues = self.queues()
+        answers = self.client.max_offsets(queues, partial=True)
+        self.latest.update(answers)
+        self.replica = set(answers.replica)
+        self.silent = set(answers.failed)
+        failed = {mq.broker_name: e for mq, e in answers.failed.items()}
+        for broker in sorted({mq.broker_name for mq in queues}):
+            if broker in failed:
+                self.client.outages.down(f"broker {broker}", WAITS, failed[broker])
+            else:
+                self.client.outages.up(f"broker {broker}")
+
+    # -- what the routes show --------------------------------------------------------------------------------
+    def queues(self) -> list[MessageQueue]:
+        """The readable queues the routes show now, sorted."""
+        return sorted(mq for r in self._routes.values() if r is not None for mq in r.read_queues())
+
+    def readable(self) -> list[MessageQueue]:
+        """The queues the routes show whose broker answered the last poll."""
+        return [mq for mq in self.queues() if mq not in self.silent and mq in self.latest]
+
+    def classify(self, known: Iterable[MessageQueue]) -> tuple[set[MessageQueue], set[MessageQueue]]:
+        """(unavailable, vanished) among ``known``: a queue missing from the routes has vanished when its broker
+        is in the topic's route with fewer queues, or is registered and up but no longer has the topic; otherwise
+        (broker missing from the route, not readable now, or silent) it is unavailable."""
+        current = set(self.queues())
+        unavailable, vanished = set(), set()
+        for mq in known:
+            if mq in current:
+                if mq in self.silent or mq not in self.latest:
+                    unavailable.add(mq)
+                continue
+            if mq.topic not in self._routes:
+                vanished.add(mq)  # no longer matched by topicPattern
+                continue
+            route = self._routes[mq.topic]
+            queue_data = next((q for q in route.queues if q.broker_name == mq.broker_name), None) if route else None
+            broker = route.broker(mq.broker_name) if route else None
+            if queue_data is not None and broker is not None and broker.addresses:
+                (vanished if mq.queue_id >= queue_data.read_queue_nums else unavailable).add(mq)
+            elif self._registered(mq.broker_name):
+                vanished.add(mq)
+            else:
+                unavailable.add(mq)
+                self.client.outages.down(f"broker {mq.broker_name}", WAITS, f"not in the route of topic {mq.topic}")
+        return unavailable, vanished
+
+    def _registered(self, broker: str) -> bool:
+        """True only when the name servers say ``broker`` is registered now (False when they cannot tell)."""
+        if not self._live_known:
+            try:
+                self._live = self.client.live_brokers()
+            except (UnsupportedError, *RETRYABLE):
+                self._live = None
+            self._live_known = True
+        return self._live is not None and broker in self._live
