@@ -82,7 +82,7 @@ def jvm_command(*args: str, heap: str = "768m", extra_flags: tuple[str, ...] | l
 class EmbeddedRocketMQ:
     """A running name server and ``brokers`` brokers on 127.0.0.1, driven through the shim's command protocol."""
 
-    def __init__(self, brokers: int = 1, *, store_dir: str | os.PathLike | None = None,
+    def __init__(self, brokers: int = 1, *, slaves: int = 0, store_dir: str | os.PathLike | None = None,
                  access_key: str | None = None, secret_key: str | None = None,
                  commitlog_file_size: int | None = None, cq_file_entries: int | None = None, tls: bool = False,
                  gateway: bool = True, gateway_port: int = 0, stock_proxy: bool = False,
@@ -90,6 +90,7 @@ class EmbeddedRocketMQ:
         if (access_key is None) != (secret_key is None):
             raise ValueError("give both access_key and secret_key for an authenticated cluster, or neither")
         self.broker_count = brokers
+        self.slave_count = slaves
         self.store_dir = store_dir
         self.access_key = access_key
         self.secret_key = secret_key
@@ -103,7 +104,8 @@ class EmbeddedRocketMQ:
         self.jvm_flags = tuple(jvm_flags)
         self.ready_timeout = ready_timeout
         self.name_server: str = ""
-        self.brokers: dict[str, str] = {}
+        self.brokers: dict[str, str] = {}  # broker group -> its master's address
+        self.slaves: dict[tuple[str, int], str] = {}  # (broker group, broker id) -> the slave's address
         # The v2 pull gateway beside the cluster ("127.0.0.1:PORT", None when started with gateway=False) and,
         # with tls=True, the PEM file of its self-signed certificate (valid for localhost and 127.0.0.1).
         self.gateway: str | None = None
@@ -123,6 +125,8 @@ class EmbeddedRocketMQ:
     # -- lifecycle -------------------------------------------------------------------------------------------
     def start(self) -> "EmbeddedRocketMQ":
         args = ["--brokers", str(self.broker_count)]
+        if self.slave_count:
+            args += ["--slaves", str(self.slave_count)]
         if self.store_dir is not None:
             args += ["--store", str(self.store_dir)]
         if self.access_key is not None:
@@ -154,6 +158,7 @@ class EmbeddedRocketMQ:
             raise EmbeddedClusterError(f"the embedded RocketMQ {reason}; its last output:\n{self._tail()}")
         self.name_server = self._ready["nameServer"]
         self.brokers = {b["name"]: b["address"] for b in self._ready["brokers"]}
+        self.slaves = {(b["name"], int(b["id"])): b["address"] for b in self._ready.get("slaves", [])}
         self.gateway = self._ready.get("gateway")
         self.gateway_cert = self._ready.get("gatewayCert")
         self.stock_proxy = self._ready.get("stockProxy")
@@ -243,16 +248,36 @@ class EmbeddedRocketMQ:
         return msg.get("result")
 
     # -- commands --------------------------------------------------------------------------------------------
-    def create_topic(self, topic: str, queues: int = 4, broker: str | None = None) -> None:
-        """Create ``topic`` with ``queues`` read/write queues on every broker (or one) and wait for its route."""
-        self.command("createTopic", topic=topic, queues=queues, **({"broker": broker} if broker else {}))
+    def create_topic(self, topic: str, queues: int = 4, broker: str | None = None, *,
+                     attributes: dict[str, str] | None = None) -> None:
+        """Create ``topic`` with ``queues`` read/write queues on every broker (or one) and wait for its route;
+        ``attributes`` e.g. ``{"cleanup.policy": "COMPACTION"}``. Slaves take the topic at once."""
+        self.command("createTopic", topic=topic, queues=queues, **({"broker": broker} if broker else {}),
+                     **({"attributes": attributes} if attributes else {}))
 
-    def stop_broker(self, broker: str) -> None:
-        self.command("stopBroker", broker=broker)
+    def stop_broker(self, broker: str, broker_id: int = 0) -> None:
+        """Stop the master (or slave ``broker_id``) of a broker group; it unregisters from the name server."""
+        self.command("stopBroker", broker=broker, brokerId=broker_id)
 
-    def start_broker(self, broker: str) -> None:
-        """Restart a stopped broker on its old port and store."""
-        self.command("startBroker", broker=broker)
+    def start_broker(self, broker: str, broker_id: int = 0) -> None:
+        """Restart a stopped broker on its old port and store, and wait until it is registered."""
+        self.command("startBroker", broker=broker, brokerId=broker_id)
+
+    def stop_name_server(self) -> None:
+        """Stop the name server (the brokers keep running)."""
+        self.command("stopNamesrv")
+
+    def start_name_server(self) -> None:
+        """Start the name server again on its port and wait until every running broker has registered."""
+        self.command("startNamesrv")
+
+    def start_consumer(self, group: str, topic: str) -> str:
+        """Start an official Java push consumer of ``topic`` in ``group`` (another application using the group);
+        returns its client id."""
+        return self.command("startConsumer", group=group, topic=topic)
+
+    def stop_consumer(self, group: str) -> None:
+        self.command("stopConsumer", group=group)
 
     def produce(self, topic: str, messages: list[dict], *, batch: bool = False) -> list[dict]:
         """Send messages with the official Java producer; each dict may hold body or bodyBase64, tags, keys,
@@ -288,9 +313,16 @@ class EmbeddedRocketMQ:
     def earliest_store_time(self, topic: str, broker: str, queue_id: int) -> int:
         return self.command("earliestMsgStoreTime", topic=topic, broker=broker, queueId=queue_id)
 
-    def delete_old_files(self, broker: str) -> Any:
-        """Make the broker delete all but its newest commit-log file (data-loss tests)."""
-        return self.command("deleteOldFiles", broker=broker)
+    def delete_old_files(self, broker: str, *, correct_queues: bool = True) -> Any:
+        """Make the broker delete all but its newest commit-log file (data-loss tests). Without ``correct_queues``
+        its consume queues keep pointing into the deleted files until the broker's own clean-up (every 10 s)
+        corrects their min offsets."""
+        return self.command("deleteOldFiles", broker=broker, correctQueues=correct_queues)
+
+    def correct_queues(self, broker: str) -> Any:
+        """Make the broker's consume queues drop entries that point into deleted commit-log files now (what its
+        clean-up does every 10 s, starting a minute after the broker started)."""
+        return self.command("correctQueues", broker=broker)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -298,6 +330,7 @@ def main(argv: list[str] | None = None) -> int:
                                      description="Run the embedded Apache RocketMQ of jvm-shim until stdin closes "
                                                  "or Ctrl-C.")
     parser.add_argument("--brokers", type=int, default=1, help="number of brokers (broker-a, broker-b, ...)")
+    parser.add_argument("--slaves", type=int, default=0, help="slaves per broker (master-slave replication)")
     parser.add_argument("--store", help="store directory (default: a temporary one, deleted at exit)")
     parser.add_argument("--topic", action="append", default=[], help="create this topic (repeatable)")
     parser.add_argument("--queues", type=int, default=4, help="queues per broker for --topic")
@@ -308,10 +341,12 @@ def main(argv: list[str] | None = None) -> int:
         if args.build:
             print(ensure_jar())
             return 0
-        with EmbeddedRocketMQ(args.brokers, store_dir=args.store, gateway=not args.no_gateway) as mq:
+        with EmbeddedRocketMQ(args.brokers, slaves=args.slaves, store_dir=args.store,
+                              gateway=not args.no_gateway) as mq:
             for topic in args.topic:
                 mq.create_topic(topic, args.queues)
-            print(json.dumps({"nameServer": mq.name_server, "brokers": mq.brokers, "gateway": mq.gateway,
+            print(json.dumps({"nameServer": mq.name_server, "brokers": mq.brokers,
+                              "slaves": {f"{b}:{i}": a for (b, i), a in mq.slaves.items()}, "gateway": mq.gateway,
                               "topics": args.topic}), flush=True)
             try:
                 for _ in sys.stdin:

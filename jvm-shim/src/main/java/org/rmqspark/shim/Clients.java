@@ -4,6 +4,11 @@ import org.apache.rocketmq.acl.common.AclClientRPCHook;
 import org.apache.rocketmq.acl.common.SessionCredentials;
 import org.apache.rocketmq.client.ClientConfig;
 import org.apache.rocketmq.client.consumer.DefaultMQPullConsumer;
+import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
+import org.apache.rocketmq.client.consumer.rebalance.AllocateMessageQueueAveragely;
+import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
+import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
+import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
 import org.apache.rocketmq.client.exception.MQClientException;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
 import org.apache.rocketmq.remoting.RPCHook;
@@ -22,6 +27,8 @@ final class Clients {
     private DefaultMQAdminExt admin;
     private DefaultMQProducer producer;
     private DefaultMQPullConsumer consumer;
+    /** Push consumers started by tests, by group: another application's live consumers of a group. */
+    private final java.util.Map<String, DefaultMQPushConsumer> pushConsumers = new java.util.HashMap<>();
 
     Clients(String namesrv, String accessKey, String secretKey) {
         this.namesrv = namesrv;
@@ -86,7 +93,38 @@ final class Clients {
         return consumer;
     }
 
+    /**
+     * Starts a push consumer in {@code group} subscribed to every message of {@code topic} (it acknowledges what it
+     * receives) and returns its client id once it has sent its first heartbeat, so the brokers list it.
+     */
+    synchronized String startPushConsumer(String group, String topic) throws MQClientException {
+        if (pushConsumers.containsKey(group)) {
+            throw new IllegalStateException("a consumer of group " + group + " is already running");
+        }
+        DefaultMQPushConsumer c = new DefaultMQPushConsumer(group, hook, new AllocateMessageQueueAveragely());
+        configure(c, "rmq-shim-consumer-" + group);
+        c.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET);
+        c.subscribe(topic, "*");
+        c.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> ConsumeConcurrentlyStatus.CONSUME_SUCCESS);
+        c.start();
+        c.getDefaultMQPushConsumerImpl().getmQClientFactory().sendHeartbeatToAllBrokerWithLock();
+        pushConsumers.put(group, c);
+        return c.buildMQClientId();
+    }
+
+    synchronized void stopPushConsumer(String group) {
+        DefaultMQPushConsumer c = pushConsumers.remove(group);
+        if (c == null) {
+            throw new IllegalStateException("no consumer of group " + group + " is running");
+        }
+        c.shutdown();
+    }
+
     synchronized void shutdown() {
+        for (DefaultMQPushConsumer c : pushConsumers.values()) {
+            quietly(c::shutdown);
+        }
+        pushConsumers.clear();
         if (consumer != null) {
             quietly(consumer::shutdown);
             consumer = null;

@@ -54,6 +54,10 @@ final class Commands {
             case "createTopic": return createTopic(a);
             case "stopBroker": return stopBroker(a);
             case "startBroker": return startBroker(a);
+            case "stopNamesrv": cluster.stopNamesrv(); return null;
+            case "startNamesrv": cluster.restartNamesrv(); return null;
+            case "startConsumer": return new JsonPrimitive(clients.startPushConsumer(a.str("group"), a.str("topic")));
+            case "stopConsumer": clients.stopPushConsumer(a.str("group")); return null;
             case "produce": return produce(a);
             case "produceBulk": return produceBulk(a);
             case "consume": return consume(a);
@@ -63,6 +67,8 @@ final class Commands {
             case "updateConsumerOffset": return updateConsumerOffset(a);
             case "earliestMsgStoreTime": return earliestMsgStoreTime(a);
             case "deleteOldFiles": return deleteOldFiles(a);
+            case "correctQueues":
+                return StoreMaintenance.correctQueues(a.str("broker"), cluster.runningController(a.str("broker")));
             case "clusterInfo": return cluster.readyInfo();
             case "route": return route(a.str("topic"));
             case "benchJavaLitePull": return bench.javaLitePull(a);
@@ -90,7 +96,13 @@ final class Commands {
         DefaultMQAdminExt admin = clients.admin();
         for (String name : targets) {
             TopicConfig tc = new TopicConfig(topic, queues, queues, PermName.PERM_READ | PermName.PERM_WRITE);
+            if (a.has("attributes")) {
+                for (Map.Entry<String, JsonElement> e : a.get("attributes").getAsJsonObject().entrySet()) {
+                    tc.getAttributes().put(e.getKey(), e.getValue().getAsString());
+                }
+            }
             admin.createAndUpdateTopicConfig(cluster.broker(name).address(), tc);
+            cluster.syncSlaves(name);
         }
         long start = System.currentTimeMillis();
         boolean forced = false;
@@ -131,19 +143,24 @@ final class Commands {
         return out;
     }
 
+    /** "broker" names the group; "brokerId" (default 0, the master) the member. */
+    private EmbeddedCluster.Broker member(Args a) {
+        return cluster.broker(a.str("broker"), a.lng("brokerId", 0L));
+    }
+
     private JsonElement stopBroker(Args a) throws Exception {
-        cluster.stopBroker(cluster.broker(a.str("broker")));
+        cluster.stopBroker(member(a));
         return null;
     }
 
     private JsonElement startBroker(Args a) throws Exception {
-        cluster.startBroker(cluster.broker(a.str("broker")), true);
+        cluster.startBroker(member(a), true);
         return null;
     }
 
     private JsonElement deleteOldFiles(Args a) {
         String name = a.str("broker");
-        return StoreMaintenance.deleteOldFiles(name, cluster.runningController(name));
+        return StoreMaintenance.deleteOldFiles(name, cluster.runningController(name), a.bool("correctQueues", true));
     }
 
     // ---------------------------------------------------------------- producing

@@ -18,6 +18,7 @@ import org.apache.rocketmq.remoting.protocol.body.ClusterInfo;
 import org.apache.rocketmq.remoting.protocol.route.BrokerData;
 import org.apache.rocketmq.remoting.protocol.route.QueueData;
 import org.apache.rocketmq.remoting.protocol.route.TopicRouteData;
+import org.apache.rocketmq.store.config.BrokerRole;
 import org.apache.rocketmq.store.config.MessageStoreConfig;
 
 import java.io.File;
@@ -27,28 +28,49 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 
-/** Name server plus N master brokers (broker-a, broker-b, ...) of cluster "DefaultCluster" on 127.0.0.1. */
+/**
+ * Name server plus N broker groups (broker-a, broker-b, ...) of cluster "DefaultCluster" on 127.0.0.1: a master
+ * each and, with --slaves, that many slaves replicating it (RocketMQ's classic master-slave HA, ASYNC_MASTER), all
+ * with slaveReadEnable so that a slave serves reads while its master is away.
+ */
 final class EmbeddedCluster {
     static final String CLUSTER = "DefaultCluster";
     static final String HOST = "127.0.0.1";
     private static final long REGISTER_TIMEOUT_MS = 30_000;
 
-    /** One broker: fixed name, port and store; the controller changes across stop/start. */
+    /** One broker: fixed name, id (0 the master), port and store; the controller changes across stop/start. */
     static final class Broker {
         final String name;
+        final long id;
         final int port;
         final File storeDir;
+        final Broker master; // null for a master
         volatile BrokerController controller;
         int incarnation;
 
-        Broker(String name, int port, File storeDir) {
+        Broker(String name, long id, int port, File storeDir, Broker master) {
             this.name = name;
+            this.id = id;
             this.port = port;
             this.storeDir = storeDir;
+            this.master = master;
         }
 
         String address() {
             return HOST + ":" + port;
+        }
+
+        /** The HA port a master listens on for its slaves (the port after its listen port, kept free by Ports). */
+        int haPort() {
+            return port + 1;
+        }
+
+        String key() {
+            return key(name, id);
+        }
+
+        static String key(String name, long id) {
+            return id == MixAll.MASTER_ID ? name : name + ":" + id;
         }
 
         boolean running() {
@@ -79,10 +101,16 @@ final class EmbeddedCluster {
         return brokers.values();
     }
 
+    /** The master of broker group {@code name}. */
     Broker broker(String name) {
-        Broker b = brokers.get(name);
+        return broker(name, MixAll.MASTER_ID);
+    }
+
+    Broker broker(String name, long id) {
+        Broker b = brokers.get(Broker.key(name, id));
         if (b == null) {
-            throw new IllegalArgumentException("unknown broker: " + name + " (known: " + brokers.keySet() + ")");
+            throw new IllegalArgumentException("unknown broker: " + Broker.key(name, id) + " (known: "
+                + brokers.keySet() + ")");
         }
         return b;
     }
@@ -95,6 +123,28 @@ final class EmbeddedCluster {
         return c;
     }
 
+    /** The running slaves of broker group {@code name}. */
+    List<Broker> runningSlaves(String name) {
+        List<Broker> out = new ArrayList<>();
+        for (Broker b : brokers.values()) {
+            if (b.name.equals(name) && b.id != MixAll.MASTER_ID && b.running()) {
+                out.add(b);
+            }
+        }
+        return out;
+    }
+
+    /**
+     * Makes the running slaves of a group take their master's configuration (topics, groups, consumer offsets) now
+     * and register it, rather than at their next periodic sync (every 60 s).
+     */
+    void syncSlaves(String name) {
+        for (Broker s : runningSlaves(name)) {
+            s.controller.getSlaveSynchronize().syncAll();
+            s.controller.registerBrokerAll(true, false, true);
+        }
+    }
+
     void start() throws Exception {
         startNamesrv();
         for (int i = 0; i < options.brokers; i++) {
@@ -104,11 +154,15 @@ final class EmbeddedCluster {
                 port = options.brokerPorts.get(i);
                 Ports.reserve(port, -2, 1);
             } else {
-                // listen port p, "fast remoting" port p-2, and p+1 kept free for good measure (HA uses port 0)
+                // listen port p, "fast remoting" port p-2, and p+1 the HA port (a master's slaves connect to it)
                 port = Ports.pick(-2, 1);
             }
-            Broker b = new Broker(name, port, new File(root, name));
-            brokers.put(name, b);
+            Broker master = new Broker(name, MixAll.MASTER_ID, port, new File(root, name), null);
+            brokers.put(master.key(), master);
+            for (int id = 1; id <= options.slaves; id++) {
+                Broker slave = new Broker(name, id, Ports.pick(-2, 1), new File(root, name + "-s" + id), master);
+                brokers.put(slave.key(), slave);
+            }
         }
         // Sequentially: two brokers initializing at once in one JVM failed now and then inside RocketMQ ("zip file
         // closed", from the class-path scan each broker runs at start); one broker starts in ~0.4 s anyway.
@@ -120,8 +174,47 @@ final class EmbeddedCluster {
         }
     }
 
+    /** Stops the name server; the brokers keep running and register again once it is back. */
+    synchronized void stopNamesrv() {
+        NamesrvController c = namesrv;
+        if (c == null) {
+            throw new IllegalStateException("the name server is already stopped");
+        }
+        namesrv = null;
+        c.shutdown();
+    }
+
+    /** Starts the name server again on its old port and waits until every running broker has registered. */
+    void restartNamesrv() throws Exception {
+        synchronized (this) {
+            if (namesrv != null) {
+                throw new IllegalStateException("the name server is already running");
+            }
+            Exception last = null;
+            for (int attempt = 0; attempt < 20 && namesrv == null; attempt++) {
+                try {
+                    startNamesrv(namesrvPort);
+                } catch (Exception e) {
+                    last = e;
+                    Thread.sleep(250); // the port may still be held for a moment
+                }
+            }
+            if (namesrv == null) {
+                throw last;
+            }
+        }
+        for (Broker b : brokers.values()) {
+            if (b.running()) {
+                waitRegistered(b, true);
+            }
+        }
+    }
+
     private void startNamesrv() throws Exception {
-        int port = options.namesrvPort > 0 ? options.namesrvPort : Ports.pick();
+        startNamesrv(options.namesrvPort > 0 ? options.namesrvPort : Ports.pick());
+    }
+
+    private void startNamesrv(int port) throws Exception {
         File dir = new File(root, "namesrv");
         NamesrvConfig cfg = new NamesrvConfig();
         cfg.setKvConfigPath(new File(dir, "kvConfig.json").getPath());
@@ -132,7 +225,8 @@ final class EmbeddedCluster {
         server.setServerWorkerThreads(4);
         NamesrvController c = new NamesrvController(cfg, server, new NettyClientConfig());
         if (!c.initialize()) {
-            throw new IllegalStateException("name server failed to initialize");
+            c.shutdown();
+            throw new IllegalStateException("name server failed to initialize (port " + port + ")");
         }
         c.start();
         namesrv = c;
@@ -199,7 +293,10 @@ final class EmbeddedCluster {
         BrokerConfig bc = new BrokerConfig();
         bc.setBrokerName(b.name);
         bc.setBrokerClusterName(CLUSTER);
-        bc.setBrokerId(MixAll.MASTER_ID);
+        bc.setBrokerId(b.id);
+        // a slave serves pulls (and the master suggests it when a consumer falls far behind), as RocketMQ's
+        // read-from-slave deployments configure it
+        bc.setSlaveReadEnable(true);
         bc.setBrokerIP1(HOST);
         bc.setBrokerIP2(HOST);
         bc.setNamesrvAddr(nameServerAddress());
@@ -224,7 +321,15 @@ final class EmbeddedCluster {
         sc.setMaxHashSlotNum(5000);
         sc.setMaxIndexNum(20000);
         sc.setTimerWheelEnable(false); // the timer wheel maps a 100 MiB timer log and a wheel file at start
-        sc.setHaListenPort(0);         // master only: nobody connects to HA; let the kernel choose
+        if (b.master == null) {
+            sc.setBrokerRole(BrokerRole.ASYNC_MASTER);
+            sc.setHaListenPort(b.haPort());
+        } else {
+            sc.setBrokerRole(BrokerRole.SLAVE);
+            sc.setHaListenPort(b.haPort()); // unused by a slave, but must not collide
+            // No explicit haMasterAddress: the broker applies one before its HA client exists (and then stops
+            // taking the master's HA address from its registrations). It learns it when it registers.
+        }
         sc.setDiskMaxUsedSpaceRatio(95);
 
         AuthConfig auth = null;
@@ -275,17 +380,22 @@ final class EmbeddedCluster {
     }
 
     private boolean isRegistered(Broker b) {
-        ClusterInfo info = namesrv.getRouteInfoManager().getAllClusterInfo();
+        NamesrvController n = namesrv;
+        if (n == null) {
+            throw new IllegalStateException("the name server is stopped");
+        }
+        ClusterInfo info = n.getRouteInfoManager().getAllClusterInfo();
         BrokerData data = info.getBrokerAddrTable().get(b.name);
         if (data == null) {
             return false;
         }
-        return b.address().equals(data.getBrokerAddrs().get(MixAll.MASTER_ID));
+        return b.address().equals(data.getBrokerAddrs().get(b.id));
     }
 
-    /** Route of a topic straight from the in-process name server (null if none). */
+    /** Route of a topic straight from the in-process name server (null if none, or if it is stopped). */
     TopicRouteData route(String topic) {
-        return namesrv.getRouteInfoManager().pickupTopicRouteData(topic);
+        NamesrvController n = namesrv;
+        return n == null ? null : n.getRouteInfoManager().pickupTopicRouteData(topic);
     }
 
     /** True when the name server's route shows the topic on every given broker with the given queue counts. */
@@ -324,6 +434,14 @@ final class EmbeddedCluster {
             while (c.getMessageStore().dispatchBehindBytes() > 0 && System.currentTimeMillis() < deadline) {
                 sleep(1);
             }
+            if (b.master != null && b.master.controller != null) {
+                // a slave: until it has replicated its master's commit log (and dispatched it)
+                long target = b.master.controller.getMessageStore().getMaxPhyOffset();
+                while ((c.getMessageStore().getMaxPhyOffset() < target || c.getMessageStore().dispatchBehindBytes() > 0)
+                    && System.currentTimeMillis() < deadline) {
+                    sleep(1);
+                }
+            }
         }
     }
 
@@ -331,13 +449,20 @@ final class EmbeddedCluster {
         JsonObject o = new JsonObject();
         o.addProperty("nameServer", nameServerAddress());
         JsonArray arr = new JsonArray();
+        JsonArray slaves = new JsonArray();
         for (Broker b : brokers.values()) {
             JsonObject jb = new JsonObject();
             jb.addProperty("name", b.name);
             jb.addProperty("address", b.address());
-            arr.add(jb);
+            if (b.master == null) {
+                arr.add(jb);
+            } else {
+                jb.addProperty("id", b.id);
+                slaves.add(jb);
+            }
         }
         o.add("brokers", arr);
+        o.add("slaves", slaves);
         o.addProperty("storeDir", root.getAbsolutePath());
         o.addProperty("auth", options.authEnabled());
         return o;
@@ -374,9 +499,10 @@ final class EmbeddedCluster {
                 }
             }
             long t = System.nanoTime();
-            if (namesrv != null) {
+            NamesrvController n = namesrv;
+            if (n != null) {
                 try {
-                    namesrv.shutdown();
+                    n.shutdown();
                 } catch (Throwable e) {
                     System.err.println("name server shutdown failed: " + e);
                 }

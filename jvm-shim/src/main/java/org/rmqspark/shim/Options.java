@@ -6,6 +6,8 @@ import java.util.List;
 /** Command-line options of the shim. Plain Java only: parsed before any RocketMQ class is loaded. */
 final class Options {
     int brokers = 1;
+    /** Slaves per broker group (classic master-slave replication); 0 = masters only. */
+    int slaves = 0;
     /** Store root; null means a fresh temporary directory that is deleted at exit. */
     String storeDir;
     int namesrvPort = 0;
@@ -36,6 +38,7 @@ final class Options {
             String v = (i + 1 < args.length) ? args[i + 1] : null;
             switch (a) {
                 case "--brokers": o.brokers = Integer.parseInt(need(a, v)); i++; break;
+                case "--slaves": o.slaves = Integer.parseInt(need(a, v)); i++; break;
                 case "--store": o.storeDir = need(a, v); i++; break;
                 case "--namesrv-port": o.namesrvPort = Integer.parseInt(need(a, v)); i++; break;
                 case "--broker-ports":
@@ -59,6 +62,9 @@ final class Options {
         }
         if (o.brokers < 1 || o.brokers > 26) {
             throw new IllegalArgumentException("--brokers must be within 1..26");
+        }
+        if (o.slaves < 0 || o.slaves > 2) {
+            throw new IllegalArgumentException("--slaves must be within 0..2");
         }
         if ((o.authAccessKey == null) != (o.authSecretKey == null)) {
             throw new IllegalArgumentException("--auth-access-key and --auth-secret-key go together");

@@ -22,14 +22,16 @@ final class StoreMaintenance {
     }
 
     /**
-     * Deletes every commit-log file but the newest, then lets each consume queue drop the files and entries that
-     * pointed into them (raising the queues' min offsets), and the index files likewise. This is what the broker's
-     * own clean-up services do when a manual deletion is requested (executeDeleteFilesManually), but without their
-     * 72-hour retention and their 60-second start delay.
+     * Deletes every commit-log file but the newest, then (with {@code correctQueues}) lets each consume queue drop the
+     * files and entries that pointed into them (raising the queues' min offsets), and the index files likewise. This
+     * is what the broker's own clean-up services do when a manual deletion is requested (executeDeleteFilesManually),
+     * but without their 72-hour retention and their 60-second start delay. Without {@code correctQueues} the consume
+     * queues keep pointing into the deleted files until the broker's periodic clean-up corrects them (every
+     * cleanResourceInterval, 10 s): meanwhile a pull there is answered PULL_RETRY_IMMEDIATELY (MESSAGE_WAS_REMOVING).
      *
      * @return the broker's offsets per topic after the deletion
      */
-    static JsonObject deleteOldFiles(String brokerName, BrokerController controller) {
+    static JsonObject deleteOldFiles(String brokerName, BrokerController controller, boolean correctQueues) {
         DefaultMessageStore store = defaultStore(controller.getMessageStore());
         store.executeDeleteFilesManually(); // same request as the admin command; the next periodic run honours it
         CommitLog commitLog = store.getCommitLog();
@@ -46,7 +48,18 @@ final class StoreMaintenance {
             }
             EmbeddedCluster.sleep(200);
         }
-        long minPhyOffset = commitLog.getMinOffset();
+        return correctQueues ? correctQueues(brokerName, controller) : brokerOffsets(brokerName, controller);
+    }
+
+    /**
+     * Lets each consume queue drop the files and entries that point below the commit log's first offset (raising
+     * the queues' min offsets), and the index files likewise: what the broker's CleanConsumeQueueService does.
+     *
+     * @return the broker's offsets per topic after the correction
+     */
+    static JsonObject correctQueues(String brokerName, BrokerController controller) {
+        DefaultMessageStore store = defaultStore(controller.getMessageStore());
+        long minPhyOffset = store.getCommitLog().getMinOffset();
         ConsumeQueueStoreInterface queueStore = store.getQueueStore();
         for (ConcurrentMap<Integer, ConsumeQueueInterface> queues : store.getConsumeQueueTable().values()) {
             for (ConsumeQueueInterface cq : queues.values()) {

@@ -9,18 +9,27 @@ import org.apache.rocketmq.remoting.protocol.route.BrokerData;
 import org.apache.rocketmq.remoting.protocol.route.QueueData;
 import org.apache.rocketmq.remoting.protocol.route.TopicRouteData;
 
+import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.List;
 import java.util.Map;
+import java.util.concurrent.Callable;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
 
 /**
- * Topic routes from the name server and the master address of a broker. Routes are kept for a few seconds (pulls
+ * Topic routes from the name server and the addresses of a broker group. Routes are kept for a few seconds (pulls
  * are frequent) and fetched again when they are older, when they do not show the broker asked for, or after a
  * broker could not be reached. A broker that was seen before but is no longer registered counts as down (the
  * caller may retry); a broker name never seen is a bad request.
+ *
+ * <p>Reads go to the member the broker last suggested for the queue, else the master, else a slave (as the Java
+ * client's PullAPIWrapper picks), skipping a member that could not be reached in the last few seconds; writes
+ * (offset updates, sends) go to the master only.
  */
 final class BrokerDirectory {
     private static final long ROUTE_TTL_NANOS = TimeUnit.SECONDS.toNanos(3);
+    private static final long FAILED_COOLDOWN_NANOS = TimeUnit.SECONDS.toNanos(2);
 
     private static final class Cached {
         final TopicRouteData route;
@@ -36,6 +45,10 @@ final class BrokerDirectory {
     private final Map<String, Cached> routes = new ConcurrentHashMap<>();
     /** Every broker name ever seen in a route, with its last master address. */
     private final Map<String, String> seenBrokers = new ConcurrentHashMap<>();
+    /** The broker id each queue's broker last suggested for its next pull, by QueueRef#toString. */
+    private final Map<String, Long> suggested = new ConcurrentHashMap<>();
+    /** Addresses that could not be reached, with when (System.nanoTime). */
+    private final Map<String, Long> failedAt = new ConcurrentHashMap<>();
 
     BrokerDirectory(BrokerClient client) {
         this.client = client;
@@ -56,9 +69,8 @@ final class BrokerDirectory {
         routes.put(topic, new Cached(r, System.nanoTime()));
         if (r.getBrokerDatas() != null) {
             for (BrokerData bd : r.getBrokerDatas()) {
-                String master = bd.getBrokerAddrs() == null ? null : bd.getBrokerAddrs().get(MixAll.MASTER_ID);
-                if (master != null) {
-                    seenBrokers.put(bd.getBrokerName(), master);
+                if (bd.getBrokerAddrs() != null && !bd.getBrokerAddrs().isEmpty()) {
+                    seenBrokers.put(bd.getBrokerName(), bd.getBrokerAddrs().values().iterator().next());
                 }
             }
         }
@@ -70,30 +82,82 @@ final class BrokerDirectory {
         routes.remove(topic);
     }
 
-    /**
-     * The master address of {@code brokerName} for a request on queue {@code queueId} of {@code topic}. Checks that
-     * the topic has that queue on that broker (queue ids below max(read, write) queue numbers, as QueryRoute lists
-     * them).
-     */
-    String masterAddress(String topic, String brokerName, int queueId) throws Exception {
-        Cached c = routes.get(topic);
-        boolean fresh = c == null || System.nanoTime() - c.fetchedAt > ROUTE_TTL_NANOS;
-        TopicRouteData route = fresh ? fetchRoute(topic) : c.route;
-        String addr = lookup(route, topic, brokerName, queueId);
-        if (addr == null && !fresh) {
-            addr = lookup(fetchRoute(topic), topic, brokerName, queueId);
-        }
-        if (addr != null) {
-            return addr;
-        }
-        throw brokerMissing(topic, brokerName);
+    /** Remember the broker id the broker suggested for the next pull of a queue. */
+    void suggest(QueueRef q, long brokerId) {
+        suggested.put(q.toString(), brokerId);
     }
 
-    /** The address, null when the route does not show the broker; BAD_REQUEST for a queue id out of range. */
-    private String lookup(TopicRouteData route, String topic, String brokerName, int queueId) {
+    /** A member of a broker group could not be reached: prefer the others for a few seconds. */
+    void markFailed(String address) {
+        failedAt.put(address, System.nanoTime());
+    }
+
+    /** Note a failed request to {@code address}: an unreachable member is avoided for a few seconds. */
+    void onFailure(String address, Throwable t) {
+        if (Statuses.unreachable(t)) {
+            markFailed(address);
+        }
+    }
+
+    /** A request to one broker; its failure is noted (see {@link #onFailure}) and rethrown. */
+    <T> T call(String address, Callable<T> request) throws Exception {
+        try {
+            return request.call();
+        } catch (Exception e) {
+            onFailure(address, e);
+            throw e;
+        }
+    }
+
+    /** The address to read {@code q} from: the suggested member, else the master, else a slave. */
+    String readAddress(QueueRef q) throws Exception {
+        Map<Long, String> members = members(q);
+        long preferred = suggested.getOrDefault(q.toString(), MixAll.MASTER_ID);
+        List<Long> ids = new ArrayList<>(members.keySet());
+        ids.sort(Comparator.comparing((Long id) -> id != preferred).thenComparing(id -> id != MixAll.MASTER_ID)
+            .thenComparing(id -> id));
+        for (Long id : ids) {
+            Long failed = failedAt.get(members.get(id));
+            if (failed == null || System.nanoTime() - failed > FAILED_COOLDOWN_NANOS) {
+                return members.get(id);
+            }
+        }
+        return members.get(ids.get(0));
+    }
+
+    /** The master address of {@code q}'s broker; PROXY_TIMEOUT while the group has no master (slaves only read). */
+    String masterAddress(QueueRef q) throws Exception {
+        String master = members(q).get(MixAll.MASTER_ID);
+        if (master == null) {
+            throw new GatewayException(Code.PROXY_TIMEOUT, "broker " + q.broker + " has no master in the route of topic "
+                + q.topic + " now (its slaves serve reads only); try again when the master is back");
+        }
+        return master;
+    }
+
+    /**
+     * The addresses by broker id of {@code q}'s broker group. Checks that the topic has that queue on that broker
+     * (queue ids below max(read, write) queue numbers, as QueryRoute lists them).
+     */
+    private Map<Long, String> members(QueueRef q) throws Exception {
+        Cached c = routes.get(q.topic);
+        boolean fresh = c == null || System.nanoTime() - c.fetchedAt > ROUTE_TTL_NANOS;
+        TopicRouteData route = fresh ? fetchRoute(q.topic) : c.route;
+        Map<Long, String> members = lookup(route, q.topic, q.broker, q.queueId);
+        if (members == null && !fresh) {
+            members = lookup(fetchRoute(q.topic), q.topic, q.broker, q.queueId);
+        }
+        if (members != null) {
+            return members;
+        }
+        throw brokerMissing(q.topic, q.broker);
+    }
+
+    /** The group's addresses, null when the route does not show the broker; BAD_REQUEST for a queue id out of range. */
+    private static Map<Long, String> lookup(TopicRouteData route, String topic, String brokerName, int queueId) {
         QueueData qd = queueData(route, brokerName);
-        String master = masterOf(route, brokerName);
-        if (qd == null || master == null) {
+        Map<Long, String> members = membersOf(route, brokerName);
+        if (qd == null || members == null || members.isEmpty()) {
             return null;
         }
         int queues = Math.max(qd.getReadQueueNums(), qd.getWriteQueueNums());
@@ -101,7 +165,7 @@ final class BrokerDirectory {
             throw GatewayException.badRequest("queue id " + queueId + " is out of range for topic " + topic
                 + " on broker " + brokerName + " (" + queues + " queues)");
         }
-        return master;
+        return members;
     }
 
     private GatewayException brokerMissing(String topic, String brokerName) throws Exception {
@@ -110,7 +174,8 @@ final class BrokerDirectory {
         }
         if (seenBrokers.containsKey(brokerName)) {
             return new GatewayException(Code.PROXY_TIMEOUT, "broker " + brokerName + " (last at "
-                + seenBrokers.get(brokerName) + ") is not registered with the name server: down or unreachable");
+                + seenBrokers.get(brokerName) + ") is not in the route of topic " + topic + ": down, restarting or "
+                + "unreachable");
         }
         return GatewayException.badRequest("unknown broker name " + brokerName + " for topic " + topic);
     }
@@ -118,7 +183,7 @@ final class BrokerDirectory {
     private boolean registered(String brokerName) throws Exception {
         ClusterInfo info = client.api().getBrokerClusterInfo(client.timeoutMs());
         BrokerData bd = info.getBrokerAddrTable() == null ? null : info.getBrokerAddrTable().get(brokerName);
-        return bd != null && bd.getBrokerAddrs() != null && bd.getBrokerAddrs().get(MixAll.MASTER_ID) != null;
+        return bd != null && bd.getBrokerAddrs() != null && !bd.getBrokerAddrs().isEmpty();
     }
 
     static QueueData queueData(TopicRouteData route, String brokerName) {
@@ -133,13 +198,13 @@ final class BrokerDirectory {
         return null;
     }
 
-    static String masterOf(TopicRouteData route, String brokerName) {
+    static Map<Long, String> membersOf(TopicRouteData route, String brokerName) {
         if (route.getBrokerDatas() == null) {
             return null;
         }
         for (BrokerData bd : route.getBrokerDatas()) {
             if (brokerName.equals(bd.getBrokerName())) {
-                return bd.getBrokerAddrs() == null ? null : bd.getBrokerAddrs().get(MixAll.MASTER_ID);
+                return bd.getBrokerAddrs();
             }
         }
         return null;

@@ -2,6 +2,7 @@ package org.rmqspark.shim.gateway;
 
 import apache.rocketmq.v2.GetOffsetRequest;
 import apache.rocketmq.v2.GetOffsetResponse;
+import apache.rocketmq.v2.QueryOffsetPolicy;
 import apache.rocketmq.v2.QueryOffsetRequest;
 import apache.rocketmq.v2.QueryOffsetResponse;
 import apache.rocketmq.v2.UpdateOffsetRequest;
@@ -13,7 +14,8 @@ import org.apache.rocketmq.remoting.protocol.header.UpdateConsumerOffsetRequestH
 
 /**
  * QueryOffset (a queue's first offset, end offset, or first offset stored at or after a time), GetOffset and
- * UpdateOffset (a group's committed offset), each one request to the queue's broker.
+ * UpdateOffset (a group's committed offset), each one request to the queue's broker: the queries to any member
+ * that can read (a slave while the master is away), the update to the master only.
  */
 final class OffsetHandler {
     private final BrokerClient client;
@@ -26,42 +28,39 @@ final class OffsetHandler {
 
     QueryOffsetResponse queryOffset(QueryOffsetRequest req) throws Exception {
         QueueRef q = QueueRef.of(req.hasMessageQueue(), req.getMessageQueue());
-        String addr = directory.masterAddress(q.topic, q.broker, q.queueId);
         MessageQueue mq = q.toMessageQueue();
-        long offset;
-        switch (req.getQueryOffsetPolicy()) {
-            case BEGINNING:
-                offset = client.api().getMinOffset(addr, mq, client.timeoutMs());
-                break;
-            case END:
-                offset = client.api().getMaxOffset(addr, mq, client.timeoutMs());
-                break;
-            case TIMESTAMP:
-                if (!req.hasTimestamp()) {
-                    throw GatewayException.badRequest("timestamp is required with query_offset_policy TIMESTAMP ("
-                        + q + ")");
-                }
-                offset = client.api().searchOffset(addr, mq, V2Messages.millis(req.getTimestamp()),
-                    BoundaryType.LOWER, client.timeoutMs());
-                break;
-            default:
-                throw GatewayException.badRequest("unknown query_offset_policy " + req.getQueryOffsetPolicyValue()
-                    + " (" + q + ")");
+        if (req.getQueryOffsetPolicy() == QueryOffsetPolicy.TIMESTAMP && !req.hasTimestamp()) {
+            throw GatewayException.badRequest("timestamp is required with query_offset_policy TIMESTAMP (" + q + ")");
         }
+        String addr = directory.readAddress(q);
+        long offset = directory.call(addr, () -> {
+            switch (req.getQueryOffsetPolicy()) {
+                case BEGINNING:
+                    return client.api().getMinOffset(addr, mq, client.timeoutMs());
+                case END:
+                    return client.api().getMaxOffset(addr, mq, client.timeoutMs());
+                case TIMESTAMP:
+                    return client.api().searchOffset(addr, mq, V2Messages.millis(req.getTimestamp()),
+                        BoundaryType.LOWER, client.timeoutMs());
+                default:
+                    throw GatewayException.badRequest("unknown query_offset_policy " + req.getQueryOffsetPolicyValue()
+                        + " (" + q + ")");
+            }
+        });
         return QueryOffsetResponse.newBuilder().setStatus(Statuses.OK).setOffset(offset).build();
     }
 
     GetOffsetResponse getOffset(GetOffsetRequest req) throws Exception {
         String group = QueueRef.name(req.hasGroup(), req.getGroup(), "group");
         QueueRef q = QueueRef.of(req.hasMessageQueue(), req.getMessageQueue());
-        String addr = directory.masterAddress(q.topic, q.broker, q.queueId);
+        String addr = directory.readAddress(q);
         QueryConsumerOffsetRequestHeader h = new QueryConsumerOffsetRequestHeader();
         h.setConsumerGroup(group);
         h.setTopic(q.topic);
         h.setQueueId(q.queueId);
         h.setSetZeroIfNotFound(false);
         h.setBrokerName(q.broker);
-        long offset = client.api().queryConsumerOffset(addr, h, client.timeoutMs());
+        long offset = directory.call(addr, () -> client.api().queryConsumerOffset(addr, h, client.timeoutMs()));
         return GetOffsetResponse.newBuilder().setStatus(Statuses.OK).setOffset(offset).build();
     }
 
@@ -71,14 +70,17 @@ final class OffsetHandler {
         if (req.getOffset() < 0) {
             throw GatewayException.badRequest("offset must not be negative (" + q + ", group " + group + ")");
         }
-        String addr = directory.masterAddress(q.topic, q.broker, q.queueId);
+        String addr = directory.masterAddress(q);
         UpdateConsumerOffsetRequestHeader h = new UpdateConsumerOffsetRequestHeader();
         h.setConsumerGroup(group);
         h.setTopic(q.topic);
         h.setQueueId(q.queueId);
         h.setCommitOffset(req.getOffset());
         h.setBrokerName(q.broker);
-        client.api().updateConsumerOffset(addr, h, client.timeoutMs());
+        directory.call(addr, () -> {
+            client.api().updateConsumerOffset(addr, h, client.timeoutMs());
+            return null;
+        });
         return UpdateOffsetResponse.newBuilder().setStatus(Statuses.OK).build();
     }
 }

@@ -9,12 +9,7 @@ import apache.rocketmq.v2.Status;
 import com.google.protobuf.Duration;
 import io.grpc.stub.ServerCallStreamObserver;
 import io.grpc.stub.StreamObserver;
-import org.apache.rocketmq.client.consumer.PullCallback;
-import org.apache.rocketmq.client.consumer.PullResult;
-import org.apache.rocketmq.client.consumer.PullStatus;
 import org.apache.rocketmq.client.exception.MQBrokerException;
-import org.apache.rocketmq.client.impl.CommunicationMode;
-import org.apache.rocketmq.client.impl.consumer.PullResultExt;
 import org.apache.rocketmq.common.filter.ExpressionType;
 import org.apache.rocketmq.common.message.MessageClientExt;
 import org.apache.rocketmq.common.message.MessageDecoder;
@@ -22,9 +17,15 @@ import org.apache.rocketmq.common.message.MessageExt;
 import org.apache.rocketmq.common.sysflag.MessageSysFlag;
 import org.apache.rocketmq.common.sysflag.PullSysFlag;
 import org.apache.rocketmq.filter.FilterFactory;
+import org.apache.rocketmq.remoting.InvokeCallback;
+import org.apache.rocketmq.remoting.netty.ResponseFuture;
+import org.apache.rocketmq.remoting.protocol.RemotingCommand;
 import org.apache.rocketmq.remoting.protocol.RemotingSysResponseCode;
+import org.apache.rocketmq.remoting.protocol.RequestCode;
+import org.apache.rocketmq.remoting.protocol.ResponseCode;
 import org.apache.rocketmq.remoting.protocol.filter.FilterAPI;
 import org.apache.rocketmq.remoting.protocol.header.PullMessageRequestHeader;
+import org.apache.rocketmq.remoting.protocol.header.PullMessageResponseHeader;
 
 import java.nio.ByteBuffer;
 import java.util.ArrayList;
@@ -33,13 +34,25 @@ import java.util.Set;
 
 /**
  * PullMessage: exactly one broker pull per call, answered as a stream of the status, then the messages in queue
- * order, then the next offset. FOUND and NO_MATCHED_MSG answer OK, NO_NEW_MSG answers MESSAGE_NOT_FOUND,
- * OFFSET_ILLEGAL answers ILLEGAL_OFFSET; any failure answers its status alone. Messages are decoded as the Java
- * client does (bodies decompressed, inner batches unwrapped, offsetDelta applied, TAG filters re-checked by tag
- * string), without the properties the Java client adds after a pull.
+ * order, then the next offset. The pull goes to the member of the broker group the broker last suggested, else the
+ * master, else a slave. The broker's answer is read as it came (code, remark, header), so that its causes stay
+ * apart (proto/README.md):
+ * <ul>
+ * <li>SUCCESS: OK with the messages; PULL_RETRY_IMMEDIATELY for NO_MATCHED_MESSAGE (the filter skipped a span):
+ * OK without messages, with the next offset;</li>
+ * <li>PULL_NOT_FOUND and any other PULL_RETRY_IMMEDIATELY (a slave that cannot serve the offset, a commit-log file
+ * being deleted) and records outside the pulled span: MESSAGE_NOT_FOUND, "pull this offset again", next offset =
+ * offset;</li>
+ * <li>PULL_OFFSET_MOVED, or any answer whose min offset is past the offset (deleted): ILLEGAL_OFFSET;</li>
+ * <li>any failure: its status alone.</li>
+ * </ul>
+ * Messages are decoded as the Java client does (bodies decompressed, inner batches unwrapped, offsetDelta
+ * applied, TAG filters re-checked by tag string), without the properties the Java client adds after a pull.
  */
 final class PullHandler {
     static final int MAX_BATCH = 32;
+    /** The remark of a PULL_RETRY_IMMEDIATELY that means "the filter matched nothing" (the GetMessageStatus name). */
+    private static final String NO_MATCHED_MESSAGE = "NO_MATCHED_MESSAGE";
     private static final long MAX_POLLING_MS = 300_000;
 
     /** One decoded message with the store-position id of the record it came from. */
@@ -66,9 +79,10 @@ final class PullHandler {
         Spec spec = null;
         try {
             spec = spec(req);
-            String addr = directory.masterAddress(spec.queue.topic, spec.queue.broker, spec.queue.queueId);
-            client.api().pullMessage(addr, header(spec), client.timeoutMs() + spec.suspendMs,
-                CommunicationMode.ASYNC, callback(spec, out));
+            String addr = directory.readAddress(spec.queue);
+            RemotingCommand request = RemotingCommand.createRequestCommand(RequestCode.PULL_MESSAGE, header(spec));
+            client.api().getRemotingClient().invokeAsync(addr, request, client.timeoutMs() + spec.suspendMs,
+                callback(spec, addr, out));
         } catch (Throwable t) {
             fail(spec, t, out);
         }
@@ -153,13 +167,18 @@ final class PullHandler {
         return h;
     }
 
-    private PullCallback callback(Spec spec, StreamObserver<PullMessageResponse> out) {
-        return new PullCallback() {
+    private InvokeCallback callback(Spec spec, String addr, StreamObserver<PullMessageResponse> out) {
+        return new InvokeCallback() {
             @Override
-            public void onSuccess(PullResult result) {
+            public void operationComplete(ResponseFuture future) {
+                // answered in operationSucceed / operationFail
+            }
+
+            @Override
+            public void operationSucceed(RemotingCommand response) {
                 List<PullMessageResponse> answer;
                 try {
-                    answer = answer(spec, (PullResultExt) result);
+                    answer = answer(spec, addr, response);
                 } catch (Throwable t) {
                     fail(spec, t, out);
                     return;
@@ -168,54 +187,70 @@ final class PullHandler {
             }
 
             @Override
-            public void onException(Throwable t) {
+            public void operationFail(Throwable t) {
+                directory.onFailure(addr, t);
                 fail(spec, t, out);
             }
         };
     }
 
     /** The whole stream for a broker answer, built before anything is sent (a decode failure sends no message). */
-    private static List<PullMessageResponse> answer(Spec spec, PullResultExt r) throws Exception {
-        List<PullMessageResponse> out = new ArrayList<>();
-        PullStatus st = r.getPullStatus();
-        Status status;
-        List<Pulled> found = List.of();
-        switch (st) {
-            case FOUND:
-                found = filter(spec, decode(spec, r));
-                status = Statuses.OK;
-                break;
-            case NO_MATCHED_MSG:
-                status = Statuses.OK;
-                break;
-            case NO_NEW_MSG:
-                status = Statuses.of(Code.MESSAGE_NOT_FOUND, "no message at offset " + spec.offset + " yet ("
-                    + spec.queue + ", max offset " + r.getMaxOffset() + ")");
-                break;
-            case OFFSET_ILLEGAL:
-                status = Statuses.of(Code.ILLEGAL_OFFSET, "offset " + spec.offset + " is outside what the broker holds ("
-                    + spec.queue + ", min offset " + r.getMinOffset() + ", max offset " + r.getMaxOffset() + ")");
-                break;
-            default:
-                throw new IllegalStateException("unexpected pull status " + st);
+    private List<PullMessageResponse> answer(Spec spec, String addr, RemotingCommand r) throws Exception {
+        int code = r.getCode();
+        if (code != ResponseCode.SUCCESS && code != ResponseCode.PULL_NOT_FOUND
+            && code != ResponseCode.PULL_RETRY_IMMEDIATELY && code != ResponseCode.PULL_OFFSET_MOVED) {
+            throw new MQBrokerException(code, r.getRemark(), addr);
         }
+        PullMessageResponseHeader h = (PullMessageResponseHeader) r.decodeCommandCustomHeader(
+            PullMessageResponseHeader.class);
+        directory.suggest(spec.queue, h.getSuggestWhichBrokerId());
+        long next = h.getNextBeginOffset();
+        List<Pulled> found = List.of();
+        Status status;
+        if (code == ResponseCode.PULL_OFFSET_MOVED || h.getMinOffset() > spec.offset) {
+            status = Statuses.of(Code.ILLEGAL_OFFSET, "offset " + spec.offset + " is outside what the broker holds ("
+                + spec.queue + ", min offset " + h.getMinOffset() + ", max offset " + h.getMaxOffset() + ")");
+        } else if (code == ResponseCode.SUCCESS) {
+            List<Pulled> pulled = decode(spec, r.getBody(), h.getOffsetDelta());
+            if (!pulled.isEmpty() && pulled.get(0).message.getQueueOffset() >= next) {
+                // records of another commit-log file: the one under the consume queue is being deleted
+                status = again(spec, "the broker answered offsets [" + spec.offset + ", " + next
+                    + ") with a record of offset " + pulled.get(0).message.getQueueOffset());
+                next = spec.offset;
+            } else {
+                found = filter(spec, pulled);
+                status = Statuses.OK;
+            }
+        } else if (code == ResponseCode.PULL_RETRY_IMMEDIATELY && NO_MATCHED_MESSAGE.equals(r.getRemark())
+            && next > spec.offset) {
+            status = Statuses.OK; // the filter matched nothing in [offset, next)
+        } else {
+            status = again(spec, r.getRemark() + ", max offset " + h.getMaxOffset());
+            next = spec.offset;
+        }
+        List<PullMessageResponse> out = new ArrayList<>();
         out.add(PullMessageResponse.newBuilder().setStatus(status).build());
         for (Pulled p : found) {
             out.add(PullMessageResponse.newBuilder().setMessage(V2Messages.fromPulled(p.message, p.offsetMsgId)).build());
         }
-        out.add(PullMessageResponse.newBuilder().setNextOffset(r.getNextBeginOffset()).build());
+        out.add(PullMessageResponse.newBuilder().setNextOffset(next).build());
         return out;
     }
 
+    /** MESSAGE_NOT_FOUND: nothing to read at the offset now; the caller pulls the same offset again. */
+    private static Status again(Spec spec, String why) {
+        return Statuses.of(Code.MESSAGE_NOT_FOUND, "no message at offset " + spec.offset + " now (" + spec.queue
+            + ": " + why + "); pull it again");
+    }
+
     /** Decodes the pulled records in order; a record that cannot be decoded fails the pull (nothing is skipped). */
-    private static List<Pulled> decode(Spec spec, PullResultExt r) throws Exception {
-        byte[] binary = r.getMessageBinary();
+    private static List<Pulled> decode(Spec spec, byte[] binary, Long offsetDelta) throws Exception {
         List<Pulled> out = new ArrayList<>();
         if (binary == null) {
             return out;
         }
         ByteBuffer buf = ByteBuffer.wrap(binary);
-        long delta = r.getOffsetDelta() == null ? 0 : r.getOffsetDelta();
+        long delta = offsetDelta == null ? 0 : offsetDelta;
         while (buf.hasRemaining()) {
             int at = buf.position();
             MessageExt m = MessageDecoder.decode(buf, true, true, true);

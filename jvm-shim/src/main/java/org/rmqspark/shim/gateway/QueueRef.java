@@ -15,6 +15,11 @@ final class QueueRef {
         this.queueId = queueId;
     }
 
+    /** A queue named by the gateway itself (already validated). */
+    static QueueRef at(String topic, String broker, int queueId) {
+        return new QueueRef(topic, broker, queueId);
+    }
+
     /** From a request's {@code message_queue}: topic, broker name and a non-negative id are required. */
     static QueueRef of(boolean present, MessageQueue mq) {
         if (!present) {

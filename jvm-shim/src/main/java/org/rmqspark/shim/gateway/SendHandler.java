@@ -69,7 +69,7 @@ final class SendHandler {
                     + req.getMessages(i).getSystemProperties().getQueueId() + ", messages[0] " + queueId);
             }
         }
-        directory.masterAddress(topic, broker, queueId);
+        directory.masterAddress(QueueRef.at(topic, broker, queueId));
         return new MessageQueue(topic, broker, queueId);
     }
 

@@ -109,6 +109,7 @@ final class Statuses {
             case ResponseCode.SERVICE_NOT_AVAILABLE:
                 return Code.PROXY_TIMEOUT;
             case RemotingSysResponseCode.SYSTEM_BUSY:
+            case ResponseCode.FLOW_CONTROL:
                 return Code.TOO_MANY_REQUESTS;
             default:
                 return Code.INTERNAL_SERVER_ERROR;
