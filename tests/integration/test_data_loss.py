@@ -1,11 +1,17 @@
 """Data loss: a broker with tiny store files deletes old data; reads that start below the first available offset
-fail clearly by default and skip ahead with failOnDataLoss=false (client and Spark batch source)."""
+fail clearly by default and skip ahead with failOnDataLoss=false (client and Spark batch source). A consume queue
+that still points into a deleted commit-log file is never skipped silently."""
 from __future__ import annotations
+
+import re
+import threading
+import time
 
 import pytest
 
 from rmq_spark.client import DataLossError, MessageQueue, RemotingClient
 from rmq_spark.embedded import EmbeddedRocketMQ
+from tests.conftest import transport_options, unique_topic
 
 TOPIC = "Shrinking"
 
@@ -32,10 +38,10 @@ def test_client_range_below_min_offset(shrunk):
         assert got == list(range(low, high))
 
 
-def _read(spark, mq, **options):
-    reader = (spark.read.format("rocketmq").option("nameServer", mq.name_server).option("topic", TOPIC)
-              .option("startingOffsets", f'{{"{TOPIC}": {{"broker-a/0": 0}}}}'))
-    for k, v in options.items():
+def _read(spark, mq, topic=TOPIC, transport="remoting", **options):
+    reader = (spark.read.format("rocketmq").option("topic", topic)
+              .option("startingOffsets", f'{{"{topic}": {{"broker-a/0": 0}}}}'))
+    for k, v in {**transport_options(mq, transport), **options}.items():
         reader = reader.option(k, v)
     return reader.load()
 
@@ -46,3 +52,67 @@ def test_batch_source_fails_or_skips(spark, shrunk):
         _read(spark, mq).collect()
     rows = _read(spark, mq, failOnDataLoss="false").select("queueOffset").collect()
     assert sorted(r[0] for r in rows) == list(range(low, high))
+
+
+@pytest.fixture(scope="module")
+def removing():
+    with EmbeddedRocketMQ(1, commitlog_file_size=64 * 1024, cq_file_entries=50) as mq:
+        yield mq
+
+
+@pytest.mark.parametrize("transport, fail", [("remoting", True), ("grpc", False)])
+def test_a_consume_queue_into_a_deleted_commit_log_is_no_silent_skip(spark, removing, transport, fail, request):
+    """The broker answers pulls there with PULL_RETRY_IMMEDIATELY (MESSAGE_WAS_REMOVING) or with records of another
+    file, until its clean-up raises the queue's min offset; only then is the loss proven."""
+    topic = unique_topic(request)
+    removing.create_topic(topic, queues=1)
+    removing.produce_bulk(topic, 2000, 200)
+    removing.delete_old_files("broker-a", correct_queues=False)
+    assert removing.offsets(topic)[0]["minOffset"] == 0  # the queue still claims its deleted head
+    result = {}
+
+    def read():
+        try:
+            result["offsets"] = sorted(r[0] for r in _read(spark, removing, topic, transport,
+                                                           failOnDataLoss=str(fail).lower())
+                                       .select("queueOffset").collect())
+        except Exception as e:  # noqa: BLE001 - checked below
+            result["error"] = str(e)
+    reader = threading.Thread(target=read)
+    reader.start()
+    tracker = spark.sparkContext.statusTracker()
+    deadline = time.monotonic() + 120
+    while not tracker.getActiveStageIds() and reader.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.1)  # until the read is planned and its task pulls
+    reader.join(3)
+    assert reader.is_alive(), f"the read ended while the broker could not serve its range: {result}"
+    low = removing.correct_queues("broker-a")[topic][0]["minOffset"]
+    assert low > 0
+    reader.join(120)
+    if fail:
+        assert re.search(rf"messages \[0, \d+\) are gone from the broker \(its first available offset is {low}\).*"
+                         "failOnDataLoss=false", result.get("error", "")), result
+    else:
+        assert result.get("offsets") == list(range(low, 2000)), result.get("error")
+
+
+def test_compaction_topics_are_read_as_sparse(spark, rocketmq, request):
+    """Compaction topics have gaps in their offsets by design: planning recognises them by their cleanup policy
+    and their ranges accept gaps (a normal topic's do not). Over remoting: the v2 API has no topic attributes."""
+    transport = "remoting"
+    from rmq_spark.batch import RocketMQBatchReader
+    from rmq_spark.options import parse_options
+
+    compacted, normal = unique_topic(request) + "-c", unique_topic(request) + "-n"
+    rocketmq.create_topic(compacted, queues=1, broker="broker-a", attributes={"+cleanup.policy": "COMPACTION"})
+    rocketmq.create_topic(normal, queues=1, broker="broker-a")
+    for t in (compacted, normal):
+        rocketmq.produce(t, [{"body": f"v{i}", "keys": [f"k{i % 3}"], "broker": "broker-a", "queueId": 0}
+                             for i in range(30)])
+    plan = RocketMQBatchReader(parse_options({**transport_options(rocketmq, transport),
+                                              "topics": f"{compacted},{normal}"})).plan()
+    assert {(r.queue.topic, r.start, r.end, r.sparse) for r in plan} == {(compacted, 0, 30, True),
+                                                                        (normal, 0, 30, False)}
+    rows = (spark.read.format("rocketmq").option("topic", compacted).options(**transport_options(rocketmq, transport))
+            .load().select("queueOffset").collect())
+    assert sorted(r[0] for r in rows) == list(range(30))

@@ -186,7 +186,7 @@ final class Commands {
             producer = clients.producer();
         }
         try {
-            producer.getDefaultMQProducerImpl().getMqClientFactory().updateTopicRouteInfoFromNameServer(topic);
+            refreshRoute(producer, topic);
             List<Message> msgs = new ArrayList<>();
             for (JsonElement e : input) {
                 msgs.add(MessageJson.toMessage(topic, e.getAsJsonObject()));
@@ -214,6 +214,16 @@ final class Commands {
             if (temporary) {
                 producer.shutdown();
             }
+        }
+    }
+
+    /** Refreshes the producer's route of the topic; while the name server is down it keeps the route it has. */
+    private static void refreshRoute(DefaultMQProducer producer, String topic) {
+        try {
+            producer.getDefaultMQProducerImpl().getMqClientFactory().updateTopicRouteInfoFromNameServer(topic);
+        } catch (RuntimeException e) {
+            System.err.println("rmq-shim: route of " + topic + " not refreshed (" + Protocol.describe(e)
+                + "); using the one the producer has");
         }
     }
 
@@ -289,7 +299,7 @@ final class Commands {
         }
         String keyPrefix = a.str("keyPrefix", null);
         DefaultMQProducer producer = clients.producer();
-        producer.getDefaultMQProducerImpl().getMqClientFactory().updateTopicRouteInfoFromNameServer(topic);
+        refreshRoute(producer, topic);
         JsonElement r = BulkLoad.run(producer, routeQueues(topic, true), topic, count, bodySize, tags, keyPrefix);
         cluster.waitDispatched(30_000);
         return r;

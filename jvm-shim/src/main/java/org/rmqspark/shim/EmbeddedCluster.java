@@ -81,6 +81,7 @@ final class EmbeddedCluster {
     private final Options options;
     private final File root;
     private final Map<String, Broker> brokers = new LinkedHashMap<>();
+    private final Map<String, TopicRouteData> lastRoutes = new java.util.concurrent.ConcurrentHashMap<>();
     private NamesrvController namesrv;
     private int namesrvPort;
 
@@ -392,10 +393,20 @@ final class EmbeddedCluster {
         return b.address().equals(data.getBrokerAddrs().get(b.id));
     }
 
-    /** Route of a topic straight from the in-process name server (null if none, or if it is stopped). */
+    /**
+     * Route of a topic straight from the in-process name server (null if none); while the name server is stopped,
+     * the last route it gave (as a client would keep it).
+     */
     TopicRouteData route(String topic) {
         NamesrvController n = namesrv;
-        return n == null ? null : n.getRouteInfoManager().pickupTopicRouteData(topic);
+        if (n == null) {
+            return lastRoutes.get(topic);
+        }
+        TopicRouteData r = n.getRouteInfoManager().pickupTopicRouteData(topic);
+        if (r != null) {
+            lastRoutes.put(topic, r);
+        }
+        return r;
     }
 
     /** True when the name server's route shows the topic on every given broker with the given queue counts. */

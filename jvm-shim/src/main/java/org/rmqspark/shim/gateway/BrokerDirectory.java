@@ -30,6 +30,8 @@ import java.util.concurrent.TimeUnit;
 final class BrokerDirectory {
     private static final long ROUTE_TTL_NANOS = TimeUnit.SECONDS.toNanos(3);
     private static final long FAILED_COOLDOWN_NANOS = TimeUnit.SECONDS.toNanos(2);
+    /** While no name server answers, the last route is used and the name servers asked again this often. */
+    private static final long ROUTE_RETRY_NANOS = TimeUnit.SECONDS.toNanos(1);
 
     private static final class Cached {
         final TopicRouteData route;
@@ -43,6 +45,8 @@ final class BrokerDirectory {
 
     private final BrokerClient client;
     private final Map<String, Cached> routes = new ConcurrentHashMap<>();
+    /** Every topic that ever had a route. */
+    private final java.util.Set<String> seenTopics = ConcurrentHashMap.newKeySet();
     /** Every broker name ever seen in a route, with its last master address. */
     private final Map<String, String> seenBrokers = new ConcurrentHashMap<>();
     /** The broker id each queue's broker last suggested for its next pull, by QueueRef#toString. */
@@ -55,7 +59,7 @@ final class BrokerDirectory {
     }
 
     /** The topic's route, fresh from the name server; TOPIC_NOT_FOUND when the name server does not know it. */
-    TopicRouteData fetchRoute(String topic) throws Exception {
+    private TopicRouteData fetchRoute(String topic) throws Exception {
         TopicRouteData r;
         try {
             r = client.api().getTopicRouteInfoFromNameServer(topic, client.timeoutMs(), false);
@@ -67,6 +71,7 @@ final class BrokerDirectory {
             throw e;
         }
         routes.put(topic, new Cached(r, System.nanoTime()));
+        seenTopics.add(topic);
         if (r.getBrokerDatas() != null) {
             for (BrokerData bd : r.getBrokerDatas()) {
                 if (bd.getBrokerAddrs() != null && !bd.getBrokerAddrs().isEmpty()) {
@@ -77,9 +82,33 @@ final class BrokerDirectory {
         return r;
     }
 
-    /** Forget the topic's route (a broker of it could not be reached): the next call fetches it again. */
+    /**
+     * The topic's route: the cached one while it is fresh (unless {@code refresh}), else fetched. While no name
+     * server answers, the last route is used (brokers that are up stay readable); TOPIC_NOT_FOUND when the name
+     * servers do not know the topic.
+     */
+    TopicRouteData route(String topic, boolean refresh) throws Exception {
+        Cached c = routes.get(topic);
+        if (c != null && !refresh && System.nanoTime() - c.fetchedAt <= ROUTE_TTL_NANOS) {
+            return c.route;
+        }
+        try {
+            return fetchRoute(topic);
+        } catch (Exception e) {
+            if (c == null || !Statuses.unreachable(e)) {
+                throw e;
+            }
+            routes.put(topic, new Cached(c.route, System.nanoTime() - ROUTE_TTL_NANOS + ROUTE_RETRY_NANOS));
+            return c.route;
+        }
+    }
+
+    /** A broker of the topic could not be reached: the next call fetches its route again. */
     void invalidate(String topic) {
-        routes.remove(topic);
+        Cached c = routes.get(topic);
+        if (c != null) {
+            routes.put(topic, new Cached(c.route, 0L));
+        }
     }
 
     /** Remember the broker id the broker suggested for the next pull of a queue. */
@@ -140,15 +169,21 @@ final class BrokerDirectory {
      * (queue ids below max(read, write) queue numbers, as QueryRoute lists them).
      */
     private Map<Long, String> members(QueueRef q) throws Exception {
-        Cached c = routes.get(q.topic);
-        boolean fresh = c == null || System.nanoTime() - c.fetchedAt > ROUTE_TTL_NANOS;
-        TopicRouteData route = fresh ? fetchRoute(q.topic) : c.route;
-        Map<Long, String> members = lookup(route, q.topic, q.broker, q.queueId);
-        if (members == null && !fresh) {
-            members = lookup(fetchRoute(q.topic), q.topic, q.broker, q.queueId);
-        }
-        if (members != null) {
-            return members;
+        try {
+            Map<Long, String> members = lookup(route(q.topic, false), q.topic, q.broker, q.queueId);
+            if (members == null) {
+                members = lookup(route(q.topic, true), q.topic, q.broker, q.queueId);
+            }
+            if (members != null) {
+                return members;
+            }
+        } catch (GatewayException e) {
+            if (e.code() == Code.TOPIC_NOT_FOUND && seenTopics.contains(q.topic)) {
+                // the topic had a route: its brokers are all down or restarting
+                throw new GatewayException(Code.PROXY_TIMEOUT, "topic " + q.topic + " has no route now: its brokers "
+                    + "are down or restarting (" + q + ")");
+            }
+            throw e;
         }
         throw brokerMissing(q.topic, q.broker);
     }

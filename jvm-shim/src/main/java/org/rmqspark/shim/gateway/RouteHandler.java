@@ -37,7 +37,7 @@ final class RouteHandler {
 
     QueryRouteResponse queryRoute(QueryRouteRequest req) throws Exception {
         String topic = QueueRef.name(req.hasTopic(), req.getTopic(), "topic");
-        TopicRouteData route = directory.fetchRoute(topic);
+        TopicRouteData route = directory.route(topic, true);
         Endpoints endpoints = endpoints(req);
         List<QueueData> qds = new ArrayList<>(route.getQueueDatas() == null ? List.of() : route.getQueueDatas());
         qds.sort(Comparator.comparing(QueueData::getBrokerName));

@@ -1,0 +1,49 @@
+"""Helpers of the streaming tests that run a query in this process: a sink that records every delivered
+(broker, queue, offset), starting a query, waiting on it, and the exactly-once check against the Java consumer."""
+from __future__ import annotations
+
+import threading
+import time
+
+from tests.conftest import transport_options
+
+
+class Collect:
+    """A foreachBatch sink on the driver: every (broker, queue, offset) delivered, in order of delivery."""
+
+    def __init__(self) -> None:
+        self.keys: list[tuple[str, int, int]] = []
+        self._lock = threading.Lock()
+
+    def __call__(self, df, batch_id: int) -> None:
+        rows = df.select("brokerName", "queueId", "queueOffset").collect()
+        with self._lock:
+            self.keys.extend((r[0], r[1], r[2]) for r in rows)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self.keys)
+
+
+def start_query(spark, cluster, transport, topic, sink, checkpoint, **options):
+    reader = spark.readStream.format("rocketmq").option("topic", topic)
+    for k, v in {**transport_options(cluster, transport), "startingOffsets": "earliest", **options}.items():
+        reader = reader.option(k, v)
+    return (reader.load().writeStream.foreachBatch(sink).option("checkpointLocation", str(checkpoint))
+            .trigger(processingTime="200 milliseconds").start())
+
+
+def wait_for(condition, timeout, what, query):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if query.exception() is not None or not query.isActive:
+            raise AssertionError(f"the query stopped while waiting for {what}: {query.exception()}")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what} (query status {query.status})")
+        time.sleep(0.1)
+
+
+def assert_exactly_once(sink: Collect, cluster, topic: str) -> None:
+    java = sorted((m["brokerName"], m["queueId"], m["queueOffset"]) for m in cluster.consume(topic))
+    assert len(set(sink.keys)) == len(sink.keys), "some messages were delivered twice"
+    assert sorted(sink.keys) == java, "the delivered messages differ from what the brokers hold"

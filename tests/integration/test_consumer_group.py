@@ -1,0 +1,64 @@
+"""The consumer group a streaming query mirrors its offsets to (DESIGN.md §10): a group another application
+consumes with is refused, a group's offsets are never moved back, and nothing is mirrored before a batch commits.
+Checked against the real broker and the official Java consumer and admin tool."""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tests.integration.streaming import Collect, start_query, wait_for
+
+
+def test_a_group_with_a_live_java_consumer_is_refused(spark, rocketmq, topic, tmp_path):
+    group = f"shared-{topic}"[:100]
+    client_id = rocketmq.start_consumer(group, topic)
+    try:
+        q = start_query(spark, rocketmq, "remoting", topic, Collect(), tmp_path / "c1", consumerGroup=group)
+        with pytest.raises(Exception, match=rf"consumer group '{group}' has 1 online consumer\(s\) \({client_id}\).*"
+                                            "consumerGroup of its own.*allowSharedConsumerGroup=true"):
+            q.awaitTermination(120)
+            raise AssertionError("the query was not refused")
+        # the explicit override lets it run
+        sink = Collect()
+        q = start_query(spark, rocketmq, "remoting", topic, sink, tmp_path / "c2", consumerGroup=group,
+                        allowSharedConsumerGroup="true")
+        try:
+            rocketmq.produce(topic, [{"body": f"m{i}", "broker": "broker-a", "queueId": 0} for i in range(5)])
+            wait_for(lambda: len(sink) == 5, 120, "the messages", q)
+        finally:
+            q.stop()
+    finally:
+        rocketmq.stop_consumer(group)
+
+
+def test_the_mirror_never_rewinds_a_group_nor_mirrors_unread_starting_offsets(spark, rocketmq, topic, tmp_path):
+    group = f"mirror-{topic}"[:100]
+
+    def stored():
+        return rocketmq.query_consumer_offset(group, topic, "broker-a", 0)
+
+    rocketmq.produce(topic, [{"body": f"m{i}", "broker": "broker-a", "queueId": 0} for i in range(5)])
+    # a query that has committed no batch mirrors nothing, not even its starting offsets
+    q = start_query(spark, rocketmq, "remoting", topic, Collect(), tmp_path / "c1", startingOffsets="latest",
+                    consumerGroup=group)
+    try:
+        wait_for(lambda: q.lastProgress is not None, 120, "the query to start", q)
+        time.sleep(1)
+    finally:
+        q.stop()
+    assert stored() == -1
+
+    # another application's progress (15 of 20) is not moved back by a query that reads from the start
+    rocketmq.produce(topic, [{"body": f"n{i}", "broker": "broker-a", "queueId": 0} for i in range(15)])
+    rocketmq.update_consumer_offset(group, topic, "broker-a", 0, 15)
+    sink = Collect()
+    q = start_query(spark, rocketmq, "remoting", topic, sink, tmp_path / "c2", consumerGroup=group,
+                    maxMessagesPerTrigger="2")
+    try:
+        wait_for(lambda: len(sink) >= 8, 120, "the first batches", q)
+        value, delivered = stored(), len(sink)
+        assert delivered >= 14 or value == 15, f"the group was moved back to {value} after {delivered} messages"
+        wait_for(lambda: len(sink) == 20 and stored() == 20, 120, "the mirror to pass the group's offset", q)
+    finally:
+        q.stop()

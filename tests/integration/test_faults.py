@@ -1,0 +1,125 @@
+"""Streaming through real faults of the real RocketMQ (DESIGN.md §10), through both transports: a broker down for
+longer than the task deadline, a one-broker cluster restarted, every name server down, a master down while its
+slave serves. Each ends with every (queue, offset) delivered exactly once. Deadlines and polls are shortened through
+options so that each takes seconds."""
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from rmq_spark.embedded import EmbeddedRocketMQ
+from tests.conftest import TRANSPORTS, unique_topic
+from tests.integration.streaming import Collect, assert_exactly_once, start_query, wait_for
+
+BROKERS = ("broker-a", "broker-b")
+
+
+def end_offsets(query, topic: str) -> dict[str, int]:
+    """The end offsets of the query's last batch, for ``topic``."""
+    return json.loads(query.lastProgress["sources"][0]["endOffset"])[topic]
+
+
+@pytest.mark.parametrize("transport, fail_on_data_loss", [("remoting", "true"), ("grpc", "false")])
+def test_a_broker_down_longer_than_the_task_deadline_is_waited_for(spark, rocketmq, topic, tmp_path, transport,
+                                                                    fail_on_data_loss):
+    def produce(brokers, tag):
+        rocketmq.produce(topic, [{"body": f"{tag}{i}", "broker": b, "queueId": i % 4} for b in brokers
+                                 for i in range(40)])
+
+    sink = Collect()
+    produce(BROKERS, "a")
+    q = start_query(spark, rocketmq, transport, topic, sink, tmp_path / "c", failOnDataLoss=fail_on_data_loss,
+                    brokerRetryTimeoutMs="2000", pollNameServerIntervalMs="300")
+    try:
+        wait_for(lambda: len(sink) == 80, 120, "the first 80 messages", q)
+        rocketmq.stop_broker("broker-b")
+        try:
+            produce(["broker-a"], "b")
+            wait_for(lambda: len(sink) == 120, 60, "broker-a's messages while broker-b is down", q)
+            time.sleep(3)  # longer than brokerRetryTimeoutMs and several name-server polls
+            assert q.isActive and q.exception() is None
+            # broker-b's queues are unavailable, not lost: their offsets are carried in every batch's end
+            assert {k: v for k, v in end_offsets(q, topic).items() if k.startswith("broker-b/")} == \
+                {f"broker-b/{i}": 10 for i in range(4)}
+        finally:
+            rocketmq.start_broker("broker-b")
+        produce(BROKERS, "c")
+        wait_for(lambda: len(sink) == 200, 120, "the messages sent after broker-b came back", q)
+        time.sleep(1)  # nothing more may arrive
+    finally:
+        q.stop()
+    assert_exactly_once(sink, rocketmq, topic)
+
+
+@pytest.fixture(scope="module")
+def single():
+    """A cluster of one broker, whose restart leaves no broker at all."""
+    with EmbeddedRocketMQ(brokers=1) as mq:
+        yield mq
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_a_one_broker_restart_and_a_name_server_outage(spark, single, transport, tmp_path, request):
+    topic = unique_topic(request)
+    single.create_topic(topic, queues=4)
+    sink = Collect()
+    single.produce_bulk(topic, 200, 50)
+    q = start_query(spark, single, transport, topic, sink, tmp_path / "c", brokerRetryTimeoutMs="60000",
+                    pollNameServerIntervalMs="300")
+    try:
+        wait_for(lambda: len(sink) == 200, 120, "the first 200 messages", q)
+        single.stop_broker("broker-a")  # the topic has no route and no broker answers
+        time.sleep(2)
+        assert q.isActive and q.exception() is None
+        single.start_broker("broker-a")
+        single.produce_bulk(topic, 200, 50)
+        wait_for(lambda: len(sink) == 400, 120, "the messages sent after the restart", q)
+
+        single.stop_name_server()
+        try:
+            single.produce_bulk(topic, 200, 50)  # the producer still knows the route
+            wait_for(lambda: len(sink) == 600, 120, "the messages sent while no name server runs", q)
+            assert q.isActive and q.exception() is None
+        finally:
+            single.start_name_server()
+        single.produce_bulk(topic, 100, 50)
+        wait_for(lambda: len(sink) == 700, 120, "the messages sent after the name server came back", q)
+        time.sleep(1)
+    finally:
+        q.stop()
+    assert_exactly_once(sink, single, topic)
+
+
+@pytest.fixture(scope="module")
+def replicated():
+    """broker-a with a slave (classic master-slave replication, slaveReadEnable)."""
+    with EmbeddedRocketMQ(brokers=1, slaves=1) as mq:
+        yield mq
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_a_slave_serves_while_its_master_is_down(spark, replicated, transport, tmp_path, request):
+    topic = unique_topic(request)
+    group = f"slave-{topic}"[:100]
+    replicated.create_topic(topic, queues=2)
+    replicated.produce_bulk(topic, 1200, 50)  # returns once the slave has it too
+    sink = Collect()
+    q = start_query(spark, replicated, transport, topic, sink, tmp_path / "c", maxMessagesPerTrigger="100",
+                    consumerGroup=group, brokerRetryTimeoutMs="60000", pollNameServerIntervalMs="300")
+    try:
+        wait_for(lambda: len(sink) >= 200, 120, "the first batches", q)
+        replicated.stop_broker("broker-a")
+        try:
+            read_before = len(sink)
+            wait_for(lambda: len(sink) == 1200, 120, "the rest, from the slave", q)
+            assert len(sink) - read_before >= 500, "the query did not keep advancing while the master was down"
+        finally:
+            replicated.start_broker("broker-a")
+        # the offsets kept while the master was away reach it once it is back
+        wait_for(lambda: [replicated.query_consumer_offset(group, topic, "broker-a", i) for i in (0, 1)] == [600, 600],
+                 60, "the group's offsets on the master", q)
+    finally:
+        q.stop()
+    assert_exactly_once(sink, replicated, topic)
