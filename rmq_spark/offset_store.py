@@ -60,10 +60,6 @@ class OffsetStore:
                 if offset is not None and offset >= 0 and offset > self._table.get(mq, -1):
                     self._table[mq] = self._persisted[mq] = offset
 
-    def loaded(self, mq: MessageQueue) -> bool:
-        with self._lock:
-            return mq in self._loaded
-
     def read(self, mq: MessageQueue, mode: ReadType = ReadType.MEMORY_FIRST_THEN_STORE) -> int | None:
         """The offset from memory, from the broker, or memory first; None when there is none."""
         if mode is not ReadType.STORE:

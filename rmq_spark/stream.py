@@ -21,7 +21,7 @@ from rmq_spark.client.errors import DataLossError, RocketMQError, UnsupportedErr
 from rmq_spark.client.model import MessageQueue
 from rmq_spark.connect import new_client
 from rmq_spark.offset_store import OffsetStore
-from rmq_spark.offsets import OffsetResolver, canonical_json, offsets_from_json, offsets_to_json, split_ranges
+from rmq_spark.offsets import OffsetResolver, offsets_from_json, offsets_to_json, split_ranges
 from rmq_spark.options import Committed, Earliest, OptionError, SourceOptions
 from rmq_spark.partition_reader import read_range
 from rmq_spark.planning import plan_ranges, query_topics
@@ -55,7 +55,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._store: OffsetStore | None = None
         self._cap: dict[MessageQueue, int] | None = None  # Trigger.AvailableNow target
         self._last_batch_at = time.monotonic()
-        self._initial: dict | None = None
+        self._initial: dict | None = None  # the initial offsets this process resolved (never mirrored)
         self._group_checked = False
 
     # -- driver-side state, built lazily ----------------------------------------------------------------------
@@ -103,7 +103,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         begin = offsets_from_json(start)
         # Spark calls this only once the batch ending at `start` is in its commit log (except for the initial
         # offsets): the last batch of a run, which commit() never sees with AvailableNow, is mirrored here.
-        if self._initial is None or canonical_json(begin) != canonical_json(offsets_from_json(self._initial)):
+        if self._initial is None or begin != offsets_from_json(self._initial):
             self._mirror(begin)
         watch = self.watch
         watch.poll()

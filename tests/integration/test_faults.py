@@ -5,12 +5,14 @@ options so that each takes seconds."""
 from __future__ import annotations
 
 import json
+import threading
 import time
 
 import pytest
 
+from rmq_spark.client import ConnectionLostError, MessageQueue
 from rmq_spark.embedded import EmbeddedRocketMQ
-from tests.conftest import TRANSPORTS, unique_topic
+from tests.conftest import TRANSPORTS, new_client, unique_topic
 from tests.integration.streaming import Collect, assert_exactly_once, start_query, wait_for
 
 BROKERS = ("broker-a", "broker-b")
@@ -19,6 +21,30 @@ BROKERS = ("broker-a", "broker-b")
 def end_offsets(query, topic: str) -> dict[str, int]:
     """The end offsets of the query's last batch, for ``topic``."""
     return json.loads(query.lastProgress["sources"][0]["endOffset"])[topic]
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_a_range_read_rides_out_a_restart_within_its_deadline_and_names_the_broker_after_it(rocketmq, topic,
+                                                                                            transport):
+    rocketmq.produce(topic, [{"body": f"m{i}", "broker": "broker-b", "queueId": 0} for i in range(200)])
+    queue = MessageQueue(topic, "broker-b", 0)
+    with new_client(rocketmq, transport) as client:
+        messages = client.read_range(queue, 0, 200, depth=1, retry_timeout=60)
+        got = [next(messages).queue_offset for _ in range(10)]  # the task is in the middle of its range
+        rocketmq.stop_broker("broker-b")
+        threading.Timer(3, rocketmq.start_broker, ["broker-b"]).start()
+        got += [m.queue_offset for m in messages]
+        assert got == list(range(200))
+
+        messages = client.read_range(queue, 0, 200, depth=1, retry_timeout=2)
+        next(messages)
+        rocketmq.stop_broker("broker-b")
+        try:
+            with pytest.raises(ConnectionLostError, match="broker broker-b did not serve offset 32 .*"
+                                                          "brokerRetryTimeoutMs=2000"):
+                list(messages)
+        finally:
+            rocketmq.start_broker("broker-b")
 
 
 @pytest.mark.parametrize("transport, fail_on_data_loss", [("remoting", "true"), ("grpc", "false")])
