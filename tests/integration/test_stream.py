@@ -67,7 +67,7 @@ def _wait_for(condition, timeout, what, job=None):
 def test_exactly_once_across_kills_and_a_broker_restart(spark, rocketmq, transport, topic, tmp_path):
     group = f"eo-{topic}"[:100]
     out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
-    rounds, per_round = 12, 400
+    rounds, per_round = 8, 400
     producer_error = []
 
     def produce():
