@@ -28,6 +28,7 @@ from operator import itemgetter
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from rmq_spark.client.compression import DEFAULT_MAX_MESSAGE_BYTES, MessageTooLargeError
 from rmq_spark.client.errors import ProtocolError
 from rmq_spark.client.remoting.message_codec import (
     COMPRESSED_FLAG, H_BODY_LEN, H_BORN_RAW, H_BORN_TS, H_FLAG, H_MAGIC, H_PHYS, H_QUEUE_ID, H_QUEUE_OFFSET,
@@ -213,7 +214,9 @@ class ArrowBatchDecoder:
     the TAGS property as the Java client does.
     """
 
-    def __init__(self, broker_name: str, *, tags: frozenset[str] | set[str] | None = None) -> None:
+    def __init__(self, broker_name: str, *, tags: frozenset[str] | set[str] | None = None,
+                 max_body: int = DEFAULT_MAX_MESSAGE_BYTES) -> None:
+        self.max_body = max_body
         self.broker_name = broker_name
         self._tags = pa.array(sorted(tags), _STRING) if tags and "*" not in tags else None
         self._reset()
@@ -282,7 +285,9 @@ class ArrowBatchDecoder:
                 continue
             start = end - h[H_TOTAL]
             try:
-                messages = decode_messages(buf[start:end], self.broker_name)
+                messages = decode_messages(buf[start:end], self.broker_name, max_body=self.max_body)
+            except MessageTooLargeError:
+                raise
             except ProtocolError:
                 decode_messages(buf, self.broker_name)  # raise the error as the whole block reports it
                 raise
@@ -378,11 +383,11 @@ class ArrowBatchDecoder:
 
 def decode_to_arrow(data: bytes | bytearray | memoryview, broker_name: str, *,
                     tags: frozenset[str] | set[str] | None = None, low: int | None = None,
-                    high: int | None = None) -> pa.RecordBatch:
+                    high: int | None = None, max_body: int = DEFAULT_MAX_MESSAGE_BYTES) -> pa.RecordBatch:
     """One PULL_MESSAGE body as a RecordBatch of ``ARROW_SCHEMA``: the rows of
     ``schema.to_record_batch(decode_messages(data, broker_name, tags=tags))`` with ``low <= queueOffset < high``.
     Raises ProtocolError where ``decode_messages`` does. For many bodies, collect them in one
     ``ArrowBatchDecoder`` and flush every few thousand rows: the Arrow work is per flush."""
-    decoder = ArrowBatchDecoder(broker_name, tags=tags)
+    decoder = ArrowBatchDecoder(broker_name, tags=tags, max_body=max_body)
     decoder.add(data, low, high)
     return decoder.flush()

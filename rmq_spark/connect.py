@@ -23,9 +23,10 @@ def new_client(o: SourceOptions) -> BaseClient:
     credentials = Credentials(o.access_key, o.secret_key or "", o.security_token) if o.access_key else None
     if o.endpoint:
         return GrpcClient(o.endpoint, credentials=credentials, tls=o.tls, request_timeout=o.request_timeout_ms / 1000,
-                          connect_timeout=o.connect_timeout_ms / 1000)
+                          connect_timeout=o.connect_timeout_ms / 1000, max_message_bytes=o.max_message_bytes)
     return RemotingClient(o.name_server or "", credentials=credentials, tls=o.tls,
-                          request_timeout=o.request_timeout_ms / 1000, connect_timeout=o.connect_timeout_ms / 1000)
+                          request_timeout=o.request_timeout_ms / 1000, connect_timeout=o.connect_timeout_ms / 1000,
+                          max_message_bytes=o.max_message_bytes)
 
 
 def shared_client(o: SourceOptions) -> BaseClient:

@@ -11,6 +11,7 @@ from typing import Mapping, Union
 
 from rmq_spark.client.errors import RocketMQError
 from rmq_spark.client.base import DEFAULT_GROUP
+from rmq_spark.client.compression import DEFAULT_MAX_MESSAGE_BYTES
 from rmq_spark.client.grpc.client import parse_endpoint
 from rmq_spark.client.model import MessageQueue
 from rmq_spark.client.range_reader import DEFAULT_RETRY_TIMEOUT
@@ -57,6 +58,7 @@ KNOWN_OPTIONS: dict[str, str] = {
     "brokerRetryTimeoutMs": "how long a task waits for a broker that went away before it fails, default 600000",
     "allowSharedConsumerGroup": "streaming: mirror offsets to a consumerGroup that has online consumers, default "
                                 "false",
+    "maxMessageBytes": "the most a message body may decompress to, default 16777216",
 }
 _BY_LOWER = {k.lower(): k for k in KNOWN_OPTIONS}
 SECRET_OPTIONS = frozenset({"secretKey", "securityToken"})
@@ -216,6 +218,7 @@ class SourceOptions:
     push_filters: bool = False
     broker_retry_timeout_ms: int = int(DEFAULT_RETRY_TIMEOUT * 1000)
     allow_shared_consumer_group: bool = False
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
 
     @property
     def pull_group(self) -> str:
@@ -235,7 +238,7 @@ _INT_OPTIONS = {
     "requestTimeoutMs": ("request_timeout_ms", 1), "connectTimeoutMs": ("connect_timeout_ms", 1),
     "maxMessagesPerTrigger": ("max_messages_per_trigger", 1), "minMessagesPerTrigger": ("min_messages_per_trigger", 1),
     "pollNameServerIntervalMs": ("poll_name_server_interval_ms", 1),
-    "brokerRetryTimeoutMs": ("broker_retry_timeout_ms", 0),
+    "brokerRetryTimeoutMs": ("broker_retry_timeout_ms", 0), "maxMessageBytes": ("max_message_bytes", 1024),
 }
 _BOOL_OPTIONS = {"failOnDataLoss": "fail_on_data_loss", "tls": "tls", "pushFilters": "push_filters",
                  "allowSharedConsumerGroup": "allow_shared_consumer_group"}

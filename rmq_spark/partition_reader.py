@@ -41,7 +41,7 @@ def read_range(options: SourceOptions, qr: QueueRange) -> Iterator[pa.RecordBatc
             decoder = decoder or MessageBatcher()
             decoder.add(chunk.messages, chunk.low, chunk.high)
         else:
-            decoder = decoder or ArrowBatchDecoder(qr.queue.broker_name, tags=tags)
+            decoder = decoder or ArrowBatchDecoder(qr.queue.broker_name, tags=tags, max_body=options.max_message_bytes)
             decoder.add(chunk.body, chunk.low, chunk.high)
         if decoder.rows >= flush_at or decoder.nbytes >= MAX_PENDING_BYTES:
             yield from _bounded(decoder.flush(), limit)

@@ -10,6 +10,7 @@ import time
 from typing import Any, Callable, Iterable, Iterator, Mapping, Protocol, Sequence
 
 from rmq_spark.client import hints
+from rmq_spark.client.compression import DEFAULT_MAX_MESSAGE_BYTES
 from rmq_spark.client.errors import (RETRYABLE, BrokerError, BrokerUnavailableError, RocketMQError,
                                      UnsupportedError)
 from rmq_spark.client.model import Message, MessageQueue, PullResult, TopicRoute
@@ -66,8 +67,9 @@ class BaseClient:
 
     request_timeout: float
 
-    def __init__(self, *, route_ttl: float = 30.0) -> None:
+    def __init__(self, *, route_ttl: float = 30.0, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> None:
         self._route_ttl = route_ttl
+        self.max_message_bytes = max_message_bytes
         self._routes: dict[str, tuple[float, TopicRoute]] = {}
         self._routes_lock = threading.Lock()
         self.outages = OutageLog(log)

@@ -237,3 +237,18 @@ def test_stored_message_round_trip(props, body, topic, offset):
         return
     [m] = decode_messages(rec, "b")
     assert (m.topic, m.body, m.properties, m.queue_offset) == (topic, body, props, offset)
+
+
+@FUZZ
+@given(st.sampled_from(["zlib", "lz4", "zstd"]), st.binary(min_size=1, max_size=4000), st.data())
+def test_compressed_bodies_arbitrary_or_mutated_stay_bounded(kind, body, data):
+    """A compressed body that is garbage, mutated, or expands past the limit: a value within the limit, or a
+    ProtocolError (MessageTooLargeError is one), whatever the bytes."""
+    block = bytearray(encode_stored_message(body=body, compression=kind))
+    for _ in range(data.draw(st.integers(0, 4))):  # a few bytes past the fixed header changed
+        block[data.draw(st.integers(40, len(block) - 1))] = data.draw(st.integers(0, 255))
+    try:
+        out = decode_messages(bytes(block), "b", max_body=2048)
+    except ProtocolError:
+        return
+    assert all(len(m.body) <= 2048 for m in out)

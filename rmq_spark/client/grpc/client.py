@@ -9,6 +9,7 @@ import grpc.experimental
 
 from rmq_spark.client import hints
 from rmq_spark.client.base import DEFAULT_GROUP, BaseClient
+from rmq_spark.client.compression import DEFAULT_MAX_MESSAGE_BYTES
 from rmq_spark.client.errors import RocketMQError, UnsupportedError
 from rmq_spark.client.grpc import messages, status
 from rmq_spark.client.grpc.auth import Metadata
@@ -23,7 +24,8 @@ from rmq_spark.client.remoting.message_codec import OutgoingMessage
 T = TypeVar("T")
 SERVICE = "/apache.rocketmq.v2.MessagingService/"
 CLIENT_VERSION = "rmq-spark-0.1"
-MAX_MESSAGE_BYTES = 256 << 20  # one PullMessage answer frame holds one message (the broker's limit is 4 MiB)
+# One PullMessage answer frame holds one message, sent decompressed: at most maxMessageBytes plus its properties.
+FRAME_HEADROOM = 1 << 20
 _PERMS = {pb.READ: PERM_READ, pb.WRITE: PERM_WRITE, pb.READ_WRITE: PERM_READ | PERM_WRITE}
 _FILTER_TYPES = {"TAG": pb.TAG, "SQL92": pb.SQL}
 
@@ -93,7 +95,7 @@ class PendingGrpcPull:
                     status.check(frame.status, what, endpoint, status.Code.MESSAGE_NOT_FOUND,
                                  status.Code.ILLEGAL_OFFSET)
                 elif kind == "message":
-                    found.append(messages.from_v2(frame.message, self.queue))
+                    found.append(messages.from_v2(frame.message, self.queue, self._client.max_message_bytes))
                 elif kind == "next_offset":
                     next_offset = frame.next_offset
         except grpc.RpcError as e:
@@ -139,8 +141,9 @@ class GrpcClient(BaseClient):
 
     def __init__(self, endpoint: str, *, credentials: Credentials | None = None, tls: bool = False,
                  root_certificates: bytes | None = None, server_name: str | None = None,
-                 request_timeout: float = 10.0, connect_timeout: float = 5.0, route_ttl: float = 30.0) -> None:
-        super().__init__(route_ttl=route_ttl)
+                 request_timeout: float = 10.0, connect_timeout: float = 5.0, route_ttl: float = 30.0,
+                 max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> None:
+        super().__init__(route_ttl=route_ttl, max_message_bytes=max_message_bytes)
         self._host, self._port = parse_endpoint(endpoint)
         self.endpoint = endpoint.strip()
         self.request_timeout = request_timeout
@@ -158,8 +161,9 @@ class GrpcClient(BaseClient):
     # -- calls -----------------------------------------------------------------------------------------------
     def _open(self) -> grpc.Channel:
         if self._channel is None:
-            options = [("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-                       ("grpc.max_send_message_length", MAX_MESSAGE_BYTES), ("grpc.enable_http_proxy", 0),
+            frame = self.max_message_bytes + FRAME_HEADROOM
+            options = [("grpc.max_receive_message_length", frame),
+                       ("grpc.max_send_message_length", frame), ("grpc.enable_http_proxy", 0),
                        ("grpc.initial_reconnect_backoff_ms", 200), ("grpc.max_reconnect_backoff_ms", 2000),
                        # gRPC core's lower bound of a connection attempt, i.e. the connect timeout
                        ("grpc.min_reconnect_backoff_ms", max(1, int(self.connect_timeout * 1000)))]

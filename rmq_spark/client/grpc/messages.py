@@ -1,9 +1,10 @@
 """v2 ``Message`` <-> the client's ``Message`` / ``OutgoingMessage``, with the conventions of proto/README.md."""
 from __future__ import annotations
 
-import gzip
 from typing import Iterable
 
+from rmq_spark.client import compression
+from rmq_spark.client.compression import DEFAULT_MAX_MESSAGE_BYTES, MessageTooLargeError
 from rmq_spark.client.errors import ProtocolError
 from rmq_spark.client.grpc.v2 import definition_pb2 as pb
 from rmq_spark.client.model import Message, MessageQueue
@@ -12,16 +13,19 @@ from rmq_spark.client.remoting.message_codec import OutgoingMessage
 FLAG_PROPERTY = "__rmq_spark_flag"
 
 
-def from_v2(m: pb.Message, mq: MessageQueue) -> Message:
-    """One pulled v2 message as the client's Message of queue ``mq``."""
+def from_v2(m: pb.Message, mq: MessageQueue, max_body: int = DEFAULT_MAX_MESSAGE_BYTES) -> Message:
+    """One pulled v2 message as the client's Message of queue ``mq``; a GZIP body may expand to ``max_body``."""
     sp = m.system_properties
     props = dict(m.user_properties)
     flag = props.pop(FLAG_PROPERTY, None)
     body = m.body
     if sp.body_encoding == pb.GZIP:
         try:
-            body = gzip.decompress(body)
-        except (OSError, EOFError) as e:
+            body = compression.decompress(compression.GZIP, body, max_body)
+        except MessageTooLargeError as e:
+            raise MessageTooLargeError(f"{mq} offset {sp.queue_offset}: {e}; the limit is option maxMessageBytes",
+                                       limit=e.limit) from None
+        except ProtocolError as e:
             raise ProtocolError(f"{mq}: the gzip body of message {sp.message_id} does not decompress: {e}") from None
     try:
         flag_value = int(flag) if flag is not None else 0

@@ -6,6 +6,7 @@ import grpc
 from rmq_spark.client import hints
 from rmq_spark.client.errors import (AuthError, BrokerBusyError, BrokerError, ConnectionLostError, RequestTimeoutError,
                                      RocketMQError, TopicNotFoundError)
+from rmq_spark.client.compression import MessageTooLargeError
 from rmq_spark.client.grpc.v2 import definition_pb2 as pb
 
 Code = pb.Code
@@ -56,6 +57,9 @@ def rpc_error(e: grpc.RpcError, what: str, endpoint: str) -> RocketMQError:
         return RequestTimeoutError(f"{what}: no answer from {endpoint} in time", remark=details)
     if code in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED):
         return AuthError(f"{what} refused at {endpoint} ({name}): {hints.AUTH}", remark=details)
+    if code is grpc.StatusCode.RESOURCE_EXHAUSTED and "larger than max" in details:
+        return MessageTooLargeError(f"{what}: {endpoint} sent a message larger than this client accepts ({details}); "
+                                    "the limit is option maxMessageBytes", limit=-1)
     if code is grpc.StatusCode.RESOURCE_EXHAUSTED:
         return BrokerBusyError(f"{what}: {endpoint} is busy ({details}); {hints.BUSY}")
     if code is grpc.StatusCode.UNAVAILABLE:

@@ -5,6 +5,7 @@ import ssl
 from typing import Callable, Iterable, TypeVar
 
 from rmq_spark.client.base import DEFAULT_GROUP, BaseClient
+from rmq_spark.client.compression import DEFAULT_MAX_MESSAGE_BYTES
 from rmq_spark.client.errors import BrokerUnavailableError, ConnectionLostError, TopicNotFoundError
 from rmq_spark.client.model import MASTER_ID, BrokerData, Message, MessageQueue, PullResult, SendResult, TopicRoute
 from rmq_spark.client.range_reader import RangeChunk
@@ -56,8 +57,8 @@ class RemotingClient(BaseClient):
 
     def __init__(self, name_server: str | list[str], *, credentials: Credentials | None = None,
                  tls: bool | ssl.SSLContext = False, request_timeout: float = 10.0, connect_timeout: float = 5.0,
-                 route_ttl: float = 30.0) -> None:
-        super().__init__(route_ttl=route_ttl)
+                 route_ttl: float = 30.0, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> None:
+        super().__init__(route_ttl=route_ttl, max_message_bytes=max_message_bytes)
         addresses = parse_name_servers(name_server) if isinstance(name_server, str) else list(name_server)
         self.request_timeout = request_timeout
         self._pool = ConnectionPool(connect_timeout=connect_timeout, tls=_tls_context(tls),
@@ -201,7 +202,7 @@ class RemotingClient(BaseClient):
         return self._request(mq, cmd, parse, timeout=self.request_timeout + suspend_ms / 1000.0)
 
     def _range_messages(self, chunk: RangeChunk, mq: MessageQueue, tags: frozenset[str] | None) -> list[Message]:
-        return decode_messages(chunk.body, mq.broker_name, tags=tags)
+        return decode_messages(chunk.body, mq.broker_name, tags=tags, max_body=self.max_message_bytes)
 
     # -- admin and produce (tests, benchmarks, the later sink) ----------------------------------------------
     def create_topic(self, topic: str, queues: int = 4, *, broker_names: Iterable[str] | None = None,

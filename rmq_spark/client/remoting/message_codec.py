@@ -25,21 +25,13 @@ import os
 import socket
 import struct
 import threading
-import zlib
 from dataclasses import dataclass, field, fields, replace
 from typing import Iterable
 
+from rmq_spark.client import compression
+from rmq_spark.client.compression import DEFAULT_MAX_MESSAGE_BYTES, MessageTooLargeError
 from rmq_spark.client.errors import ProtocolError
 from rmq_spark.client.model import Message
-
-try:  # optional codecs: a missing package only fails the messages that need it
-    import lz4.frame as _lz4_frame
-except ImportError:  # pragma: no cover
-    _lz4_frame = None
-try:
-    import zstandard as _zstd
-except ImportError:  # pragma: no cover
-    _zstd = None
 
 # MessageDecoder magic codes.
 MESSAGE_MAGIC_CODE = -626843481  # V1: 1-byte topic length
@@ -155,45 +147,16 @@ def offset_message_id(store_host_raw: bytes, commit_log_offset: int) -> str:
 
 # ---------------------------------------------------------------------------------------------- decompression
 
-def _decompress(sys_flag: int, raw: bytes) -> bytes:
+_CODECS = {0: compression.ZLIB, COMPRESSION_ZLIB: compression.ZLIB, COMPRESSION_LZ4: compression.LZ4,
+           COMPRESSION_ZSTD: compression.ZSTD}  # 0: older producers without a compression type
+
+
+def _decompress(sys_flag: int, raw: bytes, limit: int) -> bytes:
     ctype = (sys_flag & COMPRESSION_TYPE_MASK) >> 8
-    try:
-        if ctype == COMPRESSION_ZLIB or ctype == 0:  # 0: older producers without a compression type
-            d = zlib.decompressobj()
-            out = d.decompress(raw)
-            if not d.eof:
-                raise ProtocolError("zlib-compressed message body is truncated")
-            return out
-        if ctype == COMPRESSION_LZ4:
-            if _lz4_frame is None:
-                raise ProtocolError("message body is LZ4-compressed but the lz4 package is not installed")
-            parts = []
-            rest = raw
-            while rest:
-                part, used = _lz4_frame.decompress(rest, return_bytes_read=True)
-                if used <= 0:
-                    raise ProtocolError("LZ4 frame decoding made no progress")
-                parts.append(part)
-                rest = rest[used:]
-            return b"".join(parts)
-        if ctype == COMPRESSION_ZSTD:
-            if _zstd is None:
-                raise ProtocolError("message body is zstd-compressed but the zstandard package is not installed")
-            dctx = _zstd.ZstdDecompressor()
-            parts = []
-            rest = raw
-            while rest:
-                d = dctx.decompressobj()
-                parts.append(d.decompress(rest))
-                if not d.eof:
-                    raise ProtocolError("zstd-compressed message body is truncated")
-                rest = d.unused_data
-            return b"".join(parts)
-    except ProtocolError:
-        raise
-    except Exception as e:  # zlib.error, RuntimeError (lz4), ZstdError, MemoryError of a corrupt size...
-        raise ProtocolError(f"cannot decompress message body (compression type {ctype}): {e}") from None
-    raise ProtocolError(f"unknown compression type {ctype} in sysFlag {sys_flag:#x}")
+    codec = _CODECS.get(ctype)
+    if codec is None:
+        raise ProtocolError(f"unknown compression type {ctype} in sysFlag {sys_flag:#x}")
+    return compression.decompress(codec, raw, limit)
 
 
 # ---------------------------------------------------------------------------------------------- decoding
@@ -365,12 +328,14 @@ def needs_message_decoder(sys_flag: int, body_len: int) -> bool:
 
 
 def decode_messages(data: bytes | bytearray | memoryview, broker_name: str, *,
-                    tags: frozenset[str] | set[str] | None = None, offset_delta: int = 0) -> list[Message]:
+                    tags: frozenset[str] | set[str] | None = None, offset_delta: int = 0,
+                    max_body: int = DEFAULT_MAX_MESSAGE_BYTES) -> list[Message]:
     """Decode the body of a PULL_MESSAGE FOUND response into messages, in order.
 
     ``tags``: the TAG subscription's tag set; when given (and neither empty nor containing ``*``) messages whose
     TAGS is not in it are dropped, as the Java client re-checks after the broker's hash-code filter.
     ``offset_delta``: the pull response's offsetDelta (static topics), added to every queue offset.
+    ``max_body``: the most a compressed body may expand to (MessageTooLargeError naming the message past it).
     Raises ProtocolError on any truncated or inconsistent record.
     """
     buf, view = as_byte_buffer(data)
@@ -396,7 +361,13 @@ def decode_messages(data: bytes | bytearray | memoryview, broker_name: str, *,
             if view:
                 body = bytes(body)
             if sys_flag & COMPRESSED_FLAG and b1 > b0:
-                body = _decompress(sys_flag, body)
+                try:
+                    body = _decompress(sys_flag, body, max_body)
+                except MessageTooLargeError as e:
+                    raise MessageTooLargeError(
+                        f"{topic}:{broker_name}/{queue_id} offset {queue_offset + offset_delta}: {e}; the limit is "
+                        "option maxMessageBytes (raise it only if producers really send bodies that large: a small "
+                        "body that expands this far is a decompression bomb)", limit=e.limit) from None
                 sys_flag &= ~COMPRESSED_FLAG
             props = parse_props(str(buf[p0:end], "utf-8")) if end > p0 else {}
             born_host = hosts[born_raw]
