@@ -127,22 +127,16 @@ def _properties_map(props: pa.Array) -> pa.MapArray:
         names = values = pa.array([], _STRING)
     offsets = _compact_offsets(pairs.offsets, keep)
     out = pa.MapArray.from_arrays(offsets, names, values, type=_MAP_TYPE)
-    if k > 1 and _has_repeated_names(names, pc.list_parent_indices(pairs).take(sel), offsets):
+    if k > 1 and _has_repeated_names(names, pc.list_parent_indices(pairs).take(sel)):
         # a name twice in one message (no producer writes that): the dict semantics, message by message
         out = pa.array([list(decode_properties(s).items()) for s in props.to_pylist()], _MAP_TYPE)
     return out
 
 
-def _has_repeated_names(names: pa.Array, rows: pa.Array, offsets: pa.Array) -> bool:
-    """Whether a name occurs twice in one row: compare each pair with the ones up to (max pairs per row - 1)
-    before it (pairs are in row order, so a repeat within a row lies that close)."""
-    widest = pc.max(pc.subtract(offsets.slice(1), offsets.slice(0, len(offsets) - 1))).as_py() or 0
-    n = len(names)
-    for d in range(1, min(widest, n)):
-        same = pc.and_(pc.equal(rows.slice(d), rows.slice(0, n - d)), pc.equal(names.slice(d), names.slice(0, n - d)))
-        if pc.any(same).as_py():
-            return True
-    return False
+def _has_repeated_names(names: pa.Array, rows: pa.Array) -> bool:
+    """Whether a name occurs twice in one row: fewer distinct (row, name) pairs than pairs (one hash pass)."""
+    distinct = pa.table({"row": rows, "name": names}).group_by(["row", "name"]).aggregate([])
+    return distinct.num_rows < len(names)
 
 
 def _keys_column(keys: pa.Array) -> pa.ListArray:

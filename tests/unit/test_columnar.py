@@ -144,6 +144,7 @@ def test_inner_batches():
     b"TAGS\x01a\x02KEYS\x01\x02\x01v\x02noval\x02\x02",  # empty value, empty name, no \x01: dropped
     b"x\x01v\x01w\x02",  # a value holding \x01
     b"a\x011\x02b\x012\x02a\x013\x02",  # a name twice: first position, last value
+    b"r\x010\x02" + b"".join(b"p%d\x01v\x02" % i for i in range(300)) + b"r\x01last\x02",  # a repeat far apart
     b"TAGS\x01t1\x02TAGS\x01t2\x02KEYS\x01a\x02KEYS\x01b c\x02UNIQ_KEY\x01u1\x02UNIQ_KEY\x01u2\x02",
     b"KEYS\x01  a  b \x02",
     b"KEYS\x01   \x02",
