@@ -175,3 +175,125 @@ def test_many_threads_share_one_connection(peer_factory):
     assert not errors and len(results) == 400 and all(results)
     assert peer.accepted == 1
     pool.close()
+
+
+def test_a_peer_that_never_reads_cannot_block_senders(peer_factory):
+    peer = peer_factory(lambda sock: time.sleep(30))  # accepts, never reads: the socket buffers fill up
+    conn = Connection(peer.address)
+    big = RemotingCommand(code=30, body=b"x" * (32 << 20))
+    outcomes = []
+
+    def send():
+        try:
+            conn.request(big, timeout=1.0)
+        except (ConnectionLostError, RequestTimeoutError) as e:
+            outcomes.append(e)
+    senders = [threading.Thread(target=send) for _ in range(2)]
+    for t in senders:
+        t.start()
+    for t in senders:
+        t.join(30)
+    assert not any(t.is_alive() for t in senders), "a send did not honour its deadline"
+    assert len(outcomes) == 2 and any("does not read" in str(e) for e in outcomes), outcomes
+    assert conn.closed
+
+
+def test_a_silent_connection_is_closed_and_replaced(peer_factory):
+    peer = peer_factory(lambda sock: (read_request(sock), time.sleep(5)))  # reads, never answers
+    pool = ConnectionPool()
+    first = pool.get(peer.address)
+    with pytest.raises(RequestTimeoutError):
+        pool.request(peer.address, RemotingCommand(code=30), timeout=0.3)
+    assert first.closed  # nothing at all came back: half-open or stuck
+    assert pool.get(peer.address) is not first
+    pool.close()
+
+
+def test_a_slow_answer_on_a_live_connection_keeps_it(peer_factory):
+    def script(sock):
+        slow, fast = read_request(sock), read_request(sock)
+        respond(sock, fast)  # the connection is alive ...
+        time.sleep(1)
+        respond(sock, slow)  # ... but this one is late
+        time.sleep(2)
+    peer = peer_factory(script)
+    conn = Connection(peer.address)
+    slow = conn.send(RemotingCommand(code=30), timeout=0.5)
+    conn.request(RemotingCommand(code=31), timeout=5)
+    with pytest.raises(RequestTimeoutError):
+        slow.result()
+    assert not conn.closed
+    conn.close()
+
+
+def test_abandoned_requests_are_dropped(peer_factory):
+    peer = peer_factory(lambda sock: (read_request(sock), time.sleep(5)))
+    conn = Connection(peer.address)
+    abandoned = conn.send(RemotingCommand(code=30), timeout=0.2)  # nobody calls result()
+    deadline = time.monotonic() + 10
+    while conn._pending and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not conn._pending and abandoned.done()
+    with pytest.raises(RequestTimeoutError):
+        abandoned.result()
+    conn.close()
+
+
+def test_request_ids_wrap_within_int32(peer_factory, monkeypatch):
+    import itertools
+
+    from rmq_spark.client.remoting import connection
+
+    def script(sock):
+        while True:
+            request = read_request(sock)
+            respond(sock, request, remark=str(request.opaque))
+    peer = peer_factory(script)
+    monkeypatch.setattr(connection, "_opaques", itertools.count(2 ** 31 - 3))
+    conn = Connection(peer.address)
+    seen = [int(conn.request(RemotingCommand(code=30), timeout=5).remark) for _ in range(5)]
+    assert seen == [2 ** 31 - 3, 2 ** 31 - 2, 2 ** 31 - 1, 1, 2]
+    conn.close()
+
+
+def test_a_failing_reader_fails_every_pending_request(peer_factory, monkeypatch):
+    from rmq_spark.client.remoting import connection
+
+    def script(sock):
+        respond(sock, read_request(sock))
+        time.sleep(2)
+    peer = peer_factory(script)
+
+    def broken(buf):
+        raise RuntimeError("decoder bug")
+    monkeypatch.setattr(connection, "decode_frame", broken)
+    conn = Connection(peer.address)
+    with pytest.raises(ConnectionLostError, match="reader of the connection .* failed: RuntimeError"):
+        conn.request(RemotingCommand(code=30), timeout=5)
+    assert conn.closed
+
+
+def test_one_slow_connect_does_not_hold_up_other_addresses(peer_factory):
+    blackhole = socket.socket()
+    blackhole.bind(("127.0.0.1", 0))
+    blackhole.listen(0)  # never accepts: once its queue is full, connects hang until their timeout
+    address = f"127.0.0.1:{blackhole.getsockname()[1]}"
+    fillers = []
+    for _ in range(8):
+        s = socket.socket()
+        s.setblocking(False)
+        s.connect_ex(blackhole.getsockname())
+        fillers.append(s)
+    healthy = peer_factory(lambda sock: respond(sock, read_request(sock)))
+    pool = ConnectionPool(connect_timeout=5)
+    stuck = threading.Thread(target=lambda: pytest.raises(ConnectionLostError, pool.get, address))
+    stuck.start()
+    time.sleep(0.2)
+    assert stuck.is_alive()  # still connecting to the blackhole ...
+    assert pool.request(healthy.address, RemotingCommand(code=30), timeout=5).code == 0
+    assert stuck.is_alive()  # ... while the healthy peer was served
+    stuck.join(10)
+    pool.close()
+    for s in fillers:
+        s.close()
+    blackhole.close()

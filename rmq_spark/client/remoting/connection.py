@@ -15,9 +15,21 @@ from rmq_spark.client.remoting.frame import RemotingCommand, decode_frame, encod
 # The broker's own limit (com.rocketmq.remoting.frameMaxLength); a larger length means a corrupt stream.
 MAX_FRAME_LENGTH = 16 * 1024 * 1024
 _LENGTH = struct.Struct(">i")
+_OPAQUE_MAX = 0x7FFFFFFF
 _opaques = itertools.count(1)
+# The socket's timeout: a blocked receive wakes this often to expire abandoned requests, a send checks its deadline.
+TICK_S = 1.0
+# A request nobody waits for any more is dropped this long after its deadline.
+ABANDONED_GRACE_S = 1.0
+# TCP keepalive: first probe after 30 s idle, then every 10 s, dead after 3 unanswered (Linux option names).
+_KEEPALIVE = (("TCP_KEEPIDLE", 30), ("TCP_KEEPINTVL", 10), ("TCP_KEEPCNT", 3))
 
 Signer = Callable[[RemotingCommand], None]
+
+
+def next_opaque() -> int:
+    """The next request id, in 1..2^31-1 and wrapping: the header carries it as a signed int32."""
+    return (next(_opaques) - 1) % _OPAQUE_MAX + 1
 
 
 def split_address(address: str) -> tuple[str, int]:
@@ -31,12 +43,13 @@ def split_address(address: str) -> tuple[str, int]:
 class PendingRequest:
     """A request sent on a connection; ``result()`` waits for its response until the request's deadline."""
 
-    __slots__ = ("connection", "code", "opaque", "deadline", "_event", "_response", "_error")
+    __slots__ = ("connection", "code", "opaque", "sent_at", "deadline", "_event", "_response", "_error")
 
-    def __init__(self, connection: "Connection", code: int, opaque: int, deadline: float) -> None:
+    def __init__(self, connection: "Connection", code: int, opaque: int, sent_at: float, deadline: float) -> None:
         self.connection = connection
         self.code = code
         self.opaque = opaque
+        self.sent_at = sent_at
         self.deadline = deadline
         self._event = threading.Event()
         self._response: RemotingCommand | None = None
@@ -51,7 +64,7 @@ class PendingRequest:
 
     def result(self) -> RemotingCommand:
         if not self._event.wait(max(0.0, self.deadline - time.monotonic())):
-            self.connection._forget(self.opaque)
+            self.connection._timed_out(self)
             if not self._event.is_set():
                 raise RequestTimeoutError(
                     f"request code {self.code} to {self.connection.address} got no response in time")
@@ -62,26 +75,36 @@ class PendingRequest:
 
 
 class Connection:
-    """A socket with a reader thread. Thread-safe: any thread may send; responses complete their requests."""
+    """A socket with a reader thread. Thread-safe: any thread may send; responses complete their requests.
+
+    Every send has a deadline (a peer that stops reading cannot block senders), TCP keepalive finds dead peers,
+    a request that times out on a connection that has received nothing since it was sent closes it (a half-open
+    connection is replaced, not kept), the reader fails every pending request and closes the connection on any
+    error, and requests nobody waits for are dropped after their deadline."""
 
     def __init__(self, address: str, *, connect_timeout: float = 5.0, tls: ssl.SSLContext | None = None,
-                 signer: Signer | None = None) -> None:
+                 server_name: str | None = None, signer: Signer | None = None) -> None:
         self.address = address
         self._signer = signer
         self._send_lock = threading.Lock()
         self._pending: dict[int, PendingRequest] = {}
         self._pending_lock = threading.Lock()
         self._closed_error: RocketMQError | None = None
+        self.last_received = time.monotonic()
         host, port = split_address(address)
         try:
             sock = socket.create_connection((host, port), timeout=connect_timeout)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+            for name, value in _KEEPALIVE:
+                if hasattr(socket, name):
+                    sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, name), value)
             if tls is not None:
-                sock = tls.wrap_socket(sock, server_hostname=host)
+                sock = tls.wrap_socket(sock, server_hostname=server_name or host)  # the handshake: connect_timeout
         except (OSError, ssl.SSLError) as e:
             raise ConnectionLostError(f"cannot connect to {address}: {e}; check that the address is right and "
                                       "the server is running and reachable") from e
-        sock.settimeout(None)
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.settimeout(TICK_S)
         self._sock = sock
         self._reader = threading.Thread(target=self._read_loop, name=f"rmq-conn-{address}", daemon=True)
         self._reader.start()
@@ -91,22 +114,42 @@ class Connection:
         return self._closed_error is not None
 
     def send(self, cmd: RemotingCommand, timeout: float) -> PendingRequest:
-        """Send a request and return at once; call ``result()`` on the returned object for the response."""
-        cmd.opaque = next(_opaques)
+        """Send a request and return at once; call ``result()`` on the returned object for the response. The send
+        itself must finish within ``timeout``, or the connection is closed (the peer does not read)."""
+        cmd.opaque = next_opaque()
         if self._signer is not None:
             self._signer(cmd)
         frame = encode_command(cmd)
-        pending = PendingRequest(self, cmd.code, cmd.opaque, time.monotonic() + timeout)
+        now = time.monotonic()
+        pending = PendingRequest(self, cmd.code, cmd.opaque, now, now + timeout)
         with self._pending_lock:
             if self._closed_error is not None:
                 raise ConnectionLostError(f"connection to {self.address} is closed: {self._closed_error}")
             self._pending[cmd.opaque] = pending
+        if not self._send_lock.acquire(timeout=timeout):
+            self._forget(cmd.opaque)
+            pending._complete(None, RequestTimeoutError(
+                f"request code {cmd.code} to {self.address} could not be sent in time: another send on the "
+                "connection is stuck"))
+            return pending
         try:
-            with self._send_lock:
-                self._sock.sendall(frame)
+            self._send_all(memoryview(frame), pending.deadline)
+        except TimeoutError:
+            self._fail(ConnectionLostError(f"sending to {self.address} did not finish within {timeout:.1f} s (the "
+                                           "peer does not read); the connection was closed"))
         except OSError as e:
             self._fail(ConnectionLostError(f"connection to {self.address} broke while sending: {e}"))
+        finally:
+            self._send_lock.release()
         return pending
+
+    def _send_all(self, view: memoryview, deadline: float) -> None:
+        while view:
+            try:
+                view = view[self._sock.send(view):]
+            except TimeoutError:
+                if time.monotonic() >= deadline:
+                    raise
 
     def request(self, cmd: RemotingCommand, timeout: float) -> RemotingCommand:
         """Send a request and wait for its response."""
@@ -118,6 +161,23 @@ class Connection:
     def _forget(self, opaque: int) -> None:
         with self._pending_lock:
             self._pending.pop(opaque, None)
+
+    def _timed_out(self, pending: PendingRequest) -> None:
+        """A request got no answer in time: forget it, and close the connection if nothing at all arrived on it
+        since the request was sent (a half-open or stuck connection; the next request opens a new one)."""
+        self._forget(pending.opaque)
+        if self.last_received < pending.sent_at:
+            self._fail(ConnectionLostError(f"{self.address} answered nothing for {time.monotonic() - pending.sent_at:.1f}"
+                                           " s; the connection was closed and will be reopened"))
+
+    def _expire_abandoned(self) -> None:
+        now = time.monotonic()
+        with self._pending_lock:
+            expired = [p for p in self._pending.values() if p.deadline + ABANDONED_GRACE_S < now]
+            for p in expired:
+                del self._pending[p.opaque]
+        for p in expired:
+            p._complete(None, RequestTimeoutError(f"request code {p.code} to {self.address} got no response in time"))
 
     def _fail(self, error: RocketMQError) -> None:
         with self._pending_lock:
@@ -140,7 +200,13 @@ class Connection:
         view = memoryview(buf)
         got = 0
         while got < n:
-            k = self._sock.recv_into(view[got:], n - got)
+            try:
+                k = self._sock.recv_into(view[got:], n - got)
+            except TimeoutError:  # a tick: nothing arrived for TICK_S
+                if self._closed_error is not None:
+                    raise ConnectionLostError(f"connection to {self.address} was closed") from None
+                self._expire_abandoned()
+                continue
             if k == 0:
                 raise ConnectionLostError(f"connection to {self.address} was closed by the server"
                                           + (" in the middle of a frame" if got else ""))
@@ -154,6 +220,7 @@ class Connection:
                 if length < 4 or length > MAX_FRAME_LENGTH:
                     raise ProtocolError(f"{self.address} sent a frame of length {length}, outside 4..{MAX_FRAME_LENGTH}")
                 response = decode_frame(self._read_exact(length))
+                self.last_received = time.monotonic()
                 if not response.is_response:
                     continue  # server-initiated requests (e.g. consumer ids changed) do not concern a pull client
                 with self._pending_lock:
@@ -164,6 +231,10 @@ class Connection:
             self._fail(e)
         except (OSError, ValueError) as e:
             self._fail(ConnectionLostError(f"connection to {self.address} broke: {e}"))
+        except BaseException as e:  # whatever it was, no request may wait on a dead reader
+            self._fail(ConnectionLostError(f"the reader of the connection to {self.address} failed: {e!r}"))
+            if not isinstance(e, Exception):
+                raise
 
 
 class ConnectionPool:
