@@ -12,7 +12,7 @@ from rmq_spark.connect import new_client
 from rmq_spark.offsets import OffsetResolver, QueueRange, split_ranges
 from rmq_spark.options import ByTimestamp, OptionError, SourceOptions, SpecificOffsets
 from rmq_spark.partition_reader import read_range
-from rmq_spark.planning import compacted_topics, plan_ranges, resolve_queues
+from rmq_spark.planning import check_filter, compacted_topics, plan_ranges, resolve_queues
 from rmq_spark.pushdown import Narrowing, push
 
 
@@ -40,6 +40,7 @@ class RocketMQBatchReader(DataSourceReader):
             queues = [mq for mq in resolve_queues(client, o) if n.allows(mq)]
             if not queues:
                 return []
+            check_filter(client, o, queues)
             resolver = OffsetResolver(client)
             starts = resolver.resolve(o.starting, queues)
             ends = resolver.resolve(o.ending, queues)

@@ -6,7 +6,8 @@ import logging
 import re
 from typing import Iterable, Mapping
 
-from rmq_spark.client.errors import RETRYABLE, AuthError, DataLossError, TopicNotFoundError, UnsupportedError
+from rmq_spark.client.errors import (RETRYABLE, AuthError, DataLossError, InvalidFilterError, TopicNotFoundError,
+                                     UnsupportedError)
 from rmq_spark.client.model import MessageQueue
 from rmq_spark.offsets import QueueRange
 from rmq_spark.options import OptionError, SourceOptions
@@ -48,6 +49,27 @@ def topic_queues(client, topic: str, options: SourceOptions) -> list[MessageQueu
 def resolve_queues(client, options: SourceOptions) -> list[MessageQueue]:
     """Every readable queue of the query's topics, sorted."""
     return sorted(mq for topic in query_topics(client, options) for mq in topic_queues(client, topic, options))
+
+
+def check_filter(client, options: SourceOptions, queues: Iterable[MessageQueue]) -> None:
+    """OptionError naming subExpression when a broker of the queues cannot filter by it (a SQL92 expression that
+    does not compile, or brokers without enablePropertyFilter), asked of each broker once, before anything is read.
+    A broker that does not answer now is not asked."""
+    o = options
+    if o.expression_type == "TAG" and o.sub_expression.strip() == "*":
+        return
+    first = {}
+    for mq in sorted(queues):
+        first.setdefault(mq.broker_name, mq)
+    for mq in first.values():
+        try:
+            client.check_filter(mq, o.pull_group, o.sub_expression, o.expression_type)
+        except InvalidFilterError as e:
+            raise OptionError(f"option subExpression {o.sub_expression!r} (expressionType {o.expression_type}) cannot "
+                              f"be used by broker {mq.broker_name}: {e.remark or e}. Fix the expression, or the "
+                              "expressionType") from None
+        except RETRYABLE:
+            continue
 
 
 def compacted_topics(client, topics: Iterable[str]) -> frozenset[str]:

@@ -16,7 +16,7 @@ from rmq_spark.client.base import NAME_SERVERS
 from rmq_spark.client.errors import RETRYABLE, TopicNotFoundError, UnsupportedError
 from rmq_spark.client.model import MessageQueue, TopicRoute
 from rmq_spark.options import SourceOptions
-from rmq_spark.planning import compacted_topics, query_topics, topic_queues
+from rmq_spark.planning import check_filter, compacted_topics, query_topics, topic_queues
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +68,10 @@ class QueueWatch:
                 routes[topic] = None  # its brokers are all down, or it was deleted: classify() tells
         self._live_known = False
         new = set(routes) - set(self._routes)
+        first = not self._routes
         self._routes = routes
+        if first:
+            check_filter(self.client, self.options, self.queues())
         if new:
             self.sparse_topics |= compacted_topics(self.client, new)
 

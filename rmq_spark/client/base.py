@@ -120,6 +120,11 @@ class BaseClient:
                    expression: str = "*", expression_type: str = "TAG", suspend_ms: int = 0):
         raise NotImplementedError
 
+    def check_filter(self, mq: MessageQueue, group: str, expression: str, expression_type: str) -> None:
+        """InvalidFilterError when the broker of ``mq`` cannot filter by the expression. This default pulls one
+        message with it (a server that checks filters refuses the pull)."""
+        self.pull(mq, 0, 1, group=group, expression=expression, expression_type=expression_type)
+
     # -- calls some transports lack --------------------------------------------------------------------------
     def topics(self) -> list[str]:
         """Every topic known to the cluster."""

@@ -59,6 +59,11 @@ class BrokerBusyError(BrokerError):
     retried with backoff."""
 
 
+class InvalidFilterError(RocketMQError):
+    """The broker cannot filter with the subscription's expression: it does not compile, or the broker does not
+    support its type (SQL92 needs enablePropertyFilter)."""
+
+
 class UnsupportedError(RocketMQError):
     """The transport has no such call (e.g. the topic list over the v2 gRPC API)."""
 

@@ -180,12 +180,12 @@ def test_many_threads_share_one_connection(peer_factory):
 def test_a_peer_that_never_reads_cannot_block_senders(peer_factory):
     peer = peer_factory(lambda sock: time.sleep(30))  # accepts, never reads: the socket buffers fill up
     conn = Connection(peer.address)
-    big = RemotingCommand(code=30, body=b"x" * (32 << 20))
+    body = b"x" * (32 << 20)
     outcomes = []
 
     def send():
         try:
-            conn.request(big, timeout=1.0)
+            conn.request(RemotingCommand(code=30, body=body), timeout=1.0)
         except (ConnectionLostError, RequestTimeoutError) as e:
             outcomes.append(e)
     senders = [threading.Thread(target=send) for _ in range(2)]

@@ -4,8 +4,8 @@ from __future__ import annotations
 import grpc
 
 from rmq_spark.client import hints
-from rmq_spark.client.errors import (AuthError, BrokerBusyError, BrokerError, ConnectionLostError, RequestTimeoutError,
-                                     RocketMQError, TopicNotFoundError)
+from rmq_spark.client.errors import (AuthError, BrokerBusyError, BrokerError, ConnectionLostError, InvalidFilterError,
+                                     RequestTimeoutError, RocketMQError, TopicNotFoundError)
 from rmq_spark.client.compression import MessageTooLargeError
 from rmq_spark.client.grpc.v2 import definition_pb2 as pb
 
@@ -18,7 +18,7 @@ _HINTS: dict[int, tuple[type[RocketMQError], str]] = {
     Code.FORBIDDEN: (AuthError, hints.AUTH),
     Code.CONSUMER_GROUP_NOT_FOUND: (BrokerError, hints.GROUP),
     Code.ILLEGAL_CONSUMER_GROUP: (BrokerError, "check consumerGroup"),
-    Code.ILLEGAL_FILTER_EXPRESSION: (BrokerError, hints.FILTER),
+    Code.ILLEGAL_FILTER_EXPRESSION: (InvalidFilterError, hints.FILTER),
     Code.PROXY_TIMEOUT: (RequestTimeoutError, "the server did not hear back from the broker in time"),
     Code.REQUEST_TIMEOUT: (RequestTimeoutError, ""),
     Code.TOO_MANY_REQUESTS: (BrokerBusyError, hints.BUSY),

@@ -1,10 +1,11 @@
 """Broker requests: build each request command and read its response (no connection or routing logic here)."""
 from __future__ import annotations
 
+import json
 import struct
 import time
 
-from rmq_spark.client.errors import RocketMQError
+from rmq_spark.client.errors import InvalidFilterError, RocketMQError
 from rmq_spark.client.model import MessageQueue, PullResult, PullStatus, SendResult
 from rmq_spark.client.remoting import codes
 from rmq_spark.client.remoting.frame import RemotingCommand, parse_loose_json
@@ -90,6 +91,22 @@ def query_consumer_offset_request(group: str, mq: MessageQueue) -> RemotingComma
 def update_consumer_offset_request(group: str, mq: MessageQueue, offset: int) -> RemotingCommand:
     return RemotingCommand(code=codes.UPDATE_CONSUMER_OFFSET,
                            ext_fields={"consumerGroup": group, **_queue_fields(mq), "commitOffset": str(offset)})
+
+
+def check_client_config_request(group: str, topic: str, expression: str, expression_type: str) -> RemotingCommand:
+    """CHECK_CLIENT_CONFIG: whether the broker can filter ``topic`` with the subscription (it compiles SQL92)."""
+    subscription = {"topic": topic, "subString": expression, "expressionType": expression_type, "tagsSet": [],
+                    "codeSet": [], "subVersion": int(time.time() * 1000), "classFilterMode": False}
+    body = {"clientId": "rmq-spark", "group": group, "subscriptionData": subscription}
+    return RemotingCommand(code=codes.CHECK_CLIENT_CONFIG, body=json.dumps(body).encode("utf-8"))
+
+
+def check_client_config(response: RemotingCommand, expression: str, address: str) -> None:
+    what = f"filter expression {expression!r}"
+    if response.code == codes.SYSTEM_ERROR and "filter" in (response.remark or ""):
+        raise InvalidFilterError(f"{what}: the broker at {address} does not filter by it ({response.remark}); "
+                                 "SQL92 needs enablePropertyFilter=true on the brokers", code=response.code)
+    check(response, what, address)
 
 
 def consumer_list_request(group: str) -> RemotingCommand:

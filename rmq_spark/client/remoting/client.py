@@ -175,6 +175,13 @@ class RemotingClient(BaseClient):
                                    lambda r, a: req.topic_attributes(r, topic, a)).result()
         return attributes.get(COMPACTION[0], "").upper() == COMPACTION[1]
 
+    def check_filter(self, mq: MessageQueue, group: str, expression: str, expression_type: str) -> None:
+        """InvalidFilterError when the broker of ``mq`` cannot filter by the expression (CHECK_CLIENT_CONFIG, as the
+        Java consumer checks its subscriptions): a broker handed a SQL92 filter it cannot compile in a pull drops
+        the filter and answers every message."""
+        self._request(mq, req.check_client_config_request(group, mq.topic, expression, expression_type),
+                      lambda r, a: req.check_client_config(r, expression, a)).result()
+
     def online_consumers(self, group: str, topics: Iterable[str]) -> list[str]:
         """The client ids of ``group``'s consumers connected to the masters of ``topics``' brokers now."""
         masters = {}

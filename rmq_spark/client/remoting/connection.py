@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import itertools
+import select
 import socket
 import ssl
 import struct
@@ -145,11 +146,13 @@ class Connection:
 
     def _send_all(self, view: memoryview, deadline: float) -> None:
         while view:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([], [self._sock], [], left)[1]:
+                raise TimeoutError("send deadline passed")
             try:
                 view = view[self._sock.send(view):]
             except TimeoutError:
-                if time.monotonic() >= deadline:
-                    raise
+                continue
 
     def request(self, cmd: RemotingCommand, timeout: float) -> RemotingCommand:
         """Send a request and wait for its response."""

@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 from rmq_spark.client import hints
-from rmq_spark.client.errors import AuthError, BrokerBusyError, BrokerError, RocketMQError, TopicNotFoundError
+from rmq_spark.client.errors import (AuthError, BrokerBusyError, BrokerError, InvalidFilterError, RocketMQError,
+                                     TopicNotFoundError)
 from rmq_spark.client.remoting import codes
 from rmq_spark.client.remoting.frame import RemotingCommand
 
@@ -11,7 +12,7 @@ _HINTS = {
     codes.NO_PERMISSION: (AuthError, hints.AUTH),
     codes.USER_NOT_EXIST: (AuthError, hints.UNKNOWN_USER),
     codes.SUBSCRIPTION_GROUP_NOT_EXIST: (BrokerError, hints.GROUP),
-    codes.SUBSCRIPTION_PARSE_FAILED: (BrokerError, hints.FILTER),
+    codes.SUBSCRIPTION_PARSE_FAILED: (InvalidFilterError, hints.FILTER),
     codes.REQUEST_CODE_NOT_SUPPORTED: (BrokerError, hints.NOT_REMOTING),
     **{code: (BrokerBusyError, hints.BUSY) for code in codes.BACK_OFF},
 }
@@ -26,7 +27,8 @@ def check(response: RemotingCommand, what: str, address: str, *ok: int) -> Remot
 
 def error_for(response: RemotingCommand, what: str, address: str) -> RocketMQError:
     cls, hint = _HINTS.get(response.code, (BrokerError, ""))
-    remark = response.remark or ""
+    lines = (response.remark or "").strip().splitlines()
+    remark = lines[0][:300] if lines else ""  # a Java exception's first line; the rest is its stack or an FAQ link
     if cls is BrokerError and ("signature" in remark.lower() or "authenticat" in remark.lower()):
         cls, hint = AuthError, "check accessKey/secretKey"
     message = f"{what} failed at {address}" + (f": {hint}" if hint else "")
