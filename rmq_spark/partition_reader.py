@@ -24,7 +24,11 @@ def read_range(options: SourceOptions, qr: QueueRange) -> Iterator[pa.RecordBatc
     ``rowsPerBatch`` rows (so memory stays flat however long the range is)."""
     if qr.size == 0:
         return
-    client = shared_client(options)
+    with shared_client(options) as client:
+        yield from _read(client, options, qr)
+
+
+def _read(client, options: SourceOptions, qr: QueueRange) -> Iterator[pa.RecordBatch]:
     tags = tag_set(options.sub_expression) if options.expression_type == "TAG" else None
     reader = RangeReader(client, qr.queue, qr.start, qr.end, depth=options.pull_depth, group=options.pull_group,
                          expression=options.sub_expression, expression_type=options.expression_type,

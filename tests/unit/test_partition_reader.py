@@ -2,6 +2,8 @@
 per-message path, in batches of at most rowsPerBatch rows."""
 from __future__ import annotations
 
+import contextlib
+
 import pyarrow as pa
 import pytest
 
@@ -74,7 +76,7 @@ def _queue(n: int) -> ScriptedBroker:
 @pytest.mark.parametrize("expression", ["*", "A || C"])
 def test_read_range_batches(monkeypatch, rows_per_batch, expression):
     broker = _queue(400)
-    monkeypatch.setattr(partition_reader, "shared_client", lambda options: broker)
+    monkeypatch.setattr(partition_reader, "shared_client", lambda options: contextlib.nullcontext(broker))
     options = parse_options({"nameServer": "127.0.0.1:9876", "topic": "T", "rowsPerBatch": str(rows_per_batch),
                              "subExpression": expression, "pullDepth": "3"})
     batches = list(partition_reader.read_range(options, QueueRange(MQ, 5, 390)))
@@ -90,7 +92,7 @@ def test_read_range_batches(monkeypatch, rows_per_batch, expression):
 def test_read_range_flushes_large_blocks_early(monkeypatch):
     broker = ScriptedBroker([encode_stored_message(queue_offset=i, body=bytes(1 << 20)) for i in range(40)],
                             ["A"] * 40)
-    monkeypatch.setattr(partition_reader, "shared_client", lambda options: broker)
+    monkeypatch.setattr(partition_reader, "shared_client", lambda options: contextlib.nullcontext(broker))
     monkeypatch.setattr(partition_reader, "MAX_PENDING_BYTES", 4 << 20)
     options = parse_options({"nameServer": "127.0.0.1:9876", "topic": "T"})
     batches = list(partition_reader.read_range(options, QueueRange(MQ, 0, 40)))
