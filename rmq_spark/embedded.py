@@ -27,7 +27,8 @@ from typing import Any
 from rmq_spark.client.errors import RocketMQError
 
 SHIM_DIR = Path(os.environ.get("RMQ_SPARK_SHIM_DIR", Path(__file__).resolve().parent.parent / "jvm-shim"))
-JAR = SHIM_DIR / "target" / "rmq-shim.jar"
+JAR = SHIM_DIR / "shim" / "target" / "rmq-shim.jar"  # the test harness (embedded RocketMQ + the gateway)
+GATEWAY_JAR = SHIM_DIR / "gateway" / "target" / "rmq-gateway.jar"  # the pull gateway on its own
 JVM_FLAGS_FILE = SHIM_DIR / "jvm-flags.txt"
 _TAIL_LINES = 80
 
@@ -45,38 +46,43 @@ def _require_tool(name: str, what: str) -> str:
 
 def _sources_newer_than(target: Path) -> bool:
     built = target.stat().st_mtime
-    sources = [SHIM_DIR / "pom.xml", *(SHIM_DIR / "src").rglob("*")]
+    sources = [SHIM_DIR / "pom.xml", *SHIM_DIR.glob("*/pom.xml"), *(p for m in ("gateway", "shim")
+                                                                    for p in (SHIM_DIR / m / "src").rglob("*"))]
     return any(p.is_file() and p.stat().st_mtime > built for p in sources)
 
 
 def ensure_jar(*, force: bool = False) -> Path:
-    """Build ``jvm-shim/target/rmq-shim.jar`` with Maven when it is missing or older than its sources."""
+    """Build ``jvm-shim``'s jars (``gateway/target/rmq-gateway.jar``, ``shim/target/rmq-shim.jar``) with Maven when
+    they are missing or older than their sources; returns the harness jar."""
     if not (SHIM_DIR / "pom.xml").is_file():
         raise EmbeddedClusterError(
             f"jvm-shim was not found at {SHIM_DIR}: run from a checkout of rmq-spark (pip install -e .) "
             "or set RMQ_SPARK_SHIM_DIR to the jvm-shim folder.")
-    if JAR.is_file() and not force and not _sources_newer_than(JAR):
+    if JAR.is_file() and GATEWAY_JAR.is_file() and not force and not _sources_newer_than(JAR):
         return JAR
     _require_tool("java", "a JDK 17 or newer (e.g. apt-get install openjdk-17-jdk-headless)")
     mvn = _require_tool("mvn", "Apache Maven (e.g. apt-get install maven)")
     proc = subprocess.run([mvn, "-q", "-B", "package", "-DskipTests"], cwd=SHIM_DIR,
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    if proc.returncode != 0 or not JAR.is_file():
+    if proc.returncode != 0 or not JAR.is_file() or not GATEWAY_JAR.is_file():
         tail = "\n".join(proc.stdout.splitlines()[-40:])
         raise EmbeddedClusterError(f"building jvm-shim with 'mvn -q package' failed (exit {proc.returncode}):\n{tail}")
     JAR.touch()
     return JAR
 
 
-def jvm_command(*args: str, heap: str = "768m", extra_flags: tuple[str, ...] | list[str] = ()) -> list[str]:
-    """The java command line that runs the shim's jar with the flags RocketMQ needs on JDK 17; ``extra_flags``
-    come after jvm-flags.txt, so they override it (the benchmarks turn the full JIT back on)."""
+def jvm_command(*args: str, heap: str = "768m", extra_flags: tuple[str, ...] | list[str] = (),
+                jar: Path | None = None) -> list[str]:
+    """The java command line that runs the harness jar (or ``jar``, e.g. GATEWAY_JAR) with the flags RocketMQ needs
+    on JDK 17; ``extra_flags`` come after jvm-flags.txt, so they override it (the benchmarks turn the full JIT back
+    on)."""
     java = _require_tool("java", "a JDK 17 or newer (e.g. apt-get install openjdk-17-jdk-headless)")
     flags = []
     if JVM_FLAGS_FILE.is_file():
         flags = [line.strip() for line in JVM_FLAGS_FILE.read_text().splitlines()
                  if line.strip() and not line.lstrip().startswith("#")]
-    return [java, f"-Xmx{heap}", *flags, *extra_flags, "-jar", str(ensure_jar()), *args]
+    built = ensure_jar()
+    return [java, f"-Xmx{heap}", *flags, *extra_flags, "-jar", str(jar or built), *args]
 
 
 class EmbeddedRocketMQ:

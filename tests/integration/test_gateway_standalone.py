@@ -7,14 +7,14 @@ import signal
 import subprocess
 
 from rmq_spark.client import GrpcClient, MessageQueue
-from rmq_spark.embedded import jvm_command
+from rmq_spark.embedded import GATEWAY_JAR, jvm_command
 
 
 def test_standalone_gateway_serves_an_existing_cluster(spark, rocketmq, topic):
     rocketmq.produce(topic, [{"body": f"s{i}", "tags": "TagS", "broker": "broker-b", "queueId": 3}
                              for i in range(7)])
-    cmd = jvm_command("gateway", "--namesrv", rocketmq.name_server, "--port", "0", "--bind", "127.0.0.1",
-                      heap="256m")
+    cmd = jvm_command("--namesrv", rocketmq.name_server, "--port", "0", "--bind", "127.0.0.1", heap="256m",
+                      jar=GATEWAY_JAR)
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         line = proc.stdout.readline()
