@@ -25,17 +25,18 @@ def new_client(o: SourceOptions) -> BaseClient:
     """A fresh client of the transport the options select (the caller closes it)."""
     credentials = Credentials(o.access_key, o.secret_key or "", o.security_token) if o.access_key else None
     if o.endpoint:
-        return GrpcClient(o.endpoint, credentials=credentials, tls=o.tls, request_timeout=o.request_timeout_ms / 1000,
+        return GrpcClient(o.endpoint, credentials=credentials, tls=o.tls_config,
+                          request_timeout=o.request_timeout_ms / 1000,
                           connect_timeout=o.connect_timeout_ms / 1000, max_message_bytes=o.max_message_bytes)
-    return RemotingClient(o.name_server or "", credentials=credentials, tls=o.tls,
+    return RemotingClient(o.name_server or "", credentials=credentials, tls=o.tls_config,
                           request_timeout=o.request_timeout_ms / 1000, connect_timeout=o.connect_timeout_ms / 1000,
                           max_message_bytes=o.max_message_bytes)
 
 
 def settings_key(o: SourceOptions) -> str:
     """A digest of everything that makes two clients differ (the secret included, but not readable from it)."""
-    settings = (o.name_server, o.endpoint, o.access_key, o.secret_key, o.security_token, o.tls, o.request_timeout_ms,
-                o.connect_timeout_ms, o.max_message_bytes)
+    settings = (o.name_server, o.endpoint, o.access_key, o.secret_key, o.security_token, o.tls_config,
+                o.request_timeout_ms, o.connect_timeout_ms, o.max_message_bytes)
     return hashlib.sha256(repr(settings).encode("utf-8")).hexdigest()
 
 

@@ -91,6 +91,7 @@ class EmbeddedRocketMQ:
     def __init__(self, brokers: int = 1, *, slaves: int = 0, store_dir: str | os.PathLike | None = None,
                  access_key: str | None = None, secret_key: str | None = None,
                  commitlog_file_size: int | None = None, cq_file_entries: int | None = None, tls: bool = False,
+                 mutual_tls: bool = False,
                  gateway: bool = True, gateway_port: int = 0, stock_proxy: bool = False,
                  heap: str = "768m", ready_timeout: float = 180.0, jvm_flags: tuple[str, ...] = ()) -> None:
         if (access_key is None) != (secret_key is None):
@@ -102,7 +103,8 @@ class EmbeddedRocketMQ:
         self.secret_key = secret_key
         self.commitlog_file_size = commitlog_file_size
         self.cq_file_entries = cq_file_entries
-        self.tls = tls
+        self.tls = tls or mutual_tls
+        self.mutual_tls = mutual_tls
         self.with_gateway = gateway
         self.gateway_port = gateway_port
         self.with_stock_proxy = stock_proxy
@@ -119,6 +121,11 @@ class EmbeddedRocketMQ:
         # With stock_proxy=True, the gRPC address of the stock Apache RocketMQ proxy run in front of the cluster: a
         # real v2 server without the pull calls (it answers them UNIMPLEMENTED).
         self.stock_proxy: str | None = None
+        # With mutual_tls=True: the private CA's certificate (the servers' certificates are signed by it), and a
+        # client certificate and key it signed, which the name server, brokers and gateway require on TLS.
+        self.tls_ca: str | None = None
+        self.tls_client_cert: str | None = None
+        self.tls_client_key: str | None = None
         self._proc: subprocess.Popen | None = None
         self._ids = 0
         self._lock = threading.Lock()
@@ -141,7 +148,9 @@ class EmbeddedRocketMQ:
             args += ["--commitlog-file-size", str(self.commitlog_file_size)]
         if self.cq_file_entries is not None:
             args += ["--cq-file-entries", str(self.cq_file_entries)]
-        if self.tls:
+        if self.mutual_tls:
+            args.append("--tls-ca")  # a private CA's certificates, client certificates required on TLS
+        elif self.tls:
             args.append("--tls")  # brokers: TLS beside plain TCP; gateway: TLS only (self-signed certificates)
         if not self.with_gateway:
             args.append("--no-gateway")
@@ -168,6 +177,9 @@ class EmbeddedRocketMQ:
         self.gateway = self._ready.get("gateway")
         self.gateway_cert = self._ready.get("gatewayCert")
         self.stock_proxy = self._ready.get("stockProxy")
+        self.tls_ca = self._ready.get("tlsCa")
+        self.tls_client_cert = self._ready.get("tlsClientCert")
+        self.tls_client_key = self._ready.get("tlsClientKey")
         return self
 
     def close(self, timeout: float = 30.0) -> None:

@@ -15,6 +15,7 @@ from rmq_spark.client.compression import DEFAULT_MAX_MESSAGE_BYTES
 from rmq_spark.client.grpc.client import parse_endpoint
 from rmq_spark.client.model import MessageQueue
 from rmq_spark.client.range_reader import DEFAULT_RETRY_TIMEOUT
+from rmq_spark.client.tls import TlsConfig
 
 
 class OptionError(RocketMQError):
@@ -44,7 +45,11 @@ KNOWN_OPTIONS: dict[str, str] = {
     "accessKey": "ACL access key",
     "secretKey": "ACL secret key",
     "securityToken": "ACL security token",
-    "tls": "true or false (default)",
+    "tls": "true or false (default); implied by the other tls options",
+    "tlsCaFile": "PEM file of the CAs to trust (default: the system's)",
+    "tlsServerName": "the name the servers' certificates must carry (default: the host connected to)",
+    "tlsCertFile": "PEM client certificate (chain), for servers that require one (mutual TLS)",
+    "tlsKeyFile": "PEM private key of tlsCertFile",
     "pullDepth": "pulls in flight per task, default 8",
     "rowsPerBatch": "rows per Arrow batch a task yields, default 8192",
     "requestTimeoutMs": "per-request timeout, default 10000",
@@ -206,6 +211,10 @@ class SourceOptions:
     secret_key: str | None = field(default=None, repr=False)
     security_token: str | None = field(default=None, repr=False)
     tls: bool = False
+    tls_ca_file: str | None = None
+    tls_server_name: str | None = None
+    tls_cert_file: str | None = None
+    tls_key_file: str | None = None
     pull_depth: int = 8
     rows_per_batch: int = 8192
     request_timeout_ms: int = 10_000
@@ -224,6 +233,13 @@ class SourceOptions:
     def pull_group(self) -> str:
         """The group named in pulls (the broker requires one)."""
         return self.consumer_group or DEFAULT_GROUP
+
+    @property
+    def tls_config(self) -> TlsConfig | bool:
+        """What the clients get for option tls and the tls* files: a TlsConfig when any file or name is set."""
+        if self.tls_ca_file or self.tls_server_name or self.tls_cert_file:
+            return TlsConfig(self.tls_ca_file, self.tls_server_name, self.tls_cert_file, self.tls_key_file)
+        return self.tls
 
     @property
     def broker_retry_timeout(self) -> float:
@@ -316,6 +332,15 @@ def parse_options(raw: Mapping[str, str], *, streaming: bool = False) -> SourceO
                           "would be empty (use earliest, committed, JSON offsets or a timestamp)")
     if ("accessKey" in opts) != ("secretKey" in opts):
         raise OptionError("options accessKey and secretKey go together: set both or neither")
+    if ("tlsCertFile" in opts) != ("tlsKeyFile" in opts):
+        raise OptionError("options tlsCertFile and tlsKeyFile go together (a client certificate and its key)")
+    tls_files = {attr: opts[name].strip() for name, attr in (("tlsCaFile", "tls_ca_file"),
+                                                             ("tlsServerName", "tls_server_name"),
+                                                             ("tlsCertFile", "tls_cert_file"),
+                                                             ("tlsKeyFile", "tls_key_file")) if opts.get(name, "").strip()}
+    if tls_files and opts.get("tls", "").strip().lower() == "false":
+        raise OptionError("option tls=false contradicts " + ", ".join(n for n in ("tlsCaFile", "tlsServerName",
+                                                                                 "tlsCertFile", "tlsKeyFile") if n in opts))
 
     values: dict[str, object] = {}
     for name, (attr, minimum) in _INT_OPTIONS.items():
@@ -343,6 +368,8 @@ def parse_options(raw: Mapping[str, str], *, streaming: bool = False) -> SourceO
         commit_offsets_to_broker=(_parse_bool("commitOffsetsToBroker", commit) if commit is not None
                                   else consumer_group is not None),
         **values,
+        **tls_files,
+        **({"tls": True} if tls_files else {}),
     )
     if parsed.commit_offsets_to_broker and not consumer_group:
         raise OptionError("option commitOffsetsToBroker=true needs option consumerGroup")

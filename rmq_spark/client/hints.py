@@ -14,4 +14,8 @@ NO_PULL_API = ("this server has no pull API: it is not an rmq-spark pull gateway
                "point option endpoint at it")
 NOT_GRPC = ("check that endpoint is the host:port of a RocketMQ v2 gRPC pull gateway and that it is up; a name "
             "server or broker address goes in option nameServer instead")
+TLS_SERVER = ("the server's TLS certificate was not accepted: set tlsCaFile to the CA that signed it, and "
+              "tlsServerName if it names another host")
+TLS_CLIENT = ("the server refused this client's TLS certificate (none was given, or no CA it trusts signed it): "
+              "set tlsCertFile and tlsKeyFile")
 BUSY = "the broker asked to back off (busy, flow control, or starting / stopping); retried with backoff"

@@ -1,5 +1,6 @@
 """TLS: the client talks TLS to a name server and broker that accept it (RocketMQ's permissive mode with its
-self-signed test certificate); certificate verification stays on by default and fails clearly on that one."""
+self-signed test certificate); certificate verification stays on by default and fails clearly on that one. With a
+private CA and mutual TLS (client certificates required), through both transports and from Spark options."""
 from __future__ import annotations
 
 import ssl
@@ -9,6 +10,7 @@ import pytest
 
 from rmq_spark.client import ConnectionLostError, MessageQueue, RemotingClient
 from rmq_spark.client.grpc.client import GrpcClient
+from rmq_spark.client.tls import TlsConfig
 from rmq_spark.embedded import EmbeddedRocketMQ
 
 
@@ -51,8 +53,59 @@ def test_reads_over_tls_through_the_gateway(tls_cluster):
 
 def test_the_gateway_certificate_is_verified_and_plaintext_refused(tls_cluster):
     with GrpcClient(tls_cluster.gateway, tls=True, connect_timeout=2) as client:  # system roots only
-        with pytest.raises(ConnectionLostError, match="could not talk gRPC to"):
+        with pytest.raises(ConnectionLostError, match="TLS handshake .* failed.*set tlsCaFile"):
             client.route("Encrypted")
     with GrpcClient(tls_cluster.gateway, connect_timeout=2) as client:  # no TLS at all
         with pytest.raises(ConnectionLostError, match="could not talk gRPC to"):
             client.route("Encrypted")
+
+
+@pytest.fixture(scope="module")
+def mtls_cluster():
+    """Name server, broker and gateway with certificates of a private CA, requiring a client certificate of it."""
+    with EmbeddedRocketMQ(1, mutual_tls=True) as mq:
+        mq.create_topic("Mutual", queues=1)
+        mq.produce("Mutual", [{"body": f"m{i}", "broker": "broker-a", "queueId": 0} for i in range(3)])
+        yield mq
+
+
+def _mutual(mq, **overrides) -> TlsConfig:
+    return TlsConfig(**{"ca_file": mq.tls_ca, "cert_file": mq.tls_client_cert, "key_file": mq.tls_client_key,
+                        **overrides})
+
+
+def _clients(mq, tls):
+    return RemotingClient(mq.name_server, tls=tls, connect_timeout=3), GrpcClient(mq.gateway, tls=tls,
+                                                                                    connect_timeout=3)
+
+
+def test_mutual_tls_with_a_private_ca_through_both_transports(mtls_cluster):
+    for client in _clients(mtls_cluster, _mutual(mtls_cluster)):
+        with client:
+            mq = MessageQueue("Mutual", "broker-a", 0)
+            assert [m.body for m in client.read_range(mq, 0, client.max_offset(mq))] == [b"m0", b"m1", b"m2"]
+
+
+@pytest.mark.parametrize("case, overrides, error", [
+    ("no client certificate", {"cert_file": None, "key_file": None},
+     "refused this client's TLS certificate .*set tlsCertFile and tlsKeyFile"),
+    ("the system's CAs", {"ca_file": None}, "certificate was not accepted: set tlsCaFile"),
+    ("another server name", {"server_name": "broker.example.org"}, "certificate was not accepted: .*tlsServerName"),
+])
+def test_mutual_tls_refuses_what_it_must(mtls_cluster, case, overrides, error):
+    for client in _clients(mtls_cluster, _mutual(mtls_cluster, **overrides)):
+        with client, pytest.raises(ConnectionLostError, match=error):
+            client.route("Mutual")
+            client.max_offset(MessageQueue("Mutual", "broker-a", 0))  # the broker's own handshake
+
+
+@pytest.mark.parametrize("source", ["nameServer", "endpoint"])
+def test_a_spark_read_over_mutual_tls_from_options(spark, mtls_cluster, source):
+    address = mtls_cluster.name_server if source == "nameServer" else mtls_cluster.gateway
+    rows = (spark.read.format("rocketmq").option(source, address).option("topic", "Mutual")
+            .option("tlsCaFile", mtls_cluster.tls_ca).option("tlsCertFile", mtls_cluster.tls_client_cert)
+            .option("tlsKeyFile", mtls_cluster.tls_client_key).load().select("body").collect())
+    assert sorted(bytes(r[0]) for r in rows) == [b"m0", b"m1", b"m2"]
+    with pytest.raises(Exception, match="cannot read '/no/such/ca.pem' \\(option tlsCaFile\\)"):
+        (spark.read.format("rocketmq").option(source, address).option("topic", "Mutual")
+         .option("tlsCaFile", "/no/such/ca.pem").load().collect())

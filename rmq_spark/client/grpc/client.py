@@ -20,6 +20,7 @@ from rmq_spark.client.model import (PERM_READ, PERM_WRITE, BrokerData, Message, 
 from rmq_spark.client.range_reader import SLOT, RangeChunk, tag_set
 from rmq_spark.client.remoting.acl import Credentials
 from rmq_spark.client.remoting.message_codec import OutgoingMessage
+from rmq_spark.client.tls import TlsConfig
 
 T = TypeVar("T")
 SERVICE = "/apache.rocketmq.v2.MessagingService/"
@@ -139,7 +140,7 @@ class GrpcClient(BaseClient):
     """A RocketMQ client over the apache.rocketmq.v2 gRPC API of one endpoint (``host:port``). Thread-safe; the
     channel opens on first use."""
 
-    def __init__(self, endpoint: str, *, credentials: Credentials | None = None, tls: bool = False,
+    def __init__(self, endpoint: str, *, credentials: Credentials | None = None, tls: bool | TlsConfig = False,
                  root_certificates: bytes | None = None, server_name: str | None = None,
                  request_timeout: float = 10.0, connect_timeout: float = 5.0, route_ttl: float = 30.0,
                  max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> None:
@@ -148,7 +149,10 @@ class GrpcClient(BaseClient):
         self.endpoint = endpoint.strip()
         self.request_timeout = request_timeout
         self.connect_timeout = connect_timeout
-        self._tls, self._roots, self._server_name = tls or root_certificates is not None, root_certificates, server_name
+        self._tls_config = tls if isinstance(tls, TlsConfig) else TlsConfig()
+        self._tls = bool(tls) or root_certificates is not None
+        self._roots = root_certificates
+        self._server_name = server_name or self._tls_config.server_name
         self._metadata = Metadata(credentials, CLIENT_VERSION)
         self._channel: grpc.Channel | None = None
         self._methods: dict[str, Callable] = {}
@@ -175,7 +179,9 @@ class GrpcClient(BaseClient):
             if self._tls:
                 if self._server_name:
                     options.append(("grpc.ssl_target_name_override", self._server_name))
-                creds = grpc.ssl_channel_credentials(root_certificates=self._roots)
+                roots, key, chain = self._tls_config.grpc_parts()
+                creds = grpc.ssl_channel_credentials(root_certificates=self._roots or roots, private_key=key,
+                                                     certificate_chain=chain)
                 self._channel = grpc.secure_channel(target, creds, options=options)
             else:
                 self._channel = grpc.insecure_channel(target, options=options)

@@ -62,6 +62,18 @@ def rpc_error(e: grpc.RpcError, what: str, endpoint: str) -> RocketMQError:
                                     "the limit is option maxMessageBytes", limit=-1)
     if code is grpc.StatusCode.RESOURCE_EXHAUSTED:
         return BrokerBusyError(f"{what}: {endpoint} is busy ({details}); {hints.BUSY}")
+    tls = _tls_hint(details)
+    if tls and code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.UNKNOWN):
+        return ConnectionLostError(f"{what}: the TLS handshake with {endpoint} failed ({details}); {tls}")
     if code is grpc.StatusCode.UNAVAILABLE:
         return ConnectionLostError(f"{what}: could not talk gRPC to {endpoint} ({details}); {hints.NOT_GRPC}")
     return RocketMQError(f"{what} failed at {endpoint}: gRPC {name}", remark=details)
+
+
+def _tls_hint(details: str) -> str | None:
+    """The fix for a failed TLS handshake, from gRPC core's details; None when it was not one."""
+    if "CERTIFICATE_VERIFY_FAILED" in details or "Hostname Verification" in details:
+        return hints.TLS_SERVER
+    if "CERTIFICATE_REQUIRED" in details or "BAD_CERTIFICATE" in details or "TSI_DATA_CORRUPTED" in details:
+        return hints.TLS_CLIENT
+    return None

@@ -16,6 +16,7 @@ from rmq_spark.client.remoting.connection import ConnectionPool, PendingRequest
 from rmq_spark.client.remoting.frame import RemotingCommand
 from rmq_spark.client.remoting.message_codec import OutgoingMessage, decode_messages
 from rmq_spark.client.remoting.namesrv import NameServerClient, parse_name_servers
+from rmq_spark.client.tls import TlsConfig
 
 T = TypeVar("T")
 
@@ -42,9 +43,11 @@ class RemotingCall:
         return self._parse(response, self._address)
 
 
-def _tls_context(tls: bool | ssl.SSLContext) -> ssl.SSLContext | None:
+def _tls_context(tls: bool | ssl.SSLContext | TlsConfig) -> ssl.SSLContext | None:
     if isinstance(tls, ssl.SSLContext):
         return tls
+    if isinstance(tls, TlsConfig):
+        return tls.ssl_context()
     return ssl.create_default_context() if tls else None
 
 
@@ -56,12 +59,14 @@ class RemotingClient(BaseClient):
     connect; consumer offsets and sends go to the master only."""
 
     def __init__(self, name_server: str | list[str], *, credentials: Credentials | None = None,
-                 tls: bool | ssl.SSLContext = False, request_timeout: float = 10.0, connect_timeout: float = 5.0,
+                 tls: bool | ssl.SSLContext | TlsConfig = False, request_timeout: float = 10.0,
+                 connect_timeout: float = 5.0,
                  route_ttl: float = 30.0, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> None:
         super().__init__(route_ttl=route_ttl, max_message_bytes=max_message_bytes)
         addresses = parse_name_servers(name_server) if isinstance(name_server, str) else list(name_server)
         self.request_timeout = request_timeout
         self._pool = ConnectionPool(connect_timeout=connect_timeout, tls=_tls_context(tls),
+                                    server_name=tls.server_name if isinstance(tls, TlsConfig) else None,
                                     signer=credentials.sign if credentials else None)
         self._namesrv = NameServerClient(self._pool, addresses, timeout=request_timeout)
         # the broker id each queue's broker last suggested for its next pull (PullAPIWrapper.pullFromWhichNodeTable)

@@ -10,7 +10,8 @@ import threading
 import time
 from typing import Callable
 
-from rmq_spark.client.errors import (ConnectionLostError, ProtocolError, RequestTimeoutError, RocketMQError)
+from rmq_spark.client import hints
+from rmq_spark.client.errors import ConnectionLostError, ProtocolError, RequestTimeoutError, RocketMQError
 from rmq_spark.client.remoting.frame import RemotingCommand, decode_frame, encode_command
 
 # The broker's own limit (com.rocketmq.remoting.frameMaxLength); a larger length means a corrupt stream.
@@ -39,6 +40,12 @@ def split_address(address: str) -> tuple[str, int]:
     if not sep or not host or not port.isdigit():
         raise RocketMQError(f"address {address!r} is not host:port")
     return host.strip("[]"), int(port)
+
+
+def _tls_hint(e: ssl.SSLError) -> str:
+    """What a TLS failure asks the user to fix: the client's certificate when the server refused it."""
+    reason = f"{getattr(e, 'reason', '')} {e}".upper()
+    return hints.TLS_CLIENT if "CERTIFICATE" in reason and "ALERT" in reason else hints.TLS_SERVER
 
 
 class PendingRequest:
@@ -102,7 +109,11 @@ class Connection:
                     sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, name), value)
             if tls is not None:
                 sock = tls.wrap_socket(sock, server_hostname=server_name or host)  # the handshake: connect_timeout
-        except (OSError, ssl.SSLError) as e:
+        except ssl.SSLCertVerificationError as e:
+            raise ConnectionLostError(f"cannot connect to {address}: {e}; {hints.TLS_SERVER}") from e
+        except ssl.SSLError as e:
+            raise ConnectionLostError(f"cannot connect to {address}: {e}; {_tls_hint(e)}") from e
+        except OSError as e:
             raise ConnectionLostError(f"cannot connect to {address}: {e}; check that the address is right and "
                                       "the server is running and reachable") from e
         sock.settimeout(TICK_S)
@@ -232,6 +243,8 @@ class Connection:
                     pending._complete(response)
         except RocketMQError as e:
             self._fail(e)
+        except ssl.SSLError as e:
+            self._fail(ConnectionLostError(f"connection to {self.address} broke: {e}; {_tls_hint(e)}"))
         except (OSError, ValueError) as e:
             self._fail(ConnectionLostError(f"connection to {self.address} broke: {e}"))
         except BaseException as e:  # whatever it was, no request may wait on a dead reader
@@ -249,9 +262,10 @@ class ConnectionPool:
     COOLDOWN_S = 2.0
 
     def __init__(self, *, connect_timeout: float = 5.0, tls: ssl.SSLContext | None = None,
-                 signer: Signer | None = None) -> None:
+                 server_name: str | None = None, signer: Signer | None = None) -> None:
         self._connect_timeout = connect_timeout
         self._tls = tls
+        self._server_name = server_name
         self._signer = signer
         self._lock = threading.Lock()
         self._conns: dict[str, Connection] = {}
@@ -280,7 +294,8 @@ class ConnectionPool:
                 if conn is not None:
                     return conn
             try:
-                conn = Connection(address, connect_timeout=self._connect_timeout, tls=self._tls, signer=self._signer)
+                conn = Connection(address, connect_timeout=self._connect_timeout, tls=self._tls,
+                                  server_name=self._server_name, signer=self._signer)
             except ConnectionLostError as e:
                 with self._lock:
                     self._failed[address] = (time.monotonic(), str(e))

@@ -18,6 +18,8 @@ public final class GatewayConfig {
     /** TLS server certificate chain and PKCS#8 private key (PEM); both null for plain TCP. */
     public File tlsCert;
     public File tlsKey;
+    /** PEM CA certificates; when set, callers must present a TLS client certificate they signed (mutual TLS). */
+    public File tlsClientCa;
     /** Callers' access key -> secret key; empty: callers need no credentials. */
     public final Map<String, String> users = new LinkedHashMap<>();
     /** The gateway's own credentials towards the brokers (AclClientRPCHook); null: unsigned requests. */
@@ -58,6 +60,10 @@ public final class GatewayConfig {
         }
         if (tlsKey != null && !tlsKey.isFile()) {
             throw new IllegalArgumentException("TLS key file not found: " + tlsKey);
+        }
+        if (tlsClientCa != null && (tlsCert == null || !tlsClientCa.isFile())) {
+            throw new IllegalArgumentException(tlsCert == null ? "client certificates need TLS (a certificate and key)"
+                : "TLS client CA file not found: " + tlsClientCa);
         }
         if ((brokerAccessKey == null) != (brokerSecretKey == null)) {
             throw new IllegalArgumentException("the broker access key and secret key go together");

@@ -4,6 +4,8 @@ import io.grpc.Server;
 import io.grpc.ServerInterceptors;
 import io.grpc.netty.shaded.io.grpc.netty.GrpcSslContexts;
 import io.grpc.netty.shaded.io.grpc.netty.NettyServerBuilder;
+import io.grpc.netty.shaded.io.netty.handler.ssl.ClientAuth;
+import io.grpc.netty.shaded.io.netty.handler.ssl.SslContextBuilder;
 
 import java.io.File;
 import java.net.InetAddress;
@@ -43,7 +45,11 @@ public final class PullGateway {
                 .permitKeepAliveTime(10, TimeUnit.SECONDS)
                 .permitKeepAliveWithoutCalls(true);
             if (config.tls()) {
-                b.sslContext(GrpcSslContexts.forServer(config.tlsCert, config.tlsKey).build());
+                SslContextBuilder ssl = GrpcSslContexts.forServer(config.tlsCert, config.tlsKey);
+                if (config.tlsClientCa != null) {
+                    ssl.trustManager(config.tlsClientCa).clientAuth(ClientAuth.REQUIRE);
+                }
+                b.sslContext(ssl.build());
             }
             BrokerDirectory directory = new BrokerDirectory(client);
             // QueryRoute's last-resort endpoints name the listen address, known once the server is bound

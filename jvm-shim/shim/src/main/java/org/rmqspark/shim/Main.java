@@ -58,7 +58,16 @@ public final class Main {
             System.exit(2);
             return;
         }
-        configureRocketMqProperties(root, options.tls);
+        Certificates certificates;
+        try {
+            certificates = options.tlsCa ? Certificates.privateCa(new File(root, "tls"))
+                : options.tls ? Certificates.selfSigned(new File(root, "gateway-tls")) : null;
+        } catch (Exception e) {
+            System.err.println("rmq-shim: cannot create the test certificates: " + e);
+            System.exit(2);
+            return;
+        }
+        configureRocketMqProperties(root, options.tls, options.tlsCa ? certificates : null);
         installSignalHandlers();
         Runtime.getRuntime().addShutdownHook(new Thread(Main::stop, "shim-shutdown-hook"));
 
@@ -72,7 +81,7 @@ public final class Main {
                 clients = new Clients(cluster.nameServerAddress(), options.authAccessKey, options.authSecretKey);
             }
             if (options.gateway) {
-                PullGateway g = startGateway(options, cluster, root);
+                PullGateway g = startGateway(options, cluster, certificates);
                 synchronized (LOCK) {
                     gateway = g;
                 }
@@ -101,6 +110,11 @@ public final class Main {
         }
         if (stockProxy != null) {
             ready.addProperty("stockProxy", stockProxy.address());
+        }
+        if (options.tlsCa) {
+            ready.addProperty("tlsCa", certificates.ca.getAbsolutePath());
+            ready.addProperty("tlsClientCert", certificates.clientCertificate.getAbsolutePath());
+            ready.addProperty("tlsClientKey", certificates.clientKey.getAbsolutePath());
         }
         Protocol.ready(ready);
 
@@ -223,9 +237,11 @@ public final class Main {
     /**
      * The pull gateway on 127.0.0.1 in front of the embedded name server. With auth it requires the cluster's user
      * from callers and signs its broker requests as that user; with --tls it serves TLS with a self-signed
-     * certificate for localhost/127.0.0.1 written under the store root.
+     * certificate for localhost/127.0.0.1, with --tls-ca the CA's server certificate, requiring a client
+     * certificate of that CA.
      */
-    private static PullGateway startGateway(Options options, EmbeddedCluster cluster, File root) throws Exception {
+    private static PullGateway startGateway(Options options, EmbeddedCluster cluster, Certificates certificates)
+        throws Exception {
         GatewayConfig config = new GatewayConfig();
         config.nameServer = cluster.nameServerAddress();
         config.bindHost = EmbeddedCluster.HOST;
@@ -235,10 +251,10 @@ public final class Main {
             config.brokerAccessKey = options.authAccessKey;
             config.brokerSecretKey = options.authSecretKey;
         }
-        if (options.tls) {
-            Certificates cert = Certificates.create(new File(root, "gateway-tls"));
-            config.tlsCert = cert.certificate;
-            config.tlsKey = cert.privateKey;
+        if (certificates != null) {
+            config.tlsCert = certificates.certificate;
+            config.tlsKey = certificates.privateKey;
+            config.tlsClientCa = certificates.ca;
         }
         return PullGateway.start(config);
     }
@@ -254,8 +270,12 @@ public final class Main {
         return f;
     }
 
-    /** Must run before any RocketMQ class is loaded: their loggers and defaults read these once. */
-    private static void configureRocketMqProperties(File root, boolean tls) {
+    /**
+     * Must run before any RocketMQ class is loaded: their loggers and defaults read these once. With {@code ca}
+     * (--tls-ca) the name server and brokers serve its server certificate and require a client certificate of the
+     * CA on TLS connections (mutual TLS; plain connections, used between the servers, stay allowed).
+     */
+    private static void configureRocketMqProperties(File root, boolean tls, Certificates ca) {
         File logs = new File(root, "logs");
         logs.mkdirs();
         System.setProperty("rmq.logdir", logs.getAbsolutePath());
@@ -277,6 +297,15 @@ public final class Main {
         // certificate) builds an SSL context per server (~1 s each).
         System.setProperty("tls.server.mode", tls ? "permissive" : "disabled");
         System.setProperty("tls.enable", "false");
+        if (ca != null) {
+            System.setProperty("tls.config.file", new File(root, "tls/none.properties").getPath()); // not /etc
+            System.setProperty("tls.test.mode.enable", "false");
+            System.setProperty("tls.server.certPath", ca.certificate.getPath());
+            System.setProperty("tls.server.keyPath", ca.privateKey.getPath());
+            System.setProperty("tls.server.authClient", "true");
+            System.setProperty("tls.server.trustCertPath", ca.ca.getPath());
+            System.setProperty("tls.server.need.client.auth", "require");
+        }
         // jraft/sofa (unused, but on the class path) would otherwise log under ~/logs
         System.setProperty("logging.path", logs.getAbsolutePath());
     }

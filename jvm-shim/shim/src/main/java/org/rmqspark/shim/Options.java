@@ -20,6 +20,8 @@ final class Options {
     int cqFileEntries = 0;
     /** Servers accept TLS (self-signed test certificate) beside plain TCP: RocketMQ's "permissive" mode. */
     boolean tls = false;
+    /** TLS with a private CA: its server certificate, and a client certificate of it required (implies tls). */
+    boolean tlsCa = false;
     /** Start the pull gateway beside the cluster (on by default). */
     boolean gateway = true;
     /** Gateway listen port on 127.0.0.1; 0 = any free port. */
@@ -54,6 +56,7 @@ final class Options {
                 case "--commitlog-file-size": o.commitLogFileSize = Integer.parseInt(need(a, v)); i++; break;
                 case "--cq-file-entries": o.cqFileEntries = Integer.parseInt(need(a, v)); i++; break;
                 case "--tls": o.tls = true; break;
+                case "--tls-ca": o.tls = true; o.tlsCa = true; break;
                 case "--gateway-port": o.gatewayPort = Integer.parseInt(need(a, v)); i++; break;
                 case "--no-gateway": o.gateway = false; break;
                 case "--stock-proxy": o.stockProxy = true; break;
