@@ -26,8 +26,8 @@ DEFAULT_MAX_MESSAGE_BYTES = 16 << 20
 class MessageTooLargeError(ProtocolError):
     """A message body decompresses to more than the limit (maxMessageBytes)."""
 
-    def __init__(self, message: str, *, limit: int) -> None:
-        super().__init__(message)
+    def __init__(self, message: str, *, limit: int = -1, code: int | None = None, remark: str | None = None) -> None:
+        super().__init__(message, code=code, remark=remark)
         self.limit = limit
 
 

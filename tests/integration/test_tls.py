@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from rmq_spark.client import ConnectionLostError, MessageQueue, RemotingClient
+from rmq_spark.client import ConnectionLostError, MessageQueue, RemotingClient, RocketMQError
 from rmq_spark.client.grpc.client import GrpcClient
 from rmq_spark.client.tls import TlsConfig
 from rmq_spark.embedded import EmbeddedRocketMQ
@@ -109,3 +109,25 @@ def test_a_spark_read_over_mutual_tls_from_options(spark, mtls_cluster, source):
     with pytest.raises(Exception, match="cannot read '/no/such/ca.pem' \\(option tlsCaFile\\)"):
         (spark.read.format("rocketmq").option(source, address).option("topic", "Mutual")
          .option("tlsCaFile", "/no/such/ca.pem").load().collect())
+
+
+def test_the_standalone_gateway_verifies_the_brokers_certificates(mtls_cluster):
+    """--broker-tls verifies the brokers' certificates: with the private CA (and a client certificate, which these
+    brokers require) it reads; against the JVM's default CAs it cannot reach them."""
+    from tests.integration.test_gateway_security import start_gateway, stop
+
+    mq = MessageQueue("Mutual", "broker-a", 0)
+    base = ("--namesrv", mtls_cluster.name_server, "--port", "0", "--broker-tls",
+            "--broker-tls-cert", mtls_cluster.tls_client_cert, "--broker-tls-key", mtls_cluster.tls_client_key)
+    proc, ready = start_gateway(*base, "--broker-tls-ca", mtls_cluster.tls_ca)
+    try:
+        with GrpcClient(ready["gateway"]) as client:
+            assert [m.body for m in client.read_range(mq, 0, 3)] == [b"m0", b"m1", b"m2"]
+    finally:
+        stop(proc)
+    proc, ready = start_gateway(*base, "--request-timeout-ms", "3000")
+    try:
+        with GrpcClient(ready["gateway"]) as client, pytest.raises(RocketMQError, match="PROXY_TIMEOUT"):
+            client.max_offset(mq)  # the handshake failed: the broker's certificate is not trusted
+    finally:
+        stop(proc)

@@ -22,6 +22,8 @@ _HINTS: dict[int, tuple[type[RocketMQError], str]] = {
     Code.PROXY_TIMEOUT: (RequestTimeoutError, "the server did not hear back from the broker in time"),
     Code.REQUEST_TIMEOUT: (RequestTimeoutError, ""),
     Code.TOO_MANY_REQUESTS: (BrokerBusyError, hints.BUSY),
+    Code.MESSAGE_BODY_TOO_LARGE: (MessageTooLargeError, "a message body is larger than the gateway or this client "
+                                                        "allows (--max-message-bytes, option maxMessageBytes)"),
     Code.NOT_IMPLEMENTED: (RocketMQError, hints.NO_PULL_API),
     Code.UNSUPPORTED: (RocketMQError, hints.NO_PULL_API),
 }

@@ -92,8 +92,7 @@ final class MessagingServiceImpl extends MessagingServiceGrpc.MessagingServiceIm
                            Function<Status, R> failure) {
         R response;
         try {
-            CallerAuth.require();
-            response = call.run();
+            response = call.run(); // each handler authorizes its caller (CallerAuth.require)
         } catch (Throwable t) {
             Status s = Statuses.of(t, what);
             if (topic != null && s.getCode() == apache.rocketmq.v2.Code.PROXY_TIMEOUT) {

@@ -28,6 +28,7 @@ final class OffsetHandler {
 
     QueryOffsetResponse queryOffset(QueryOffsetRequest req) throws Exception {
         QueueRef q = QueueRef.of(req.hasMessageQueue(), req.getMessageQueue());
+        CallerAuth.require().check(Caller.Action.READ, q.topic);
         MessageQueue mq = q.toMessageQueue();
         if (req.getQueryOffsetPolicy() == QueryOffsetPolicy.TIMESTAMP && !req.hasTimestamp()) {
             throw GatewayException.badRequest("timestamp is required with query_offset_policy TIMESTAMP (" + q + ")");
@@ -53,6 +54,7 @@ final class OffsetHandler {
     GetOffsetResponse getOffset(GetOffsetRequest req) throws Exception {
         String group = QueueRef.name(req.hasGroup(), req.getGroup(), "group");
         QueueRef q = QueueRef.of(req.hasMessageQueue(), req.getMessageQueue());
+        CallerAuth.require().check(Caller.Action.READ, q.topic);
         String addr = directory.readAddress(q);
         QueryConsumerOffsetRequestHeader h = new QueryConsumerOffsetRequestHeader();
         h.setConsumerGroup(group);
@@ -67,6 +69,9 @@ final class OffsetHandler {
     UpdateOffsetResponse updateOffset(UpdateOffsetRequest req) throws Exception {
         String group = QueueRef.name(req.hasGroup(), req.getGroup(), "group");
         QueueRef q = QueueRef.of(req.hasMessageQueue(), req.getMessageQueue());
+        Caller caller = CallerAuth.require();
+        caller.check(Caller.Action.READ, q.topic);
+        caller.check(Caller.Action.COMMIT, group);
         if (req.getOffset() < 0) {
             throw GatewayException.badRequest("offset must not be negative (" + q + ", group " + group + ")");
         }

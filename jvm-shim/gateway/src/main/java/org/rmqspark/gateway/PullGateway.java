@@ -10,6 +10,7 @@ import io.grpc.netty.shaded.io.netty.handler.ssl.SslContextBuilder;
 import java.io.File;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
+import java.time.Clock;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
 
@@ -58,10 +59,10 @@ public final class PullGateway {
                 new RouteHandler(directory, config.advertise == null ? null : HostPort.parse(config.advertise),
                     listen::get),
                 new OffsetHandler(client, directory),
-                new PullHandler(client, directory),
-                new SendHandler(client, directory),
+                new PullHandler(client, directory, config.maxMessageBytes),
+                new SendHandler(client, directory, config.maxMessageBytes),
                 directory);
-            b.addService(ServerInterceptors.intercept(service, new CallerAuth(config.usersView()), new CallMetadata()));
+            b.addService(ServerInterceptors.intercept(service, new CallerAuth(config.usersView(), Clock.systemUTC()), new CallMetadata()));
             Server server = b.build();
             server.start();
             listen.set(HostPort.of(listenHost(config.bindHost), server.getPort()));

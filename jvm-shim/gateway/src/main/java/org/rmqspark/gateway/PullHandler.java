@@ -69,10 +69,13 @@ final class PullHandler {
 
     private final BrokerClient client;
     private final BrokerDirectory directory;
+    /** The most a body may decompress to. */
+    private final int maxMessageBytes;
 
-    PullHandler(BrokerClient client, BrokerDirectory directory) {
+    PullHandler(BrokerClient client, BrokerDirectory directory, int maxMessageBytes) {
         this.client = client;
         this.directory = directory;
+        this.maxMessageBytes = maxMessageBytes;
     }
 
     void pull(PullMessageRequest req, StreamObserver<PullMessageResponse> out) {
@@ -89,8 +92,9 @@ final class PullHandler {
     }
 
     private static Spec spec(PullMessageRequest req) {
-        CallerAuth.require();
+        Caller caller = CallerAuth.require();
         QueueRef q = QueueRef.of(req.hasMessageQueue(), req.getMessageQueue());
+        caller.check(Caller.Action.READ, q.topic);
         String group = QueueRef.name(req.hasGroup(), req.getGroup(), "group");
         int batch = req.getBatchSize();
         if (batch < 0 || batch > MAX_BATCH) {
@@ -244,7 +248,7 @@ final class PullHandler {
     }
 
     /** Decodes the pulled records in order; a record that cannot be decoded fails the pull (nothing is skipped). */
-    private static List<Pulled> decode(Spec spec, byte[] binary, Long offsetDelta) throws Exception {
+    private List<Pulled> decode(Spec spec, byte[] binary, Long offsetDelta) throws Exception {
         List<Pulled> out = new ArrayList<>();
         if (binary == null) {
             return out;
@@ -253,10 +257,16 @@ final class PullHandler {
         long delta = offsetDelta == null ? 0 : offsetDelta;
         while (buf.hasRemaining()) {
             int at = buf.position();
-            MessageExt m = MessageDecoder.decode(buf, true, true, true);
+            MessageExt m = MessageDecoder.decode(buf, true, false, true); // bodies decompressed below, bounded
             if (m == null) {
                 throw new GatewayException(Code.INTERNAL_SERVER_ERROR, spec.describe() + ": the broker's record at byte "
                     + at + " of " + binary.length + " could not be decoded");
+            }
+            if (MessageSysFlag.check(m.getSysFlag(), MessageSysFlag.COMPRESSED_FLAG) && m.getBody() != null
+                && m.getBody().length > 0) {
+                m.setBody(Bodies.uncompress(m.getBody(), m.getSysFlag(), maxMessageBytes,
+                    spec.queue + " offset " + (m.getQueueOffset() + delta)));
+                m.setSysFlag(m.getSysFlag() & ~MessageSysFlag.COMPRESSED_FLAG);
             }
             String offsetMsgId = ((MessageClientExt) m).getOffsetMsgId();
             if (MessageSysFlag.check(m.getSysFlag(), MessageSysFlag.INNER_BATCH_FLAG)

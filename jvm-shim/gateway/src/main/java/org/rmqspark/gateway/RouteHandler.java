@@ -37,6 +37,7 @@ final class RouteHandler {
 
     QueryRouteResponse queryRoute(QueryRouteRequest req) throws Exception {
         String topic = QueueRef.name(req.hasTopic(), req.getTopic(), "topic");
+        CallerAuth.require().checkAny(topic);
         TopicRouteData route = directory.route(topic, true);
         Endpoints endpoints = endpoints(req);
         List<QueueData> qds = new ArrayList<>(route.getQueueDatas() == null ? List.of() : route.getQueueDatas());

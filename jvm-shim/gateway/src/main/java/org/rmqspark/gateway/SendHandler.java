@@ -22,10 +22,13 @@ import java.util.List;
 final class SendHandler {
     private final BrokerClient client;
     private final BrokerDirectory directory;
+    /** The most a body may decompress to. */
+    private final int maxMessageBytes;
 
-    SendHandler(BrokerClient client, BrokerDirectory directory) {
+    SendHandler(BrokerClient client, BrokerDirectory directory, int maxMessageBytes) {
         this.client = client;
         this.directory = directory;
+        this.maxMessageBytes = maxMessageBytes;
     }
 
     SendMessageResponse send(SendMessageRequest req) throws Exception {
@@ -33,6 +36,7 @@ final class SendHandler {
             throw GatewayException.badRequest("messages is empty: nothing to send");
         }
         String topic = QueueRef.name(req.getMessages(0).hasTopic(), req.getMessages(0).getTopic(), "messages[0].topic");
+        CallerAuth.require().check(Caller.Action.WRITE, topic);
         List<Message> msgs = new ArrayList<>(req.getMessagesCount());
         for (int i = 0; i < req.getMessagesCount(); i++) {
             apache.rocketmq.v2.Message m = req.getMessages(i);
@@ -41,7 +45,7 @@ final class SendHandler {
                 throw GatewayException.badRequest("all messages of one SendMessage must have the same topic: messages["
                     + i + "] is for " + t + ", messages[0] for " + topic);
             }
-            msgs.add(V2Messages.toSend(m, topic));
+            msgs.add(V2Messages.toSend(m, topic, maxMessageBytes));
         }
         MessageQueue target = target(req, topic);
         DefaultMQProducer producer = client.producer();

@@ -11,12 +11,9 @@ import org.apache.rocketmq.common.message.MessageAccessor;
 import org.apache.rocketmq.common.message.MessageConst;
 import org.apache.rocketmq.common.message.MessageExt;
 
-import java.io.ByteArrayInputStream;
-import java.io.IOException;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
-import java.util.zip.GZIPInputStream;
 
 /**
  * Conversion between RocketMQ messages and v2 {@link Message}s. A pulled message keeps every stored property in
@@ -89,10 +86,10 @@ final class V2Messages {
      * names too, as the remoting path sends them); tag, keys and message id from the system properties win;
      * {@value #FLAG_PROPERTY} becomes the flag.
      */
-    static org.apache.rocketmq.common.message.Message toSend(Message v2, String topic) {
+    static org.apache.rocketmq.common.message.Message toSend(Message v2, String topic, int maxBytes) {
         org.apache.rocketmq.common.message.Message m = new org.apache.rocketmq.common.message.Message();
         m.setTopic(topic);
-        m.setBody(body(v2));
+        m.setBody(body(v2, maxBytes));
         for (Map.Entry<String, String> e : v2.getUserPropertiesMap().entrySet()) {
             if (FLAG_PROPERTY.equals(e.getKey())) {
                 try {
@@ -127,14 +124,10 @@ final class V2Messages {
         return m;
     }
 
-    private static byte[] body(Message v2) {
+    private static byte[] body(Message v2, int maxBytes) {
         Encoding enc = v2.getSystemProperties().getBodyEncoding();
         if (enc == Encoding.GZIP) {
-            try (GZIPInputStream in = new GZIPInputStream(new ByteArrayInputStream(v2.getBody().toByteArray()))) {
-                return in.readAllBytes();
-            } catch (IOException e) {
-                throw GatewayException.badRequest("body_encoding is GZIP but the body is not gzip data: " + e.getMessage());
-            }
+            return Bodies.gunzip(v2.getBody().toByteArray(), maxBytes, "a message to topic " + v2.getTopic().getName());
         }
         if (enc != Encoding.IDENTITY && enc != Encoding.ENCODING_UNSPECIFIED) {
             throw GatewayException.badRequest("unsupported body_encoding " + enc);

@@ -247,7 +247,7 @@ public final class Main {
         config.bindHost = EmbeddedCluster.HOST;
         config.port = options.gatewayPort;
         if (options.authEnabled()) {
-            config.users.put(options.authAccessKey, options.authSecretKey);
+            config.addSuperUser(options.authAccessKey, options.authSecretKey);
             config.brokerAccessKey = options.authAccessKey;
             config.brokerSecretKey = options.authSecretKey;
         }
