@@ -61,14 +61,31 @@ final class StoreMaintenance {
         DefaultMessageStore store = defaultStore(controller.getMessageStore());
         long minPhyOffset = store.getCommitLog().getMinOffset();
         ConsumeQueueStoreInterface queueStore = store.getQueueStore();
-        for (ConcurrentMap<Integer, ConsumeQueueInterface> queues : store.getConsumeQueueTable().values()) {
-            for (ConsumeQueueInterface cq : queues.values()) {
-                if (queueStore instanceof ConsumeQueueStore) {
-                    ((ConsumeQueueStore) queueStore).deleteExpiredFile(cq, minPhyOffset);
-                } else {
-                    cq.correctMinOffset(minPhyOffset);
+        long deadline = System.currentTimeMillis() + 30_000;
+        // A consume-queue file that a pull still reads is only destroyed later: repeat until every queue starts in
+        // the commit log that is left.
+        while (true) {
+            boolean behind = false;
+            for (ConcurrentMap<Integer, ConsumeQueueInterface> queues : store.getConsumeQueueTable().values()) {
+                for (ConsumeQueueInterface cq : queues.values()) {
+                    if (queueStore instanceof ConsumeQueueStore) {
+                        ((ConsumeQueueStore) queueStore).deleteExpiredFile(cq, minPhyOffset);
+                    } else {
+                        cq.correctMinOffset(minPhyOffset);
+                    }
+                    long min = cq.getMinOffsetInQueue();
+                    behind |= min < cq.getMaxOffsetInQueue()
+                        && store.getCommitLogOffsetInQueue(cq.getTopic(), cq.getQueueId(), min) < minPhyOffset;
                 }
             }
+            if (!behind) {
+                break;
+            }
+            if (System.currentTimeMillis() > deadline) {
+                throw new IllegalStateException("the consume queues of " + brokerName + " still point below the "
+                    + "commit log's first offset " + minPhyOffset + " after 30 s");
+            }
+            EmbeddedCluster.sleep(200);
         }
         store.getIndexService().deleteExpiredFile(minPhyOffset);
         return brokerOffsets(brokerName, controller);
