@@ -52,6 +52,7 @@ _I32_0 = pa.scalar(0, _INT32)
 _I32_1 = pa.scalar(1, _INT32)
 _US_PER_MS = pa.scalar(1000, _INT64)
 _EMPTY = pa.RecordBatch.from_pylist([], schema=ARROW_SCHEMA)
+_NEAR = 16  # rows with at most this many properties are checked for repeated names by vector compares
 _MAYBE_SLOW = COMPRESSED_FLAG | INNER_BATCH_FLAG  # a sysFlag OR without these bits: no record needs the decoder
 _MIN_OFFSET = -(1 << 63)
 _MAX_OFFSET = (1 << 63) - 1
@@ -127,16 +128,25 @@ def _properties_map(props: pa.Array) -> pa.MapArray:
         names = values = pa.array([], _STRING)
     offsets = _compact_offsets(pairs.offsets, keep)
     out = pa.MapArray.from_arrays(offsets, names, values, type=_MAP_TYPE)
-    if k > 1 and _has_repeated_names(names, pc.list_parent_indices(pairs).take(sel)):
+    if k > 1 and _has_repeated_names(names, pc.list_parent_indices(pairs).take(sel), offsets):
         # a name twice in one message (no producer writes that): the dict semantics, message by message
         out = pa.array([list(decode_properties(s).items()) for s in props.to_pylist()], _MAP_TYPE)
     return out
 
 
-def _has_repeated_names(names: pa.Array, rows: pa.Array) -> bool:
-    """Whether a name occurs twice in one row: fewer distinct (row, name) pairs than pairs (one hash pass)."""
-    distinct = pa.table({"row": rows, "name": names}).group_by(["row", "name"]).aggregate([])
-    return distinct.num_rows < len(names)
+def _has_repeated_names(names: pa.Array, rows: pa.Array, offsets: pa.Array) -> bool:
+    """Whether a name occurs twice in one row, in time linear in the pairs: for rows of at most _NEAR pairs (the
+    usual case) each pair is compared with the ones up to (widest - 1) before it (a repeat within a row lies that
+    close); wider rows are checked in one hash pass (fewer distinct (row, name) pairs than pairs)."""
+    widest = pc.max(pc.subtract(offsets.slice(1), offsets.slice(0, len(offsets) - 1))).as_py() or 0
+    n = len(names)
+    if widest > _NEAR:
+        return pa.table({"row": rows, "name": names}).group_by(["row", "name"]).aggregate([]).num_rows < n
+    for d in range(1, min(widest, n)):
+        same = pc.and_(pc.equal(rows.slice(d), rows.slice(0, n - d)), pc.equal(names.slice(d), names.slice(0, n - d)))
+        if pc.any(same).as_py():
+            return True
+    return False
 
 
 def _keys_column(keys: pa.Array) -> pa.ListArray:
