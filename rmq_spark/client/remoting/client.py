@@ -122,7 +122,9 @@ class RemotingClient(BaseClient):
                                              f"{mq.topic!r} now (a slave serves reads only)")
         else:
             candidates = members.read_candidates(self._suggested.get(mq, MASTER_ID))
-            address = next((a for a in candidates if not self._pool.recently_failed(a)), candidates[0])
+            address = candidates[0]
+            if len(candidates) > 1:
+                address = next((a for a in candidates if not self._pool.recently_failed(a)), address)
         try:
             pending = self._pool.send(address, cmd, self.request_timeout if timeout is None else timeout)
         except ConnectionLostError:
