@@ -6,18 +6,15 @@ import pytest
 
 from rmq_spark.client import AuthError, Credentials, MessageQueue, RemotingClient
 from rmq_spark.client.grpc.client import GrpcClient
-from rmq_spark.embedded import EmbeddedRocketMQ
 from tests.conftest import TRANSPORTS, new_client
+from tests.integration.clusters import seeded_cluster
 
 AK, SK = "rmqspark-admin", "right-secret-0123456789"
 
 
 @pytest.fixture(scope="module")
 def secured():
-    with EmbeddedRocketMQ(1, access_key=AK, secret_key=SK) as mq:
-        mq.create_topic("Secured", queues=2)
-        mq.produce("Secured", [{"body": f"s{i}", "broker": "broker-a", "queueId": 0} for i in range(5)])
-        yield mq
+    yield from seeded_cluster("Secured", queues=2, count=5, prefix="s", access_key=AK, secret_key=SK)
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)

@@ -7,15 +7,12 @@ import time
 import pytest
 
 from rmq_spark.client import ConnectionLostError, GrpcClient, MessageQueue, RocketMQError
-from rmq_spark.embedded import EmbeddedRocketMQ
+from tests.integration.clusters import seeded_cluster
 
 
 @pytest.fixture(scope="module")
 def with_proxy():
-    with EmbeddedRocketMQ(1, stock_proxy=True) as mq:
-        mq.create_topic("Proxied", queues=2)
-        mq.produce("Proxied", [{"body": f"p{i}", "broker": "broker-a", "queueId": 0} for i in range(3)])
-        yield mq
+    yield from seeded_cluster("Proxied", queues=2, count=3, prefix="p", stock_proxy=True)
 
 
 def test_the_stock_proxy_routes_but_has_no_pull_api(with_proxy):

@@ -11,15 +11,12 @@ import pytest
 from rmq_spark.client import ConnectionLostError, MessageQueue, RemotingClient, RocketMQError
 from rmq_spark.client.grpc.client import GrpcClient
 from rmq_spark.client.tls import TlsConfig
-from rmq_spark.embedded import EmbeddedRocketMQ
+from tests.integration.clusters import seeded_cluster
 
 
 @pytest.fixture(scope="module")
 def tls_cluster():
-    with EmbeddedRocketMQ(1, tls=True) as mq:
-        mq.create_topic("Encrypted", queues=1)
-        mq.produce("Encrypted", [{"body": f"e{i}", "broker": "broker-a", "queueId": 0} for i in range(3)])
-        yield mq
+    yield from seeded_cluster("Encrypted", queues=1, count=3, prefix="e", tls=True)
 
 
 def _trust_any() -> ssl.SSLContext:
@@ -63,10 +60,7 @@ def test_the_gateway_certificate_is_verified_and_plaintext_refused(tls_cluster):
 @pytest.fixture(scope="module")
 def mtls_cluster():
     """Name server, broker and gateway with certificates of a private CA, requiring a client certificate of it."""
-    with EmbeddedRocketMQ(1, mutual_tls=True) as mq:
-        mq.create_topic("Mutual", queues=1)
-        mq.produce("Mutual", [{"body": f"m{i}", "broker": "broker-a", "queueId": 0} for i in range(3)])
-        yield mq
+    yield from seeded_cluster("Mutual", queues=1, count=3, prefix="m", mutual_tls=True)
 
 
 def _mutual(mq, **overrides) -> TlsConfig:
