@@ -35,7 +35,7 @@ from rmq_spark.client.remoting.message_codec import (
     H_RECONSUME, H_STORE_RAW, H_STORE_TS, H_SYS_FLAG, H_TOTAL, INNER_BATCH_FLAG, PROPERTY_KEYS, PROPERTY_TAGS,
     PROPERTY_UNIQ_KEY, SPANS_PER_RECORD, as_byte_buffer, decode_messages, decode_properties, encode_properties,
     host_string, needs_message_decoder, offset_message_id, scan_records)
-from rmq_spark.schema import ARROW_SCHEMA
+from rmq_spark.schema import ARROW_SCHEMA, COLUMNS, arrow_schema
 
 __all__ = ["ArrowBatchDecoder", "decode_to_arrow"]
 
@@ -51,7 +51,7 @@ _ZERO32 = pa.array([0], _INT32)
 _I32_0 = pa.scalar(0, _INT32)
 _I32_1 = pa.scalar(1, _INT32)
 _US_PER_MS = pa.scalar(1000, _INT64)
-_EMPTY = pa.RecordBatch.from_pylist([], schema=ARROW_SCHEMA)
+_FROM_PROPERTIES = frozenset({"msgId", "tags", "keys", "properties"})  # columns read from the properties
 _NEAR = 16  # rows with at most this many properties are checked for repeated names by vector compares
 _MAYBE_SLOW = COMPRESSED_FLAG | INNER_BATCH_FLAG  # a sysFlag OR without these bits: no record needs the decoder
 _MIN_OFFSET = -(1 << 63)
@@ -215,14 +215,18 @@ class ArrowBatchDecoder:
     (``flush``). Cheap per block; the Arrow work is per flush, so flush every few thousand rows.
 
     ``tags``: the TAG subscription's tag set (None, empty or containing ``*``: every message), re-checked on
-    the TAGS property as the Java client does.
+    the TAGS property as the Java client does. ``columns``: the columns to output, in order (a projection of
+    ``ARROW_SCHEMA``); only those are built.
     """
 
     def __init__(self, broker_name: str, *, tags: frozenset[str] | set[str] | None = None,
-                 max_body: int = DEFAULT_MAX_MESSAGE_BYTES) -> None:
+                 max_body: int = DEFAULT_MAX_MESSAGE_BYTES, columns: tuple[str, ...] = COLUMNS) -> None:
         self.max_body = max_body
         self.broker_name = broker_name
         self._tags = pa.array(sorted(tags), _STRING) if tags and "*" not in tags else None
+        self.columns = tuple(columns)
+        self.schema = arrow_schema(self.columns)
+        self._empty = pa.RecordBatch.from_pylist([], schema=self.schema)
         self._reset()
 
     def _reset(self) -> None:
@@ -316,12 +320,12 @@ class ArrowBatchDecoder:
 
     def flush(self) -> pa.RecordBatch:
         """The collected messages inside their windows that pass the tag re-check, as one RecordBatch of
-        ``ARROW_SCHEMA``; the decoder is empty again afterwards."""
+        the decoder's ``schema``; the decoder is empty again afterwards."""
         heads, spans, blocks, sources = self._heads, self._spans, self._blocks, self._sources
         windows = self._windows if self._windowed else None
         self._reset()
         if not heads:
-            return _EMPTY
+            return self._empty
         try:
             return self._build(heads, spans, blocks, windows)
         except _InvalidText:  # report it as decode_messages does
@@ -331,6 +335,7 @@ class ArrowBatchDecoder:
 
     def _build(self, heads: list, spans: list, blocks: list, windows: list | None) -> pa.RecordBatch:
         n = len(heads)
+        want = set(self.columns)
         data = blocks[0] if len(blocks) == 1 else b"".join(blocks)
         spans.append(spans[-1])
         if spans[-1] <= 0x7FFFFFFF:
@@ -339,40 +344,32 @@ class ArrowBatchDecoder:
             part_type, offsets = pa.large_binary(), array("q", spans)
         # elements: body, gap, topic, gap, properties, gap (up to the next record's body)
         parts = pa.Array.from_buffers(part_type, len(spans) - 1, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
-        body = parts.take(_stride(6, 0, n))
-        if part_type is not _BINARY:
-            body = body.cast(_BINARY)
-        topic = _text(parts, _stride(6, 2, n))
-        props = _properties_map(_text(parts, _stride(6, 4, n)))
+        out: dict[str, pa.Array] = {}
+        if "body" in want:
+            body = parts.take(_stride(6, 0, n))
+            out["body"] = body if part_type is _BINARY else body.cast(_BINARY)
+        if "topic" in want:
+            out["topic"] = _text(parts, _stride(6, 2, n))
+        tags = None
+        if want & _FROM_PROPERTIES or self._tags is not None:
+            props = _properties_map(_text(parts, _stride(6, 4, n)))
+            out["properties"] = props
+            tags = out["tags"] = pc.map_lookup(props, PROPERTY_TAGS, "last")
+            if "msgId" in want:
+                out["msgId"] = self._message_ids(props, heads)
+            if "keys" in want:
+                out["keys"] = _keys_column(pc.map_lookup(props, PROPERTY_KEYS, "last"))
         del parts, data, offsets
 
-        tags = pc.map_lookup(props, PROPERTY_TAGS, "last")
-        msg_id = pc.map_lookup(props, PROPERTY_UNIQ_KEY, "last")
-        if msg_id.null_count:
-            absent = msg_id.is_null()
-            ids = []
-            for i in pc.indices_nonzero(absent).to_pylist():
-                h = heads[i]
-                ids.append(offset_message_id(h[H_STORE_RAW], h[H_PHYS]))
-            msg_id = pc.replace_with_mask(msg_id, absent, pa.array(ids, _STRING))
-        queue_offset = pa.array(_field(heads, H_QUEUE_OFFSET), _INT64)
-        batch = pa.RecordBatch.from_arrays([
-            topic,
-            pa.repeat(pa.scalar(self.broker_name, _STRING), n),
-            _int32_column(_field(heads, H_QUEUE_ID)),
-            queue_offset,
-            msg_id,
-            tags,
-            _keys_column(pc.map_lookup(props, PROPERTY_KEYS, "last")),
-            body,
-            _timestamp_column(_field(heads, H_BORN_TS)),
-            _timestamp_column(_field(heads, H_STORE_TS)),
-            _host_column(_field(heads, H_BORN_RAW)),
-            _host_column(_field(heads, H_STORE_RAW)),
-            _int32_column(_field(heads, H_RECONSUME)),
-            _int32_column(_field(heads, H_FLAG)),
-            props,
-        ], schema=ARROW_SCHEMA)
+        queue_offset = None
+        if "queueOffset" in want or windows is not None:
+            queue_offset = out["queueOffset"] = pa.array(_field(heads, H_QUEUE_OFFSET), _INT64)
+        for name, make in _HEAD_COLUMNS.items():
+            if name in want:
+                out[name] = make(heads)
+        if "brokerName" in want:
+            out["brokerName"] = pa.repeat(pa.scalar(self.broker_name, _STRING), n)
+        batch = pa.RecordBatch.from_arrays([out[c] for c in self.columns], schema=self.schema)
         keep = None
         if self._tags is not None:
             keep = pc.is_in(tags, value_set=self._tags)
@@ -383,6 +380,31 @@ class ArrowBatchDecoder:
         if keep is not None and keep.false_count:
             batch = batch.filter(keep)
         return batch
+
+    @staticmethod
+    def _message_ids(props: pa.MapArray, heads: list) -> pa.Array:
+        """UNIQ_KEY, or the offset message id of the record where a message has none."""
+        msg_id = pc.map_lookup(props, PROPERTY_UNIQ_KEY, "last")
+        if not msg_id.null_count:
+            return msg_id
+        absent = msg_id.is_null()
+        ids = []
+        for i in pc.indices_nonzero(absent).to_pylist():
+            h = heads[i]
+            ids.append(offset_message_id(h[H_STORE_RAW], h[H_PHYS]))
+        return pc.replace_with_mask(msg_id, absent, pa.array(ids, _STRING))
+
+
+# the columns made from the fixed part of each record alone
+_HEAD_COLUMNS = {
+    "queueId": lambda heads: _int32_column(_field(heads, H_QUEUE_ID)),
+    "bornTimestamp": lambda heads: _timestamp_column(_field(heads, H_BORN_TS)),
+    "storeTimestamp": lambda heads: _timestamp_column(_field(heads, H_STORE_TS)),
+    "bornHost": lambda heads: _host_column(_field(heads, H_BORN_RAW)),
+    "storeHost": lambda heads: _host_column(_field(heads, H_STORE_RAW)),
+    "reconsumeTimes": lambda heads: _int32_column(_field(heads, H_RECONSUME)),
+    "flag": lambda heads: _int32_column(_field(heads, H_FLAG)),
+}
 
 
 def decode_to_arrow(data: bytes | bytearray | memoryview, broker_name: str, *,

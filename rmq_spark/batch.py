@@ -14,6 +14,7 @@ from rmq_spark.options import ByTimestamp, OptionError, SourceOptions, SpecificO
 from rmq_spark.partition_reader import read_range
 from rmq_spark.planning import check_filter, compacted_topics, plan_ranges, resolve_queues
 from rmq_spark.pushdown import Narrowing, push
+from rmq_spark.schema import COLUMNS
 
 
 @dataclass(frozen=True)
@@ -26,8 +27,9 @@ class RangePartition(InputPartition):
 class RocketMQBatchReader(DataSourceReader):
     """``spark.read.format("rocketmq")``."""
 
-    def __init__(self, options: SourceOptions) -> None:
+    def __init__(self, options: SourceOptions, columns: tuple[str, ...] = COLUMNS) -> None:
         self.options = options
+        self.columns = columns
         self.narrowing = Narrowing()
 
     def plan(self) -> list[QueueRange]:
@@ -57,7 +59,7 @@ class RocketMQBatchReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if isinstance(partition, RangePartition):  # Spark plans an empty query as one InputPartition(None)
-            yield from read_range(self.options, partition.range)
+            yield from read_range(self.options, partition.range, self.columns)
 
 
 class RocketMQPushdownBatchReader(RocketMQBatchReader):

@@ -5,8 +5,8 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStrea
 from pyspark.sql.types import StructType
 
 from rmq_spark.batch import RocketMQBatchReader, RocketMQPushdownBatchReader
-from rmq_spark.options import OptionError, parse_options
-from rmq_spark.schema import COLUMNS, SCHEMA_DDL
+from rmq_spark.options import parse_options
+from rmq_spark.schema import SCHEMA_DDL, projection
 from rmq_spark.stream import RocketMQStreamReader
 
 
@@ -21,15 +21,19 @@ class RocketMQDataSource(DataSource):
         return SCHEMA_DDL
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        _check_schema(schema)
+        columns = _columns(schema)
         options = parse_options(self.options)
-        return RocketMQPushdownBatchReader(options) if options.push_filters else RocketMQBatchReader(options)
+        reader = RocketMQPushdownBatchReader if options.push_filters else RocketMQBatchReader
+        return reader(options, columns)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        _check_schema(schema)
-        return RocketMQStreamReader(parse_options(self.options, streaming=True))
+        columns = _columns(schema)
+        return RocketMQStreamReader(parse_options(self.options, streaming=True), columns)
 
 
-def _check_schema(schema: StructType) -> None:
-    if schema is not None and tuple(f.name for f in schema.fields) != COLUMNS:
-        raise OptionError("the rocketmq source has a fixed schema; remove .schema(...) from the reader")
+def _columns(schema: StructType | None) -> tuple[str, ...]:
+    """The columns to read: those of a user-specified schema (``.schema("queueOffset BIGINT, body BINARY")``), which
+    must be a subset of the source's columns with their types; all of them otherwise."""
+    if schema is None:
+        return projection(None)
+    return projection([(f.name, f.dataType.simpleString()) for f in schema.fields])

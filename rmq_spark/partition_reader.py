@@ -11,7 +11,7 @@ from rmq_spark.client.range_reader import SLOT, RangeReader, tag_set
 from rmq_spark.connect import shared_client
 from rmq_spark.offsets import QueueRange
 from rmq_spark.options import SourceOptions
-from rmq_spark.schema import MessageBatcher
+from rmq_spark.schema import COLUMNS, MessageBatcher
 
 log = logging.getLogger(__name__)
 
@@ -19,16 +19,17 @@ log = logging.getLogger(__name__)
 MAX_PENDING_BYTES = 32 << 20
 
 
-def read_range(options: SourceOptions, qr: QueueRange) -> Iterator[pa.RecordBatch]:
-    """Every message of ``qr`` that matches the options' filter, in queue order, as RecordBatches of at most
-    ``rowsPerBatch`` rows (so memory stays flat however long the range is)."""
+def read_range(options: SourceOptions, qr: QueueRange, columns: tuple[str, ...] = COLUMNS
+               ) -> Iterator[pa.RecordBatch]:
+    """Every message of ``qr`` that matches the options' filter, in queue order, as RecordBatches of ``columns``
+    and of at most ``rowsPerBatch`` rows (so memory stays flat however long the range is)."""
     if qr.size == 0:
         return
     with shared_client(options) as client:
-        yield from _read(client, options, qr)
+        yield from _read(client, options, qr, columns)
 
 
-def _read(client, options: SourceOptions, qr: QueueRange) -> Iterator[pa.RecordBatch]:
+def _read(client, options: SourceOptions, qr: QueueRange, columns: tuple[str, ...]) -> Iterator[pa.RecordBatch]:
     tags = tag_set(options.sub_expression) if options.expression_type == "TAG" else None
     reader = RangeReader(client, qr.queue, qr.start, qr.end, depth=options.pull_depth, group=options.pull_group,
                          expression=options.sub_expression, expression_type=options.expression_type,
@@ -42,10 +43,11 @@ def _read(client, options: SourceOptions, qr: QueueRange) -> Iterator[pa.RecordB
     decoder: ArrowBatchDecoder | MessageBatcher | None = None
     for chunk in reader:
         if chunk.messages is not None:  # a transport that delivers decoded messages (gRPC)
-            decoder = decoder or MessageBatcher()
+            decoder = decoder or MessageBatcher(columns)
             decoder.add(chunk.messages, chunk.low, chunk.high)
         else:
-            decoder = decoder or ArrowBatchDecoder(qr.queue.broker_name, tags=tags, max_body=options.max_message_bytes)
+            decoder = decoder or ArrowBatchDecoder(qr.queue.broker_name, tags=tags, max_body=options.max_message_bytes,
+                                                  columns=columns)
             decoder.add(chunk.body, chunk.low, chunk.high)
         if decoder.rows >= flush_at or decoder.nbytes >= MAX_PENDING_BYTES:
             yield from _bounded(decoder.flush(), limit)

@@ -6,12 +6,15 @@ from typing import Sequence
 import pyarrow as pa
 
 from rmq_spark.client.model import Message
+from rmq_spark.options import OptionError
 
-SCHEMA_DDL = (
-    "topic STRING, brokerName STRING, queueId INT, queueOffset BIGINT, msgId STRING, tags STRING, "
-    "keys ARRAY<STRING>, body BINARY, bornTimestamp TIMESTAMP, storeTimestamp TIMESTAMP, bornHost STRING, "
-    "storeHost STRING, reconsumeTimes INT, flag INT, properties MAP<STRING, STRING>"
+COLUMN_TYPES = (  # name and Spark SQL type of each column, in order
+    ("topic", "STRING"), ("brokerName", "STRING"), ("queueId", "INT"), ("queueOffset", "BIGINT"),
+    ("msgId", "STRING"), ("tags", "STRING"), ("keys", "ARRAY<STRING>"), ("body", "BINARY"),
+    ("bornTimestamp", "TIMESTAMP"), ("storeTimestamp", "TIMESTAMP"), ("bornHost", "STRING"), ("storeHost", "STRING"),
+    ("reconsumeTimes", "INT"), ("flag", "INT"), ("properties", "MAP<STRING, STRING>"),
 )
+SCHEMA_DDL = ", ".join(f"{name} {ddl}" for name, ddl in COLUMN_TYPES)
 
 _TS = pa.timestamp("us", tz="UTC")
 ARROW_SCHEMA = pa.schema([
@@ -22,6 +25,37 @@ ARROW_SCHEMA = pa.schema([
     ("properties", pa.map_(pa.string(), pa.string())),
 ])
 COLUMNS = tuple(ARROW_SCHEMA.names)
+assert COLUMNS == tuple(name for name, _ in COLUMN_TYPES)
+
+
+def projection(fields: Sequence[tuple[str, str]] | None) -> tuple[str, ...]:
+    """The columns a user-specified schema selects, given as (name, Spark ``simpleString`` type) pairs in the
+    user's order (None: no schema given, every column). Raises OptionError for a name the source does not have, a
+    type that is not the column's, a column named twice or no column at all."""
+    if fields is None:
+        return COLUMNS
+    valid = "; the rocketmq source's columns are: " + SCHEMA_DDL
+    if not fields:
+        raise OptionError("the schema given to the rocketmq source has no column" + valid)
+    types = {name: ddl.lower().replace(" ", "") for name, ddl in COLUMN_TYPES}
+    seen: set[str] = set()
+    for name, spark_type in fields:
+        if name not in types:
+            near = [c for c in types if c.lower() == name.lower()]
+            hint = f" (did you mean {near[0]!r}? column names are case-sensitive here)" if near else ""
+            raise OptionError(f"the rocketmq source has no column {name!r}{hint}" + valid)
+        if spark_type.lower().replace(" ", "") != types[name]:
+            raise OptionError(f"column {name!r} is {dict(COLUMN_TYPES)[name]} in the rocketmq source, not "
+                              f"{spark_type.upper()}" + valid)
+        if name in seen:
+            raise OptionError(f"column {name!r} is named twice in the schema given to the rocketmq source")
+        seen.add(name)
+    return tuple(name for name, _ in fields)
+
+
+def arrow_schema(columns: Sequence[str]) -> pa.Schema:
+    """The Arrow schema of ``columns`` (a projection of ARROW_SCHEMA, in their order)."""
+    return ARROW_SCHEMA if tuple(columns) == COLUMNS else pa.schema([ARROW_SCHEMA.field(c) for c in columns])
 
 
 def to_record_batch(messages: Sequence[Message]) -> pa.RecordBatch:
@@ -50,11 +84,12 @@ def to_record_batch(messages: Sequence[Message]) -> pa.RecordBatch:
 
 class MessageBatcher:
     """Collects already-decoded messages (a transport that delivers them decoded, e.g. gRPC) and turns them into
-    one RecordBatch of ``ARROW_SCHEMA``: the counterpart of ``arrow_decoder.ArrowBatchDecoder`` for raw blocks."""
+    one RecordBatch of ``columns`` of ``ARROW_SCHEMA``: the counterpart of ``arrow_decoder.ArrowBatchDecoder`` for raw blocks."""
 
-    def __init__(self) -> None:
+    def __init__(self, columns: Sequence[str] = COLUMNS) -> None:
         self._messages: list[Message] = []
         self.nbytes = 0
+        self.columns = tuple(columns)
 
     @property
     def rows(self) -> int:
@@ -70,4 +105,4 @@ class MessageBatcher:
     def flush(self) -> pa.RecordBatch:
         batch = to_record_batch(self._messages)
         self._messages, self.nbytes = [], 0
-        return batch
+        return batch if self.columns == COLUMNS else batch.select(list(self.columns))

@@ -26,6 +26,7 @@ from rmq_spark.options import Committed, Earliest, OptionError, SourceOptions
 from rmq_spark.partition_reader import read_range
 from rmq_spark.planning import plan_ranges, query_topics
 from rmq_spark.queue_watch import QueueWatch
+from rmq_spark.schema import COLUMNS
 
 log = logging.getLogger(__name__)
 
@@ -48,8 +49,9 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """``spark.readStream.format("rocketmq")``. The instance Spark plans with lives on the driver; the copies
     that run ``read`` in tasks are built from the same options and never connect until they read."""
 
-    def __init__(self, options: SourceOptions) -> None:
+    def __init__(self, options: SourceOptions, columns: tuple[str, ...] = COLUMNS) -> None:
         self.options = options
+        self.columns = columns
         self._client = None
         self._watch: QueueWatch | None = None
         self._store: OffsetStore | None = None
@@ -142,7 +144,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if isinstance(partition, RangePartition):  # Spark plans an empty query as one InputPartition(None)
-            yield from read_range(self.options, partition.range)
+            yield from read_range(self.options, partition.range, self.columns)
 
     def commit(self, end: dict) -> None:
         self._mirror(offsets_from_json(end))

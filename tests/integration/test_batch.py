@@ -41,8 +41,10 @@ def transport(request) -> str:
     return request.param
 
 
-def _read(spark, rocketmq, transport, topic, **options):
+def _read(spark, rocketmq, transport, topic, *, schema=None, **options):
     reader = spark.read.format("rocketmq").option("topic", topic)
+    if schema is not None:
+        reader = reader.schema(schema)
     for k, v in {**transport_options(rocketmq, transport), **options}.items():
         reader = reader.option(k, v)
     return reader.load()
@@ -121,6 +123,29 @@ def test_tag_filter(spark, rocketmq, transport, loaded):
     topic, java, _ = loaded
     rows = _read(spark, rocketmq, transport, topic, subExpression="TagA || TagC").collect()
     assert _keys(rows) == _java_keys([m for m in java if m["tags"] in ("TagA", "TagC")])
+
+
+def test_a_user_schema_reads_only_its_columns(spark, rocketmq, transport, loaded):
+    """A subset of the columns, in the user's order; the tag filter still applies without the tags column."""
+    topic, java, _ = loaded
+    df = _read(spark, rocketmq, transport, topic, schema="body BINARY, queueOffset BIGINT, brokerName STRING, queueId INT",
+               subExpression="TagB")
+    assert df.columns == ["body", "queueOffset", "brokerName", "queueId"]
+    rows = df.collect()
+    want = {(m["brokerName"], m["queueId"], m["queueOffset"]): base64.b64decode(m["bodyBase64"])
+            for m in java if m["tags"] == "TagB"}
+    assert {(r["brokerName"], r["queueId"], r["queueOffset"]): bytes(r["body"]) for r in rows} == want
+    assert len(rows) == len(want)
+
+
+@pytest.mark.parametrize("schema, message", [
+    ("queueOffset BIGINT, offset BIGINT", "no column 'offset'.*queueOffset BIGINT"),
+    ("queueOffset INT", "column 'queueOffset' is BIGINT in the rocketmq source, not INT"),
+])
+def test_a_wrong_user_schema_lists_the_columns(spark, rocketmq, transport, loaded, schema, message):
+    topic, _, _ = loaded
+    with pytest.raises(Exception, match=message):
+        _read(spark, rocketmq, transport, topic, schema=schema).collect()
 
 
 def test_splitting_gives_the_same_rows(spark, rocketmq, transport, loaded):

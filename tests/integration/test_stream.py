@@ -124,8 +124,10 @@ def test_exactly_once_across_kills_and_a_broker_restart(spark, rocketmq, transpo
     assert len(later) == 300
 
 
-def _stream(spark, rocketmq, transport, topic, **options):
+def _stream(spark, rocketmq, transport, topic, *, schema=None, **options):
     reader = spark.readStream.format("rocketmq").option("topic", topic)
+    if schema is not None:
+        reader = reader.schema(schema)
     for k, v in {**transport_options(rocketmq, transport), **options}.items():
         reader = reader.option(k, v)
     return reader.load()
@@ -146,6 +148,22 @@ def test_rate_limit_and_available_now(spark, rocketmq, transport, topic, tmp_pat
     assert spark.sql(f"select count(distinct brokerName, queueId, queueOffset) from ratelimited_{transport}"
                      ).first()[0] == \
         sum(sizes)
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_a_user_schema_streams_only_its_columns(spark, rocketmq, transport, topic, tmp_path):
+    rocketmq.produce_bulk(topic, 300, 20, tags=["TagA"])
+    q = (_stream(spark, rocketmq, transport, topic, schema="queueId INT, queueOffset BIGINT, brokerName STRING",
+                 startingOffsets="earliest")
+         .writeStream.format("memory").queryName(f"narrow_{transport}")
+         .option("checkpointLocation", str(tmp_path / "c")).trigger(availableNow=True).start())
+    q.awaitTermination(180)
+    df = spark.sql(f"select * from narrow_{transport}")
+    assert df.columns == ["queueId", "queueOffset", "brokerName"]
+    held = {(o["brokerName"], o["queueId"]): (o["minOffset"], o["maxOffset"]) for o in rocketmq.offsets(topic)}
+    want = sorted((b, q_, i) for (b, q_), (lo, hi) in held.items() for i in range(lo, hi))
+    assert sorted((r["brokerName"], r["queueId"], r["queueOffset"]) for r in df.collect()) == want
+    assert len(want) == 300
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)

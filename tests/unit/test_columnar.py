@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from rmq_spark.arrow_decoder import ArrowBatchDecoder, decode_to_arrow
 from rmq_spark.client.errors import ProtocolError
 from rmq_spark.client.remoting.message_codec import OutgoingMessage, decode_messages, encode_batch
-from rmq_spark.schema import ARROW_SCHEMA, to_record_batch
+from rmq_spark.schema import ARROW_SCHEMA, MessageBatcher, to_record_batch
 
 try:
     from .stored_messages import (INNER_BATCH, MAGIC_V1, MAGIC_V2, NEED_UNWRAP, blank_record, compress,
@@ -426,3 +426,39 @@ def test_random_blocks_in_one_batch(blocks, tags):
         assert_same(got, want[0])
     else:
         assert got.num_rows == 0
+
+
+# ---------------------------------------------------------------------------------------------- column projection
+
+@FUZZ
+@given(_block(), st.sampled_from([None, frozenset({"A"})]), st.permutations(ARROW_SCHEMA.names), st.integers(1, 15),
+       st.booleans())
+def test_projection_is_the_full_batch_narrowed(block, tags, order, k, windowed):
+    """Any subset of the columns, in any order, with or without a tag filter and a window: the rows and values of
+    the full decode, only those columns (the tag filter and window still apply when tags or queueOffset are not
+    among them)."""
+    raw, start = block
+    low, high = (start + 4, start + 30) if windowed else (None, None)
+    columns = tuple(order[:k])
+    try:
+        want = expected(raw, "b", tags, low, high).select(list(columns))
+    except (ProtocolError, OverflowError, pa.ArrowInvalid):
+        return  # errors of the full decode are covered above
+    decoder = ArrowBatchDecoder("b", tags=tags, columns=columns)
+    decoder.add(raw, low, high)
+    got = decoder.flush()
+    assert got.schema.names == list(columns) and got.schema.equals(want.schema)
+    assert got.to_pylist() == want.to_pylist()
+    got.validate(full=True)
+
+
+def test_projection_of_an_empty_decoder_has_the_projected_schema():
+    got = ArrowBatchDecoder("b", columns=("body", "queueOffset")).flush()
+    assert got.num_rows == 0 and got.schema.names == ["body", "queueOffset"]
+
+
+def test_message_batcher_projects_in_the_given_order():
+    data = b"".join(encode_stored_message(body=b"m%d" % i, queue_offset=i, properties=TYPICAL) for i in range(4))
+    batcher = MessageBatcher(("queueOffset", "tags", "body"))
+    batcher.add(decode_messages(data, "b"), 1, 3)
+    assert batcher.flush().to_pylist() == [{"queueOffset": i, "tags": "TagA", "body": b"m%d" % i} for i in (1, 2)]

@@ -1,0 +1,46 @@
+"""User-specified schemas: which projections the source accepts, and the errors for the rest."""
+from __future__ import annotations
+
+import pytest
+from pyspark.sql.types import (ArrayType, BinaryType, IntegerType, LongType, MapType, StringType, StructField,
+                               StructType, TimestampNTZType, TimestampType)
+
+from rmq_spark.datasource import _columns
+from rmq_spark.options import OptionError
+from rmq_spark.schema import COLUMNS, arrow_schema, projection
+
+
+def schema(*fields) -> StructType:
+    return StructType([StructField(name, t) for name, t in fields])
+
+
+def test_no_schema_is_every_column():
+    assert _columns(None) == COLUMNS and arrow_schema(COLUMNS).names == list(COLUMNS)
+
+
+def test_a_subset_in_any_order_with_spark_types():
+    got = _columns(schema(("properties", MapType(StringType(), StringType())), ("body", BinaryType()),
+                          ("queueOffset", LongType()), ("keys", ArrayType(StringType())),
+                          ("storeTimestamp", TimestampType()), ("queueId", IntegerType())))
+    assert got == ("properties", "body", "queueOffset", "keys", "storeTimestamp", "queueId")
+    assert arrow_schema(got).names == list(got)
+
+
+@pytest.mark.parametrize("fields, words", [
+    ([("offset", LongType())], ["no column 'offset'", "queueOffset BIGINT", "body BINARY"]),
+    ([("queueoffset", LongType())], ["no column 'queueoffset'", "did you mean 'queueOffset'"]),
+    ([("queueOffset", IntegerType())], ["column 'queueOffset' is BIGINT", "not INT"]),
+    ([("body", StringType())], ["column 'body' is BINARY", "not STRING"]),
+    ([("bornTimestamp", TimestampNTZType())], ["column 'bornTimestamp' is TIMESTAMP", "not TIMESTAMP_NTZ"]),
+    ([("body", BinaryType()), ("body", BinaryType())], ["column 'body' is named twice"]),
+    ([], ["has no column", "topic STRING"]),
+])
+def test_a_wrong_schema_names_the_column_and_lists_the_valid_ones(fields, words):
+    with pytest.raises(OptionError) as e:
+        _columns(schema(*fields))
+    for w in words:
+        assert w in str(e.value)
+
+
+def test_types_compare_without_case_or_spaces():
+    assert projection([("properties", "MAP<STRING,STRING>"), ("keys", "array<string>")]) == ("properties", "keys")
