@@ -44,6 +44,7 @@ LINE_DOCS = {
     "client-raw": "RangeReader only (pulled blocks, no decode), 1 process, depth 8",
     "client-arrow": "partition_reader.read_range (the executor path: Arrow batches), 1 process, no Spark",
     "spark-batch": "spark.read.format('rocketmq') -> write.format('noop'), local[*]",
+    "spark-batch-narrow": "spark-batch with the user schema 'queueOffset BIGINT, body BINARY' (column projection)",
     "spark-batch-grpc": "spark-batch with option endpoint: the gRPC transport through the v2 pull gateway",
     "spark-stream": "readStream, Trigger.AvailableNow, earliest -> noop sink, local[*]",
 }
@@ -166,11 +167,12 @@ class Harness:
                 return lambda: cr.read_in_process(ns, topic, ranges, depth=8, mode="raw")
             if name == "client-arrow":
                 return lambda: cr.read_in_process(ns, topic, ranges, depth=8, mode="arrow")
-        if name in ("spark-batch", "spark-batch-grpc"):
-            from benchmarks.spark_lines import batch_noop
+        if name in ("spark-batch", "spark-batch-narrow", "spark-batch-grpc"):
+            from benchmarks.spark_lines import NARROW_SCHEMA, batch_noop
             spark = self.get_spark()
-            source = ns if name == "spark-batch" else gw
-            return lambda: batch_noop(spark, source, topic)
+            source = gw if name == "spark-batch-grpc" else ns
+            schema = NARROW_SCHEMA if name == "spark-batch-narrow" else None
+            return lambda: batch_noop(spark, source, topic, schema=schema)
         if name == "spark-stream":
             from benchmarks.spark_lines import stream_available_now
             spark = self.get_spark()

@@ -25,22 +25,30 @@ def new_session(master: str = "local[*]", driver_memory: str = "2g"):
     return spark
 
 
-def _reader(spark, source: dict[str, str], topic: str, options: dict[str, str], stream: bool = False):
-    """``source``: the connection options, ``{"nameServer": ...}`` (remoting) or ``{"endpoint": ...}`` (gRPC)."""
+NARROW_SCHEMA = "queueOffset BIGINT, body BINARY"
+
+
+def _reader(spark, source: dict[str, str], topic: str, options: dict[str, str], stream: bool = False,
+            schema: str | None = None):
+    """``source``: the connection options, ``{"nameServer": ...}`` (remoting) or ``{"endpoint": ...}`` (gRPC);
+    ``schema``: a user schema (a projection of the columns)."""
     r = (spark.readStream if stream else spark.read).format("rocketmq").option("topic", topic)
+    if schema is not None:
+        r = r.schema(schema)
     for k, v in {**source, **options}.items():
         r = r.option(k, str(v))
     return r
 
 
-def batch_noop(spark, source: dict[str, str], topic: str, options: dict[str, str] | None = None) -> dict:
+def batch_noop(spark, source: dict[str, str], topic: str, options: dict[str, str] | None = None,
+               schema: str | None = None) -> dict:
     """``spark.read.format("rocketmq") ... .write.format("noop")``; the rows and body bytes are counted by an
     Observation on the same query (a count and a sum in the JVM), so the figure is exact for the timed run."""
     from pyspark.sql import functions as F
     from pyspark.sql.observation import Observation
 
     obs = Observation(f"bench-{time.monotonic_ns()}")
-    df = _reader(spark, source, topic, options or {}).load()
+    df = _reader(spark, source, topic, options or {}, schema=schema).load()
     observed = df.observe(obs, F.count(F.lit(1)).alias("rows"), F.sum(F.length("body")).alias("bytes"))
     t0 = time.perf_counter()
     observed.write.format("noop").mode("overwrite").save()
