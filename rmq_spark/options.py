@@ -256,6 +256,10 @@ _INT_OPTIONS = {
     "pollNameServerIntervalMs": ("poll_name_server_interval_ms", 1),
     "brokerRetryTimeoutMs": ("broker_retry_timeout_ms", 0), "maxMessageBytes": ("max_message_bytes", 1024),
 }
+_TLS_FILE_OPTIONS = {  # option -> SourceOptions field; any of them turns TLS on
+    "tlsCaFile": "tls_ca_file", "tlsServerName": "tls_server_name", "tlsCertFile": "tls_cert_file",
+    "tlsKeyFile": "tls_key_file",
+}
 _BOOL_OPTIONS = {"failOnDataLoss": "fail_on_data_loss", "tls": "tls", "pushFilters": "push_filters",
                  "allowSharedConsumerGroup": "allow_shared_consumer_group"}
 
@@ -332,15 +336,13 @@ def parse_options(raw: Mapping[str, str], *, streaming: bool = False) -> SourceO
                           "would be empty (use earliest, committed, JSON offsets or a timestamp)")
     if ("accessKey" in opts) != ("secretKey" in opts):
         raise OptionError("options accessKey and secretKey go together: set both or neither")
-    if ("tlsCertFile" in opts) != ("tlsKeyFile" in opts):
-        raise OptionError("options tlsCertFile and tlsKeyFile go together (a client certificate and its key)")
-    tls_files = {attr: opts[name].strip() for name, attr in (("tlsCaFile", "tls_ca_file"),
-                                                             ("tlsServerName", "tls_server_name"),
-                                                             ("tlsCertFile", "tls_cert_file"),
-                                                             ("tlsKeyFile", "tls_key_file")) if opts.get(name, "").strip()}
+    tls_files = {attr: opts[name].strip() for name, attr in _TLS_FILE_OPTIONS.items() if opts.get(name, "").strip()}
+    if ("tls_cert_file" in tls_files) != ("tls_key_file" in tls_files):
+        raise OptionError("options tlsCertFile and tlsKeyFile go together (a client certificate and its key): set "
+                          "both or neither")
     if tls_files and opts.get("tls", "").strip().lower() == "false":
-        raise OptionError("option tls=false contradicts " + ", ".join(n for n in ("tlsCaFile", "tlsServerName",
-                                                                                 "tlsCertFile", "tlsKeyFile") if n in opts))
+        raise OptionError("option tls=false contradicts " + ", ".join(n for n in _TLS_FILE_OPTIONS if n in opts)
+                          + ": remove tls=false to connect with TLS, or remove those options")
 
     values: dict[str, object] = {}
     for name, (attr, minimum) in _INT_OPTIONS.items():
@@ -367,9 +369,7 @@ def parse_options(raw: Mapping[str, str], *, streaming: bool = False) -> SourceO
         security_token=opts.get("securityToken"),
         commit_offsets_to_broker=(_parse_bool("commitOffsetsToBroker", commit) if commit is not None
                                   else consumer_group is not None),
-        **values,
-        **tls_files,
-        **({"tls": True} if tls_files else {}),
+        **{**values, **tls_files, **({"tls": True} if tls_files else {})},
     )
     if parsed.commit_offsets_to_broker and not consumer_group:
         raise OptionError("option commitOffsetsToBroker=true needs option consumerGroup")

@@ -220,7 +220,10 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """Refuse a consumer group that other applications consume with (its offsets would be overwritten),
         unless allowSharedConsumerGroup is set. Checked once, before anything is mirrored."""
         o = self.options
-        if self._group_checked or not o.commit_offsets_to_broker or o.allow_shared_consumer_group:
+        if self._group_checked or not o.commit_offsets_to_broker:
+            return
+        if o.allow_shared_consumer_group:
+            self._group_checked = True
             return
         try:
             consumers = self.client.online_consumers(o.consumer_group, query_topics(self.client, o))

@@ -30,6 +30,18 @@ def test_a_group_with_a_live_java_consumer_is_refused(spark, rocketmq, topic, tm
             q.stop()
     finally:
         rocketmq.stop_consumer(group)
+    # the override still mirrors the query's offsets to the group (no Java consumer left to write them)
+    sink = Collect()
+    q = start_query(spark, rocketmq, "remoting", topic, sink, tmp_path / "c3", consumerGroup=group,
+                    allowSharedConsumerGroup="true")
+    try:
+        wait_for(lambda: q.lastProgress is not None, 120, "the query to start", q)
+        rocketmq.produce(topic, [{"body": f"n{i}", "broker": "broker-a", "queueId": 0} for i in range(5)])
+        wait_for(lambda: len(sink) == 5, 120, "the new messages", q)
+        wait_for(lambda: rocketmq.query_consumer_offset(group, topic, "broker-a", 0) == 10, 60,
+                 "the group's offset mirrored to 10", q)
+    finally:
+        q.stop()
 
 
 def test_the_mirror_never_rewinds_a_group_nor_mirrors_unread_starting_offsets(spark, rocketmq, topic, tmp_path):

@@ -109,3 +109,12 @@ def test_durations():
     assert parse_duration_ms("x", "3") == 3000
     with pytest.raises(OptionError, match="option x must be a duration"):
         parse_duration_ms("x", "soon")
+
+
+def test_tls_files_with_an_explicit_tls_true_and_the_pairs_they_need():
+    o = parse_options({"nameServer": "ns:9876", "topic": "T", "tls": "true", "tlsCaFile": "/ca.pem"})
+    assert o.tls is True and o.tls_ca_file == "/ca.pem"
+    with pytest.raises(OptionError, match="tlsCertFile and tlsKeyFile go together.*set both or neither"):
+        parse_options({"nameServer": "ns:9876", "topic": "T", "tlsCertFile": " ", "tlsKeyFile": "/k.pem"})
+    with pytest.raises(OptionError, match="tls=false contradicts tlsCaFile: remove tls=false"):
+        parse_options({"nameServer": "ns:9876", "topic": "T", "tls": "false", "tlsCaFile": "/ca.pem"})
