@@ -69,3 +69,13 @@ def new_client(rocketmq, transport: str, **kw):
     if transport == "remoting":
         return RemotingClient(rocketmq.name_server, **kw)
     return GrpcClient(rocketmq.gateway, **kw)
+
+
+def record_error(errors: list, fn, *args):
+    """A thread target that calls ``fn(*args)`` and records what it raised (an assertion in a thread is lost)."""
+    def run() -> None:
+        try:
+            fn(*args)
+        except BaseException as e:  # noqa: BLE001 - recorded for the test's own assertion
+            errors.append(e)
+    return run

@@ -6,17 +6,18 @@ from __future__ import annotations
 import itertools
 import socket
 import threading
+import time
 import tracemalloc
 
 import pytest
 import zstandard
 
-from rmq_spark.client import MessageQueue, RemotingClient
+from rmq_spark.client import ConnectionLostError, MessageQueue, RemotingClient
 from rmq_spark.client.compression import MessageTooLargeError
 from rmq_spark.client.remoting import broker as req
 from rmq_spark.client.remoting import connection
 from rmq_spark.client.remoting.message_codec import OutgoingMessage
-from tests.conftest import TRANSPORTS, transport_options
+from tests.conftest import TRANSPORTS, record_error, transport_options
 
 ZSTD_BODY = 0x1 | (2 << 8)  # sysFlag: COMPRESSED, compression type zstd
 
@@ -90,12 +91,15 @@ def test_a_blackholed_broker_does_not_hold_up_a_healthy_one(rocketmq, topic):
     dead = f"127.0.0.1:{blackhole.getsockname()[1]}"
     try:
         with RemotingClient(rocketmq.name_server, connect_timeout=5) as client:
-            stuck = threading.Thread(target=lambda: pytest.raises(Exception, client._pool.get, dead))
+            errors: list[BaseException] = []
+            stuck = threading.Thread(target=record_error(errors, client._pool.get, dead))
             stuck.start()
+            time.sleep(0.2)
             mq = MessageQueue(topic, "broker-a", 0)
             assert client.max_offset(mq) == 0  # served by the healthy broker ...
             assert stuck.is_alive()  # ... while the connect to the blackhole still hangs
             stuck.join(10)
+            assert not stuck.is_alive() and len(errors) == 1 and isinstance(errors[0], ConnectionLostError)
     finally:
         for s in fillers:
             s.close()
@@ -112,3 +116,4 @@ def test_nothing_is_lost_around_a_broken_connection(rocketmq, topic):
             conn._sock.shutdown(socket.SHUT_RDWR)  # as if the network dropped it
         got += [m.queue_offset for m in messages]
     assert got == list(range(500))
+
