@@ -297,7 +297,7 @@ class ArrowBatchDecoder:
             except MessageTooLargeError:
                 raise
             except ProtocolError:
-                decode_messages(buf, self.broker_name)  # raise the error as the whole block reports it
+                decode_messages(buf, self.broker_name, max_body=self.max_body)  # the error as the block reports it
                 raise
             for m in messages:
                 # the row as decode_messages made it; msgId, tags and keys follow from the properties again
@@ -330,7 +330,7 @@ class ArrowBatchDecoder:
             return self._build(heads, spans, blocks, windows)
         except _InvalidText:  # report it as decode_messages does
             for data in sources:
-                decode_messages(data, self.broker_name)
+                decode_messages(data, self.broker_name, max_body=self.max_body)
             raise ProtocolError("message topic or properties are not valid UTF-8") from None
 
     def _build(self, heads: list, spans: list, blocks: list, windows: list | None) -> pa.RecordBatch:

@@ -60,10 +60,11 @@ KNOWN_OPTIONS: dict[str, str] = {
     "commitOffsetsToBroker": "streaming: mirror committed offsets to consumerGroup on the broker",
     "pollNameServerIntervalMs": "streaming: how often new queues and topics are looked up, default 10000",
     "pushFilters": "batch: narrow the plan by pushed filters (needs spark.sql.python.filterPushdown.enabled)",
-    "brokerRetryTimeoutMs": "how long a task waits for a broker that went away before it fails, default 600000",
+    "brokerRetryTimeoutMs": ("how long a task waits for a broker that went away before it fails, default "
+                             f"{DEFAULT_RETRY_TIMEOUT * 1000:.0f}"),
     "allowSharedConsumerGroup": "streaming: mirror offsets to a consumerGroup that has online consumers, default "
                                 "false",
-    "maxMessageBytes": "the most a message body may decompress to, default 16777216",
+    "maxMessageBytes": f"the most a message body may decompress to, default {DEFAULT_MAX_MESSAGE_BYTES}",
 }
 _BY_LOWER = {k.lower(): k for k in KNOWN_OPTIONS}
 SECRET_OPTIONS = frozenset({"secretKey", "securityToken"})

@@ -18,4 +18,5 @@ TLS_SERVER = ("the server's TLS certificate was not accepted: set tlsCaFile to t
               "tlsServerName if it names another host")
 TLS_CLIENT = ("the server refused this client's TLS certificate (none was given, or no CA it trusts signed it): "
               "set tlsCertFile and tlsKeyFile")
-BUSY = "the broker asked to back off (busy, flow control, or starting / stopping); retried with backoff"
+BUSY = ("the broker asked to back off (busy, flow control, or starting / stopping); try again in a moment (range "
+        "reads retry it with backoff up to brokerRetryTimeoutMs)")

@@ -462,3 +462,14 @@ def test_message_batcher_projects_in_the_given_order():
     batcher = MessageBatcher(("queueOffset", "tags", "body"))
     batcher.add(decode_messages(data, "b"), 1, 3)
     assert batcher.flush().to_pylist() == [{"queueOffset": i, "tags": "TagA", "body": b"m%d" % i} for i in (1, 2)]
+
+
+def test_a_raised_body_limit_holds_when_a_block_is_decoded_again_to_report_an_error():
+    """A body over the default limit but within the decoder's: the corrupt record after it is what is reported."""
+    big = compress("zlib", bytes(17 << 20))  # 17 MiB of zeros, over the 16 MiB default
+    block = (encode_stored_message(body=big, sys_flag=0x1, queue_offset=1)
+             + encode_stored_message(body=compress("zstd", b"x" * 100)[:-3], sys_flag=0x201, queue_offset=2))
+    decoder = ArrowBatchDecoder("b", max_body=32 << 20)
+    with pytest.raises(ProtocolError) as e:
+        decoder.add(block)
+    assert type(e.value) is ProtocolError
