@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any, Callable, Iterable, Iterator, Mapping, NamedTuple, Protocol, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Protocol, Sequence
 
 from rmq_spark.client import hints
 from rmq_spark.client.compression import DEFAULT_MAX_MESSAGE_BYTES
@@ -32,12 +32,6 @@ class Call(Protocol):
     replica: bool
 
     def result(self) -> Any: ...
-
-
-class _CachedRoute(NamedTuple):
-    route: TopicRoute
-    expires: float  # monotonic time after which the route is looked up again
-    retry_after: float  # no lookup before this, even when asked to refresh (one per ROUTE_RETRY_S)
 
 
 class Answers(dict):
@@ -76,7 +70,7 @@ class BaseClient:
     def __init__(self, *, route_ttl: float = 30.0, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> None:
         self._route_ttl = route_ttl
         self.max_message_bytes = max_message_bytes
-        self._routes: dict[str, _CachedRoute] = {}
+        self._routes: dict[str, tuple[float, TopicRoute]] = {}
         self._routes_lock = threading.Lock()
         self.outages = OutageLog(log)
 
@@ -150,26 +144,26 @@ class BaseClient:
 
     # -- routing ---------------------------------------------------------------------------------------------
     def route(self, topic: str, *, refresh: bool = False) -> TopicRoute:
-        """The topic's route, cached for ``route_ttl`` seconds (``refresh``: looked up again, but never more than
-        once every ROUTE_RETRY_S, however many callers ask). While no name server answers, the last route is kept
-        (a name-server outage does not stop reads from brokers that are up); without one the error is raised."""
+        """The topic's route, cached for ``route_ttl`` seconds. While no name server answers, the last route is
+        kept (a name-server outage does not stop reads from brokers that are up); without one the error is
+        raised."""
         now = time.monotonic()
         with self._routes_lock:
             cached = self._routes.get(topic)
-        if cached is not None and (now < cached.retry_after or (not refresh and now < cached.expires)):
-            return cached.route
+        if cached and not refresh and now - cached[0] < self._route_ttl:
+            return cached[1]
         try:
             route = self._fetch_route(topic)
         except RETRYABLE as e:
             if cached is None:
                 raise
             self.outages.down(NAME_SERVERS, "using the last known routes", e)
-            with self._routes_lock:
-                self._routes[topic] = _CachedRoute(cached.route, now, now + ROUTE_RETRY_S)
-            return cached.route
+            with self._routes_lock:  # ask again in ROUTE_RETRY_S, not at every call
+                self._routes[topic] = (now - self._route_ttl + ROUTE_RETRY_S, cached[1])
+            return cached[1]
         self.outages.up(NAME_SERVERS)
         with self._routes_lock:
-            self._routes[topic] = _CachedRoute(route, now + self._route_ttl, now + ROUTE_RETRY_S)
+            self._routes[topic] = (now, route)
         return route
 
     def invalidate_route(self, topic: str) -> None:
@@ -177,13 +171,14 @@ class BaseClient:
         with self._routes_lock:
             cached = self._routes.get(topic)
             if cached is not None:
-                self._routes[topic] = _CachedRoute(cached.route, time.monotonic(), cached.retry_after)
+                stale = time.monotonic() - self._route_ttl + ROUTE_RETRY_S
+                self._routes[topic] = (min(cached[0], stale), cached[1])
 
     def cached_route(self, topic: str) -> TopicRoute | None:
         """The last route fetched for ``topic``, however old; None if it was never fetched."""
         with self._routes_lock:
             cached = self._routes.get(topic)
-        return cached.route if cached else None
+        return cached[1] if cached else None
 
     def queues(self, topic: str, *, refresh: bool = False) -> list[MessageQueue]:
         """The readable queues of a topic, sorted."""
@@ -193,7 +188,7 @@ class BaseClient:
     def _gather(self, what: str, mqs: Iterable[MessageQueue], make: Callable[[MessageQueue], Call], *,
                 partial: bool) -> Answers:
         """``make(mq)`` for every queue, all in flight at once (every broker asked concurrently). A queue whose
-        broker does not answer is asked once more on its own (a new connection, maybe another member
+        broker does not answer is asked once more on its own (fresh route and connection, maybe another member
         of its broker group); if that fails too, it is unavailable: with ``partial`` it goes to
         ``Answers.failed``, else one BrokerUnavailableError names the brokers. Any other error is raised."""
         calls: dict[MessageQueue, Call] = {}
