@@ -13,13 +13,15 @@ from rmq_spark.client import hints
 from rmq_spark.client.compression import DEFAULT_MAX_MESSAGE_BYTES
 from rmq_spark.client.errors import (RETRYABLE, BrokerError, BrokerUnavailableError, RocketMQError,
                                      UnsupportedError)
-from rmq_spark.client.model import Message, MessageQueue, PullResult, TopicRoute
+from rmq_spark.client.model import (HalfMessage, Message, MessageQueue, OutgoingMessage, PullResult, SendResult,
+                                    TopicRoute)
 from rmq_spark.client.outages import OutageLog
 from rmq_spark.client.range_reader import DEFAULT_RETRY_TIMEOUT, SLOT, RangeChunk, RangeReader, tag_set
 
 log = logging.getLogger(__name__)
 
 DEFAULT_GROUP = "rmq_spark_reader"
+DEFAULT_PRODUCER_GROUP = "rmq_spark_producer"
 NAME_SERVERS = "the name servers"
 # While no name server answers, the last route is used and the name servers are asked again at most this often.
 ROUTE_RETRY_S = 1.0
@@ -120,12 +122,30 @@ class BaseClient:
                    expression: str = "*", expression_type: str = "TAG", suspend_ms: int = 0):
         raise NotImplementedError
 
+    def send_async(self, mq: MessageQueue, messages: Sequence[OutgoingMessage], *,
+                   group: str = DEFAULT_PRODUCER_GROUP, sys_flag: int = 0) -> Call:
+        """Send one message or a batch (each carrying its UNIQ_KEY) to one queue's master and return at once; the
+        call answers a SendResult. ``sys_flag`` marks every message of the send (e.g. compressed bodies)."""
+        raise NotImplementedError
+
     def check_filter(self, mq: MessageQueue, group: str, expression: str, expression_type: str) -> None:
         """InvalidFilterError when the broker of ``mq`` cannot filter by the expression. This default pulls one
         message with it (a server that checks filters refuses the pull)."""
         self.pull(mq, 0, 1, group=group, expression=expression, expression_type=expression_type)
 
     # -- calls some transports lack --------------------------------------------------------------------------
+    def send_half_async(self, mq: MessageQueue, message: OutgoingMessage, *, group: str = DEFAULT_PRODUCER_GROUP,
+                        sys_flag: int = 0) -> Call:
+        """Send a transaction's half message bound for ``mq`` and return at once; the call answers its
+        HalfMessage handle."""
+        raise UnsupportedError(f"{type(self).__name__} cannot send transactional messages: use the remoting "
+                               "transport (option nameServer)")
+
+    def end_transaction_async(self, half: HalfMessage, *, commit: bool, group: str = DEFAULT_PRODUCER_GROUP) -> Call:
+        """Commit or roll back a half message and return at once."""
+        raise UnsupportedError(f"{type(self).__name__} cannot end transactions: use the remoting transport "
+                               "(option nameServer)")
+
     def topics(self) -> list[str]:
         """Every topic known to the cluster."""
         raise UnsupportedError(f"{type(self).__name__} cannot list topics")
@@ -290,6 +310,14 @@ class BaseClient:
 
     def update_consumer_offset(self, group: str, mq: MessageQueue, offset: int) -> None:
         self.update_consumer_offsets(group, {mq: offset})
+
+    def send(self, mq: MessageQueue, messages: OutgoingMessage | Sequence[OutgoingMessage], *,
+             group: str = DEFAULT_PRODUCER_GROUP) -> SendResult:
+        """Send one message or a batch to one queue and wait; each message gets a UNIQ_KEY unless it has one."""
+        batch = [messages] if isinstance(messages, OutgoingMessage) else list(messages)
+        if not batch:
+            raise ValueError("send needs at least one message")
+        return self.send_async(mq, [m.with_unique_id() for m in batch], group=group).result()
 
     def pull(self, mq: MessageQueue, offset: int, max_nums: int = SLOT, **kw) -> PullResult:
         """Pull once and wait for the result."""

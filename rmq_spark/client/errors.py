@@ -59,6 +59,11 @@ class BrokerBusyError(BrokerError):
     retried with backoff."""
 
 
+class MessageRejectedError(BrokerError):
+    """The broker refused to store a message: too large, malformed, or a kind it does not accept (a timer
+    message on a broker without a timer wheel)."""
+
+
 class InvalidFilterError(RocketMQError):
     """The broker cannot filter with the subscription's expression: it does not compile, or the broker does not
     support its type (SQL92 needs enablePropertyFilter)."""

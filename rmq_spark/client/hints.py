@@ -20,3 +20,7 @@ TLS_CLIENT = ("the server refused this client's TLS certificate (none was given,
               "set tlsCertFile and tlsKeyFile")
 BUSY = ("the broker asked to back off (busy, flow control, or starting / stopping); try again in a moment (range "
         "reads retry it with backoff up to brokerRetryTimeoutMs)")
+TOO_LARGE = ("the broker refused the message as too large or malformed: a body must fit the broker's "
+             "maxMessageSize (4 MiB by default) and the properties 32 KiB; split the body or raise maxMessageSize on "
+             "the brokers")
+TIMER_OFF = "the broker does not deliver timer messages: enable timerWheelEnable on the brokers, or drop deliverTimeMs"

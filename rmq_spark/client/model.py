@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+
+from rmq_spark.client.unique_ids import new_unique_id
 
 MASTER_ID = 0
 
@@ -10,6 +12,13 @@ MASTER_ID = 0
 PERM_INHERIT = 0x1
 PERM_WRITE = 0x2
 PERM_READ = 0x4
+
+# Message properties the client writes or reads by name (MessageConst).
+PROPERTY_TAGS = "TAGS"
+PROPERTY_KEYS = "KEYS"
+PROPERTY_UNIQ_KEY = "UNIQ_KEY"
+PROPERTY_TIMER_DELIVER_MS = "TIMER_DELIVER_MS"
+KEY_SEPARATOR = " "
 
 
 @dataclass(frozen=True, order=True)
@@ -151,3 +160,51 @@ class SendResult:
     queue: MessageQueue
     queue_offset: int
     offset_msg_id: str = ""
+
+
+@dataclass(frozen=True)
+class HalfMessage:
+    """A transaction's half message as stored by the broker: what END_TRANSACTION needs to commit or roll it back.
+    ``queue`` is where the message goes once committed; the broker keeps the half itself in its half topic at
+    ``half_queue_offset``."""
+
+    queue: MessageQueue
+    msg_id: str
+    transaction_id: str
+    commit_log_offset: int
+    half_queue_offset: int
+
+
+@dataclass(frozen=True)
+class OutgoingMessage:
+    """A message to send: body, optional tag and keys, user properties, the user flag and, for a timer message,
+    the time (ms since the epoch) the broker delivers it at."""
+
+    body: bytes
+    tags: str | None = None
+    keys: tuple[str, ...] = ()
+    properties: dict[str, str] = field(default_factory=dict)
+    flag: int = 0
+    deliver_time_ms: int | None = None
+
+    def wire_properties(self) -> dict[str, str]:
+        """The properties as sent: the user properties plus TAGS, KEYS (space-joined) and TIMER_DELIVER_MS, which
+        win."""
+        props = dict(self.properties)
+        if self.tags:
+            props[PROPERTY_TAGS] = self.tags
+        if self.keys:
+            props[PROPERTY_KEYS] = KEY_SEPARATOR.join(self.keys)
+        if self.deliver_time_ms is not None:
+            props[PROPERTY_TIMER_DELIVER_MS] = str(self.deliver_time_ms)
+        return props
+
+    def with_unique_id(self) -> "OutgoingMessage":
+        """This message with a UNIQ_KEY property (a new one unless it already has one)."""
+        if self.properties.get(PROPERTY_UNIQ_KEY):
+            return self
+        return replace(self, properties={**self.properties, PROPERTY_UNIQ_KEY: new_unique_id()})
+
+    @property
+    def unique_id(self) -> str | None:
+        return self.properties.get(PROPERTY_UNIQ_KEY)

@@ -303,9 +303,9 @@ def test_new_unique_id():
 
 
 def test_unique_ids_survive_counter_wrap_and_clock_steps(monkeypatch):
-    from rmq_spark.client.remoting import message_codec
+    from rmq_spark.client import unique_ids
 
-    gen = message_codec._UniqueIds()
+    gen = unique_ids._UniqueIds()
     clock = [gen._month_start_ms + 5000]
     monkeypatch.setattr(gen, "_now_ms", lambda: clock[0])
     ids = [gen.next() for _ in range(70_000)]  # > 65536 in one millisecond: the counter wraps

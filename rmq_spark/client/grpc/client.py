@@ -8,18 +8,17 @@ import grpc
 import grpc.experimental
 
 from rmq_spark.client import hints
-from rmq_spark.client.base import DEFAULT_GROUP, BaseClient
+from rmq_spark.client.base import DEFAULT_GROUP, DEFAULT_PRODUCER_GROUP, BaseClient
 from rmq_spark.client.compression import DEFAULT_MAX_MESSAGE_BYTES
 from rmq_spark.client.errors import RocketMQError, UnsupportedError
 from rmq_spark.client.grpc import messages, status
 from rmq_spark.client.grpc.auth import Metadata
 from rmq_spark.client.grpc.v2 import definition_pb2 as pb
 from rmq_spark.client.grpc.v2 import service_pb2 as svc
-from rmq_spark.client.model import (PERM_READ, PERM_WRITE, BrokerData, Message, MessageQueue, PullResult,
-                                    PullStatus, QueueData, SendResult, TopicRoute)
+from rmq_spark.client.model import (PERM_READ, PERM_WRITE, BrokerData, Message, MessageQueue, OutgoingMessage,
+                                    PullResult, PullStatus, QueueData, SendResult, TopicRoute)
 from rmq_spark.client.range_reader import SLOT, RangeChunk, tag_set
 from rmq_spark.client.remoting.acl import Credentials
-from rmq_spark.client.remoting.message_codec import OutgoingMessage
 from rmq_spark.client.tls import TlsConfig
 
 T = TypeVar("T")
@@ -202,11 +201,12 @@ class GrpcClient(BaseClient):
         except grpc.RpcError as e:
             raise status.rpc_error(e, what, self.endpoint) from None
 
-    def _call(self, name: str, response, request, what: str, parse: Callable[[object], T]) -> GrpcCall:
+    def _call(self, name: str, response, request, what: str, parse: Callable[[object], T],
+              *extra: tuple[str, str]) -> GrpcCall:
         """Start a unary call and return at once."""
         try:
             future = self._method(name, response).future(request, timeout=self.request_timeout,
-                                                         metadata=self._metadata())
+                                                         metadata=self._metadata(*extra))
         except grpc.RpcError as e:
             raise status.rpc_error(e, what, self.endpoint) from None
         return GrpcCall(future, what, self.endpoint, parse)
@@ -298,22 +298,21 @@ class GrpcClient(BaseClient):
         return chunk.messages or ()  # decoded and tag-checked by the pull
 
     # -- produce ---------------------------------------------------------------------------------------------
-    def send(self, mq: MessageQueue, batch: OutgoingMessage | list[OutgoingMessage],
-             *, group: str = "rmq_spark_producer") -> SendResult:
-        """Send one message or a batch to one queue (the broker is named in the ``x-mq-broker-name`` metadata)."""
-        batch = [batch] if isinstance(batch, OutgoingMessage) else list(batch)
-        if not batch:
-            raise ValueError("send needs at least one message")
-        batch = [m.with_unique_id() for m in batch]
+    def send_async(self, mq: MessageQueue, batch: Sequence[OutgoingMessage], *, group: str = DEFAULT_PRODUCER_GROUP,
+                   sys_flag: int = 0) -> GrpcCall:
+        """Send messages that carry their UNIQ_KEY to one queue (the broker is named in the ``x-mq-broker-name``
+        metadata); the v2 API compresses nothing, so ``sys_flag`` is not used."""
         what = f"send to {mq}"
-        answer = self._unary("SendMessage", svc.SendMessageResponse,
-                             svc.SendMessageRequest(messages=messages.to_v2(mq.topic, mq.queue_id, batch)), what,
-                             ("x-mq-broker-name", mq.broker_name))
-        status.check(answer.status, what, self.endpoint)
-        for entry in answer.entries:
-            status.check(entry.status, what, self.endpoint)
-        offset = answer.entries[0].offset if answer.entries else -1
-        return SendResult(msg_id=",".join(m.unique_id or "" for m in batch), queue=mq, queue_offset=offset)
+
+        def parse(answer) -> SendResult:
+            status.check(answer.status, what, self.endpoint)
+            for entry in answer.entries:
+                status.check(entry.status, what, self.endpoint)
+            offset = answer.entries[0].offset if answer.entries else -1
+            return SendResult(msg_id=",".join(m.unique_id or "" for m in batch), queue=mq, queue_offset=offset)
+        return self._call("SendMessage", svc.SendMessageResponse,
+                          svc.SendMessageRequest(messages=messages.to_v2(mq.topic, mq.queue_id, list(batch))), what,
+                          parse, ("x-mq-broker-name", mq.broker_name))
 
     def create_topic(self, topic: str, queues: int = 4, **_: object) -> None:
         raise UnsupportedError(f"the v2 gRPC API of {self.endpoint} cannot create topics: create {topic!r} with "

@@ -8,7 +8,7 @@ from rmq_spark.client.compression import DEFAULT_MAX_MESSAGE_BYTES, MessageTooLa
 from rmq_spark.client.errors import ProtocolError
 from rmq_spark.client.grpc.v2 import definition_pb2 as pb
 from rmq_spark.client.model import Message, MessageQueue
-from rmq_spark.client.remoting.message_codec import OutgoingMessage
+from rmq_spark.client.model import OutgoingMessage
 
 FLAG_PROPERTY = "__rmq_spark_flag"
 

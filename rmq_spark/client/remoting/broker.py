@@ -4,12 +4,16 @@ from __future__ import annotations
 import json
 import struct
 import time
+from dataclasses import dataclass, fields
 
 from rmq_spark.client.errors import InvalidFilterError, RocketMQError
-from rmq_spark.client.model import MessageQueue, PullResult, PullStatus, SendResult
+from rmq_spark.client.model import HalfMessage, MessageQueue, PullResult, PullStatus, SendResult
 from rmq_spark.client.remoting import codes
 from rmq_spark.client.remoting.frame import RemotingCommand, parse_loose_json
-from rmq_spark.client.remoting.message_codec import OutgoingMessage, encode_batch, encode_properties
+from rmq_spark.client.remoting.message_codec import (PROPERTY_PRODUCER_GROUP, PROPERTY_TRANSACTION_PREPARED,
+                                                     TRANSACTION_COMMIT_TYPE, TRANSACTION_PREPARED_TYPE,
+                                                     TRANSACTION_ROLLBACK_TYPE, OutgoingMessage, commit_log_offset,
+                                                     encode_batch, encode_properties)
 from rmq_spark.client.remoting.status import check
 
 _PULL_STATUS = {
@@ -141,19 +145,66 @@ def create_topic_request(topic: str, read_queues: int, write_queues: int, perm: 
         "topicSysFlag": "0", "order": "false"})
 
 
-def send_request(group: str, mq: MessageQueue, messages: list[OutgoingMessage]) -> RemotingCommand:
-    """SEND_MESSAGE_V2 for one message, SEND_BATCH_MESSAGE for several (all to one queue)."""
+@dataclass(frozen=True)
+class SendHeader:
+    """SendMessageRequestHeaderV2 by field name; on the wire each field travels under its one-letter key."""
+
+    producer_group: str
+    topic: str
+    queue_id: int
+    broker_name: str
+    properties: str = ""
+    sys_flag: int = 0
+    flag: int = 0
+    batch: bool = False
+    born_timestamp: int = 0
+    default_topic: str = "TBW102"
+    default_topic_queue_nums: int = 4
+    reconsume_times: int = 0
+    unit_mode: bool = False
+
+    _WIRE = {"producer_group": "a", "topic": "b", "default_topic": "c", "default_topic_queue_nums": "d",
+             "queue_id": "e", "sys_flag": "f", "born_timestamp": "g", "flag": "h", "properties": "i",
+             "reconsume_times": "j", "unit_mode": "k", "batch": "m", "broker_name": "n"}
+
+    def ext_fields(self) -> dict[str, str]:
+        return {key: _wire_value(getattr(self, name)) for name, key in self._WIRE.items()}
+
+
+@dataclass(frozen=True)
+class EndTransactionHeader:
+    """EndTransactionRequestHeader: which half message (its producer group, queue offset in the half topic and
+    commit-log offset, which the broker all checks) and whether it is committed or rolled back."""
+
+    producerGroup: str
+    tranStateTableOffset: int
+    commitLogOffset: int
+    commitOrRollback: int
+    msgId: str
+    transactionId: str
+    topic: str
+    fromTransactionCheck: bool = False
+
+    def ext_fields(self) -> dict[str, str]:
+        return {f.name: _wire_value(getattr(self, f.name)) for f in fields(self)}
+
+
+def _wire_value(value: object) -> str:
+    return ("true" if value else "false") if isinstance(value, bool) else str(value)
+
+
+def send_request(group: str, mq: MessageQueue, messages: list[OutgoingMessage], *,
+                 sys_flag: int = 0) -> RemotingCommand:
+    """SEND_MESSAGE_V2 for one message, SEND_BATCH_MESSAGE for several (all to one queue; ``sys_flag`` applies to
+    every message of a batch, so a compressed batch holds compressed bodies only)."""
     batch = len(messages) > 1
     first = messages[0]
-    fields = {
-        "a": group, "b": mq.topic, "c": "TBW102", "d": "4", "e": str(mq.queue_id), "f": "0",
-        "g": str(int(time.time() * 1000)), "h": str(first.flag),
-        "i": "" if batch else encode_properties(first.wire_properties()), "j": "0", "k": "false",
-        "m": "true" if batch else "false", "n": mq.broker_name,
-    }
+    header = SendHeader(group, mq.topic, mq.queue_id, mq.broker_name,
+                        properties="" if batch else encode_properties(first.wire_properties()), sys_flag=sys_flag,
+                        flag=first.flag, batch=batch, born_timestamp=int(time.time() * 1000))
     body = encode_batch(messages) if batch else first.body
     return RemotingCommand(code=codes.SEND_BATCH_MESSAGE if batch else codes.SEND_MESSAGE_V2,
-                           ext_fields=fields, body=body)
+                           ext_fields=header.ext_fields(), body=body)
 
 
 def send_result(response: RemotingCommand, mq: MessageQueue, address: str,
@@ -163,3 +214,40 @@ def send_result(response: RemotingCommand, mq: MessageQueue, address: str,
     return SendResult(msg_id=",".join(m.unique_id or "" for m in messages),
                       queue=MessageQueue(mq.topic, mq.broker_name, int(h.get("queueId", mq.queue_id))),
                       queue_offset=int(h.get("queueOffset", -1)), offset_msg_id=h.get("msgId", ""))
+
+
+def half_request(group: str, mq: MessageQueue, message: OutgoingMessage, *, sys_flag: int = 0) -> RemotingCommand:
+    """SEND_MESSAGE_V2 of a transaction's half message: stored aside by the broker, invisible to consumers until
+    END_TRANSACTION commits it (as TransactionMQProducer sends it)."""
+    props = {**message.wire_properties(), PROPERTY_TRANSACTION_PREPARED: "true", PROPERTY_PRODUCER_GROUP: group}
+    header = SendHeader(group, mq.topic, mq.queue_id, mq.broker_name, properties=encode_properties(props),
+                        sys_flag=sys_flag | TRANSACTION_PREPARED_TYPE, flag=message.flag,
+                        born_timestamp=int(time.time() * 1000))
+    return RemotingCommand(code=codes.SEND_MESSAGE_V2, ext_fields=header.ext_fields(), body=message.body)
+
+
+def half_result(response: RemotingCommand, mq: MessageQueue, address: str, message: OutgoingMessage) -> HalfMessage:
+    """The handle of a stored half message. Its commit-log offset is the tail of the broker's offset message id."""
+    check(response, f"send of a transactional half message to {mq}", address)
+    h = response.ext_fields
+    try:
+        return HalfMessage(queue=mq, msg_id=message.unique_id or "", transaction_id=h.get("transactionId") or "",
+                           commit_log_offset=commit_log_offset(h["msgId"]),
+                           half_queue_offset=int(h["queueOffset"]))
+    except (KeyError, ValueError) as e:
+        raise RocketMQError(f"send of a half message to {mq} at {address}: the answer has no valid msgId and "
+                            f"queueOffset ({h!r})") from e
+
+
+def end_transaction_request(group: str, half: HalfMessage, commit: bool) -> RemotingCommand:
+    """END_TRANSACTION: commit (the message appears in its queue) or roll back one half message."""
+    header = EndTransactionHeader(
+        producerGroup=group, tranStateTableOffset=half.half_queue_offset, commitLogOffset=half.commit_log_offset,
+        commitOrRollback=TRANSACTION_COMMIT_TYPE if commit else TRANSACTION_ROLLBACK_TYPE, msgId=half.msg_id,
+        transactionId=half.transaction_id or half.msg_id, topic=half.queue.topic)
+    return RemotingCommand(code=codes.END_TRANSACTION, ext_fields=header.ext_fields())
+
+
+def end_transaction_result(response: RemotingCommand, half: HalfMessage, commit: bool, address: str) -> None:
+    check(response, f"{'commit' if commit else 'rollback'} of half message {half.msg_id} for {half.queue}",
+          address)

@@ -2,19 +2,20 @@
 from __future__ import annotations
 
 import ssl
-from typing import Callable, Iterable, TypeVar
+from typing import Callable, Iterable, Sequence, TypeVar
 
-from rmq_spark.client.base import DEFAULT_GROUP, BaseClient
+from rmq_spark.client.base import DEFAULT_GROUP, DEFAULT_PRODUCER_GROUP, BaseClient
 from rmq_spark.client.compression import DEFAULT_MAX_MESSAGE_BYTES
 from rmq_spark.client.errors import BrokerUnavailableError, ConnectionLostError, TopicNotFoundError
-from rmq_spark.client.model import MASTER_ID, BrokerData, Message, MessageQueue, PullResult, SendResult, TopicRoute
+from rmq_spark.client.model import (MASTER_ID, BrokerData, HalfMessage, Message, MessageQueue, OutgoingMessage,
+                                    PullResult, TopicRoute)
 from rmq_spark.client.range_reader import RangeChunk
 from rmq_spark.client.remoting import broker as req
 from rmq_spark.client.remoting import codes
 from rmq_spark.client.remoting.acl import Credentials
 from rmq_spark.client.remoting.connection import ConnectionPool, PendingRequest
 from rmq_spark.client.remoting.frame import RemotingCommand
-from rmq_spark.client.remoting.message_codec import OutgoingMessage, decode_messages
+from rmq_spark.client.remoting.message_codec import decode_messages
 from rmq_spark.client.remoting.namesrv import NameServerClient, parse_name_servers
 from rmq_spark.client.tls import TlsConfig
 
@@ -231,12 +232,18 @@ class RemotingClient(BaseClient):
                                        self.request_timeout)
                 req.check(r, f"create topic {topic!r}", b.master_address)
 
-    def send(self, mq: MessageQueue, messages: OutgoingMessage | list[OutgoingMessage],
-             *, group: str = "rmq_spark_producer") -> SendResult:
-        """Send one message or a batch to one queue (on its master)."""
-        batch = [messages] if isinstance(messages, OutgoingMessage) else list(messages)
-        if not batch:
-            raise ValueError("send needs at least one message")
-        batch = [m.with_unique_id() for m in batch]
-        return self._request(mq, req.send_request(group, mq, batch), lambda r, a: req.send_result(r, mq, a, batch),
-                             master=True).result()
+    def send_async(self, mq: MessageQueue, messages: Sequence[OutgoingMessage], *,
+                   group: str = DEFAULT_PRODUCER_GROUP, sys_flag: int = 0) -> RemotingCall:
+        batch = list(messages)
+        return self._request(mq, req.send_request(group, mq, batch, sys_flag=sys_flag),
+                             lambda r, a: req.send_result(r, mq, a, batch), master=True)
+
+    def send_half_async(self, mq: MessageQueue, message: OutgoingMessage, *, group: str = DEFAULT_PRODUCER_GROUP,
+                        sys_flag: int = 0) -> RemotingCall:
+        return self._request(mq, req.half_request(group, mq, message, sys_flag=sys_flag),
+                             lambda r, a: req.half_result(r, mq, a, message), master=True)
+
+    def end_transaction_async(self, half: HalfMessage, *, commit: bool,
+                              group: str = DEFAULT_PRODUCER_GROUP) -> RemotingCall:
+        return self._request(half.queue, req.end_transaction_request(group, half, commit),
+                             lambda r, a: req.end_transaction_result(r, half, commit, a), master=True)

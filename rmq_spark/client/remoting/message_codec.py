@@ -20,18 +20,17 @@ MessageDecoder.decodeMessage) they are unwrapped with queue offsets ``queueOffse
 """
 from __future__ import annotations
 
-import datetime
-import os
 import socket
 import struct
-import threading
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import fields, replace
 from typing import Iterable
 
 from rmq_spark.client import compression
 from rmq_spark.client.compression import DEFAULT_MAX_MESSAGE_BYTES, MessageTooLargeError
 from rmq_spark.client.errors import ProtocolError
-from rmq_spark.client.model import Message
+from rmq_spark.client.model import (KEY_SEPARATOR, PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_UNIQ_KEY, Message,
+                                    OutgoingMessage)
+from rmq_spark.client.unique_ids import new_unique_id
 
 # MessageDecoder magic codes.
 MESSAGE_MAGIC_CODE = -626843481  # V1: 1-byte topic length
@@ -51,10 +50,12 @@ COMPRESSION_ZSTD = 2
 COMPRESSION_ZLIB = 3
 
 # MessageConst property names.
-PROPERTY_TAGS = "TAGS"
-PROPERTY_KEYS = "KEYS"
-PROPERTY_UNIQ_KEY = "UNIQ_KEY"
-KEY_SEPARATOR = " "
+PROPERTY_TRANSACTION_PREPARED = "TRAN_MSG"
+PROPERTY_PRODUCER_GROUP = "PGROUP"
+# MessageSysFlag transaction types (bits 2..3)
+TRANSACTION_PREPARED_TYPE = 0x4
+TRANSACTION_COMMIT_TYPE = 0x8
+TRANSACTION_ROLLBACK_TYPE = 0xC
 NAME_VALUE_SEPARATOR = "\x01"
 PROPERTY_SEPARATOR = "\x02"
 
@@ -138,6 +139,13 @@ class _HostCache(dict):
 _hosts = _HostCache()
 # host_string(raw ip + port bytes) -> "ip:port", rendered once per distinct host (a bounded cache).
 host_string = _hosts.__getitem__
+
+
+def commit_log_offset(offset_msg_id: str) -> int:
+    """The commit-log offset inside an offset message id (its last 16 hex digits)."""
+    if len(offset_msg_id) < 32:
+        raise ValueError(f"{offset_msg_id!r} is not an offset message id")
+    return int(offset_msg_id[-16:], 16)
 
 
 def offset_message_id(store_host_raw: bytes, commit_log_offset: int) -> str:
@@ -410,95 +418,7 @@ def decode_messages(data: bytes | bytearray | memoryview, broker_name: str, *,
     return out
 
 
-# ---------------------------------------------------------------------------------------------- unique ids
-
-class _UniqueIds:
-    """MessageClientIDSetter layout: 4-byte IP | int16 pid | int32 random | int32 ms since month start |
-    int16 counter, as 32 upper-case hex chars. The IP is a random per-process "fake IP" (Java's fallback),
-    so no DNS look-up. The (ms, counter) pair only moves forward within a process, and the random part is
-    redrawn at each month start and in a forked child, so ids never repeat within a process."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._reset()
-
-    def _reset(self) -> None:
-        self._prefix = (os.urandom(4) + (os.getpid() & 0xFFFF).to_bytes(2, "big") + os.urandom(4)).hex().upper()
-        self._month_start_ms, self._next_month_ms = self._month_bounds(self._now_ms())
-        self._last_diff = -1
-        self._counter = 0
-
-    @staticmethod
-    def _now_ms() -> int:
-        return int(datetime.datetime.now().timestamp() * 1000)
-
-    @staticmethod
-    def _month_bounds(now_ms: int) -> tuple[int, int]:
-        now = datetime.datetime.fromtimestamp(now_ms / 1000)
-        start = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
-        nxt = start.replace(year=start.year + 1, month=1) if start.month == 12 else start.replace(month=start.month + 1)
-        return int(start.timestamp() * 1000), int(nxt.timestamp() * 1000)
-
-    def next(self) -> str:
-        with self._lock:
-            now = self._now_ms()
-            if now >= self._next_month_ms:
-                self._reset()
-            diff = max(now - self._month_start_ms, self._last_diff, 0)
-            counter = self._counter
-            if diff == self._last_diff and counter == 0:
-                diff += 1  # the counter wrapped within one millisecond: move time forward instead
-            self._counter = (counter + 1) & 0xFFFF
-            self._last_diff = diff
-        return f"{self._prefix}{diff & 0xFFFFFFFF:08X}{counter:04X}"
-
-
-    def after_fork(self) -> None:
-        self._lock = threading.Lock()  # another thread may have held it at the fork
-        self._reset()
-
-
-_ids = _UniqueIds()
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_ids.after_fork)
-
-
-def new_unique_id() -> str:
-    """A new UNIQ_KEY: 32 upper-case hex chars, unique within this process (MessageClientIDSetter format)."""
-    return _ids.next()
-
-
 # ---------------------------------------------------------------------------------------------- batch encoding
-
-@dataclass(frozen=True)
-class OutgoingMessage:
-    """A message to send: body, optional tag and keys, user properties and the user flag."""
-
-    body: bytes
-    tags: str | None = None
-    keys: tuple[str, ...] = ()
-    properties: dict[str, str] = field(default_factory=dict)
-    flag: int = 0
-
-    def wire_properties(self) -> dict[str, str]:
-        """The properties as sent: the user properties plus TAGS and KEYS (space-joined), which win."""
-        props = dict(self.properties)
-        if self.tags:
-            props[PROPERTY_TAGS] = self.tags
-        if self.keys:
-            props[PROPERTY_KEYS] = KEY_SEPARATOR.join(self.keys)
-        return props
-
-    def with_unique_id(self) -> "OutgoingMessage":
-        """This message with a UNIQ_KEY property (a new one unless it already has one)."""
-        if self.properties.get(PROPERTY_UNIQ_KEY):
-            return self
-        return replace(self, properties={**self.properties, PROPERTY_UNIQ_KEY: new_unique_id()})
-
-    @property
-    def unique_id(self) -> str | None:
-        return self.properties.get(PROPERTY_UNIQ_KEY)
-
 
 _BATCH_RECORD = struct.Struct(">iiiii")
 
@@ -527,7 +447,7 @@ def encode_batch(messages: Iterable[OutgoingMessage]) -> bytes:
 
 
 __all__ = [
-    "OutgoingMessage", "as_byte_buffer", "decode_messages", "decode_properties", "encode_batch",
+    "OutgoingMessage", "as_byte_buffer", "commit_log_offset", "decode_messages", "decode_properties", "encode_batch",
     "encode_properties", "host_string", "needs_message_decoder", "new_unique_id", "offset_message_id",
     "scan_records",
 ]

@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 from rmq_spark.client import hints
-from rmq_spark.client.errors import (AuthError, BrokerBusyError, BrokerError, InvalidFilterError, RocketMQError,
-                                     TopicNotFoundError)
+from rmq_spark.client.errors import (AuthError, BrokerBusyError, BrokerError, InvalidFilterError,
+                                     MessageRejectedError, RocketMQError, TopicNotFoundError)
 from rmq_spark.client.remoting import codes
 from rmq_spark.client.remoting.frame import RemotingCommand
 
@@ -14,6 +14,7 @@ _HINTS = {
     codes.SUBSCRIPTION_GROUP_NOT_EXIST: (BrokerError, hints.GROUP),
     codes.SUBSCRIPTION_PARSE_FAILED: (InvalidFilterError, hints.FILTER),
     codes.REQUEST_CODE_NOT_SUPPORTED: (BrokerError, hints.NOT_REMOTING),
+    codes.MESSAGE_ILLEGAL: (MessageRejectedError, hints.TOO_LARGE),
     **{code: (BrokerBusyError, hints.BUSY) for code in codes.BACK_OFF},
 }
 
@@ -29,6 +30,8 @@ def error_for(response: RemotingCommand, what: str, address: str) -> RocketMQErr
     cls, hint = _HINTS.get(response.code, (BrokerError, ""))
     lines = (response.remark or "").strip().splitlines()
     remark = lines[0][:300] if lines else ""  # a Java exception's first line; the rest is its stack or an FAQ link
+    if "timer message is not enabled" in remark:
+        cls, hint = MessageRejectedError, hints.TIMER_OFF
     if cls is BrokerError and ("signature" in remark.lower() or "authenticat" in remark.lower()):
         cls, hint = AuthError, "check accessKey/secretKey"
     message = f"{what} failed at {address}" + (f": {hint}" if hint else "")
