@@ -14,14 +14,14 @@ from rmq_spark.client.base import BaseClient
 from rmq_spark.client.grpc.client import GrpcClient
 from rmq_spark.client.remoting.acl import Credentials
 from rmq_spark.client.remoting.client import RemotingClient
-from rmq_spark.options import SourceOptions
+from rmq_spark.options import ConnectionOptions
 
 MAX_SHARED = 8  # clients (connection pools) one worker keeps at most, beyond those in use
 IDLE_S = 300.0  # a shared client unused this long is closed
 _REAP_EVERY_S = 60.0
 
 
-def new_client(o: SourceOptions) -> BaseClient:
+def new_client(o: ConnectionOptions) -> BaseClient:
     """A fresh client of the transport the options select (the caller closes it)."""
     credentials = Credentials(o.access_key, o.secret_key or "", o.security_token) if o.access_key else None
     if o.endpoint:
@@ -33,7 +33,7 @@ def new_client(o: SourceOptions) -> BaseClient:
                           max_message_bytes=o.max_message_bytes)
 
 
-def settings_key(o: SourceOptions) -> str:
+def settings_key(o: ConnectionOptions) -> str:
     """A digest of everything that makes two clients differ (the secret included, but not readable from it)."""
     settings = (o.name_server, o.endpoint, o.access_key, o.secret_key, o.security_token, o.tls_config,
                 o.request_timeout_ms, o.connect_timeout_ms, o.max_message_bytes)
@@ -71,7 +71,7 @@ def _reap_forever() -> None:
 
 
 @contextmanager
-def shared_client(o: SourceOptions) -> Iterator[BaseClient]:
+def shared_client(o: ConnectionOptions) -> Iterator[BaseClient]:
     """A client shared by the tasks of this (reused) Python worker, leased for the ``with`` block: tasks share
     connections to the brokers, and a client nobody has used for IDLE_S is closed."""
     global _reaper

@@ -1,17 +1,21 @@
 """The "rocketmq" data source: parses the options and hands out the batch and stream readers."""
 from __future__ import annotations
 
-from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader
+from pyspark.sql.datasource import (DataSource, DataSourceReader, DataSourceStreamReader, DataSourceStreamWriter,
+                                    DataSourceWriter)
 from pyspark.sql.types import StructType
 
 from rmq_spark.batch import RocketMQBatchReader, RocketMQPushdownBatchReader
-from rmq_spark.options import parse_options
+from rmq_spark.options import OptionError, parse_options, parse_sink_options
 from rmq_spark.schema import SCHEMA_DDL, projection
+from rmq_spark.sink.columns import SinkColumns, sink_columns
+from rmq_spark.sink.writers import RocketMQStreamWriter, RocketMQWriter
 from rmq_spark.stream import RocketMQStreamReader
 
 
 class RocketMQDataSource(DataSource):
-    """Apache RocketMQ as a Spark data source: ``spark.read.format("rocketmq")`` and ``spark.readStream``."""
+    """Apache RocketMQ as a Spark data source: ``spark.read.format("rocketmq")`` and ``spark.readStream``, and as a
+    sink: ``df.write.format("rocketmq")`` and ``writeStream``."""
 
     @classmethod
     def name(cls) -> str:
@@ -29,6 +33,26 @@ class RocketMQDataSource(DataSource):
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         columns = _columns(schema)
         return RocketMQStreamReader(parse_options(self.options, streaming=True), columns)
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        _append_only(overwrite)
+        options = parse_sink_options(self.options)
+        return RocketMQWriter(options, _sink_columns(schema, options.topic))
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        _append_only(overwrite)
+        options = parse_sink_options(self.options)
+        return RocketMQStreamWriter(options, _sink_columns(schema, options.topic))
+
+
+def _append_only(overwrite: bool) -> None:
+    if overwrite:
+        raise OptionError("a RocketMQ topic is append-only: write with mode('append') (output mode 'append' or "
+                          "'update' in streaming), not overwrite or complete")
+
+
+def _sink_columns(schema: StructType, topic: str | None) -> SinkColumns:
+    return sink_columns([(f.name, f.dataType.simpleString()) for f in schema.fields], default_topic=topic)
 
 
 def _columns(schema: StructType | None) -> tuple[str, ...]:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Mapping, Union
 
 from rmq_spark.client.errors import RocketMQError
-from rmq_spark.client.base import DEFAULT_GROUP
+from rmq_spark.client.base import DEFAULT_GROUP, DEFAULT_PRODUCER_GROUP
 from rmq_spark.client.compression import DEFAULT_MAX_MESSAGE_BYTES
 from rmq_spark.client.grpc.client import parse_endpoint
 from rmq_spark.client.model import MessageQueue
@@ -22,10 +22,27 @@ class OptionError(RocketMQError):
     """An option is unknown, missing, malformed or contradicts another option."""
 
 
-# canonical name -> one-line description (used in the unknown-option error)
-KNOWN_OPTIONS: dict[str, str] = {
+# canonical name -> one-line description (used in the unknown-option error); the connection options are shared by
+# the source and the sink
+CONNECTION_OPTIONS: dict[str, str] = {
     "nameServer": "name server addresses, host:port[;host:port] (the remoting transport)",
     "endpoint": "host:port of an apache.rocketmq.v2 gRPC pull gateway (the gRPC transport), instead of nameServer",
+    "accessKey": "ACL access key",
+    "secretKey": "ACL secret key",
+    "securityToken": "ACL security token",
+    "tls": "true or false (default); implied by the other tls options",
+    "tlsCaFile": "PEM file of the CAs to trust (default: the system's)",
+    "tlsServerName": "the name the servers' certificates must carry (default: the host connected to)",
+    "tlsCertFile": "PEM client certificate (chain), for servers that require one (mutual TLS)",
+    "tlsKeyFile": "PEM private key of tlsCertFile",
+    "requestTimeoutMs": "per-request timeout, default 10000",
+    "connectTimeoutMs": "connect timeout, default 5000",
+    "brokerRetryTimeoutMs": ("how long a task waits for a broker that went away or is busy before it fails, default "
+                             f"{DEFAULT_RETRY_TIMEOUT * 1000:.0f}"),
+    "maxMessageBytes": f"the most a message body may decompress to, default {DEFAULT_MAX_MESSAGE_BYTES}",
+}
+KNOWN_OPTIONS: dict[str, str] = {
+    **CONNECTION_OPTIONS,
     "topic": "one topic",
     "topics": "comma-separated topics",
     "topicPattern": "regular expression over the name server's topic list",
@@ -42,31 +59,24 @@ KNOWN_OPTIONS: dict[str, str] = {
     "minPartitions": "minimum number of Spark partitions",
     "maxMessagesPerPartition": "split queue ranges larger than this",
     "failOnDataLoss": "true (default) or false",
-    "accessKey": "ACL access key",
-    "secretKey": "ACL secret key",
-    "securityToken": "ACL security token",
-    "tls": "true or false (default); implied by the other tls options",
-    "tlsCaFile": "PEM file of the CAs to trust (default: the system's)",
-    "tlsServerName": "the name the servers' certificates must carry (default: the host connected to)",
-    "tlsCertFile": "PEM client certificate (chain), for servers that require one (mutual TLS)",
-    "tlsKeyFile": "PEM private key of tlsCertFile",
     "pullDepth": "pulls in flight per task, default 8",
     "rowsPerBatch": "rows per Arrow batch a task yields, default 8192",
-    "requestTimeoutMs": "per-request timeout, default 10000",
-    "connectTimeoutMs": "connect timeout, default 5000",
     "maxMessagesPerTrigger": "streaming: at most this many messages per micro-batch",
     "minMessagesPerTrigger": "streaming: wait for at least this many messages per micro-batch",
     "maxTriggerDelay": "streaming: longest wait for minMessagesPerTrigger, e.g. '15m', '30s'",
     "commitOffsetsToBroker": "streaming: mirror committed offsets to consumerGroup on the broker",
     "pollNameServerIntervalMs": "streaming: how often new queues and topics are looked up, default 10000",
     "pushFilters": "batch: narrow the plan by pushed filters (needs spark.sql.python.filterPushdown.enabled)",
-    "brokerRetryTimeoutMs": ("how long a task waits for a broker that went away before it fails, default "
-                             f"{DEFAULT_RETRY_TIMEOUT * 1000:.0f}"),
     "allowSharedConsumerGroup": "streaming: mirror offsets to a consumerGroup that has online consumers, default "
                                 "false",
-    "maxMessageBytes": f"the most a message body may decompress to, default {DEFAULT_MAX_MESSAGE_BYTES}",
 }
-_BY_LOWER = {k.lower(): k for k in KNOWN_OPTIONS}
+SINK_OPTIONS: dict[str, str] = {
+    **CONNECTION_OPTIONS,
+    "topic": "the topic of rows without a topic column",
+    "producerGroup": f"producer group of the sends, default {DEFAULT_PRODUCER_GROUP}; with exactly_once one per "
+                     "query, stable across restarts (it names the query's commit marker)",
+    "deliveryGuarantee": "at_least_once (default) or exactly_once (transactional half messages)",
+}
 SECRET_OPTIONS = frozenset({"secretKey", "securityToken"})
 _TOPIC_NAME = re.compile(r"^[%A-Za-z0-9_|-]{1,127}$")
 
@@ -193,21 +203,11 @@ def queue_offsets(nested: Mapping[str, Mapping[str, int]]) -> dict[MessageQueue,
 
 
 @dataclass(frozen=True)
-class SourceOptions:
-    """Every option of the source, parsed. Picklable: it travels to the executors inside the reader."""
+class ConnectionOptions:
+    """Where and how to connect: the options the source and the sink share. Picklable."""
 
-    name_server: str | None
-    topics: tuple[str, ...] = ()
+    name_server: str | None = None
     endpoint: str | None = None
-    topic_pattern: str | None = None
-    sub_expression: str = "*"
-    expression_type: str = "TAG"
-    starting: OffsetSpec = Earliest()
-    ending: OffsetSpec = Latest()
-    consumer_group: str | None = None
-    min_partitions: int | None = None
-    max_messages_per_partition: int | None = None
-    fail_on_data_loss: bool = True
     access_key: str | None = None
     secret_key: str | None = field(default=None, repr=False)
     security_token: str | None = field(default=None, repr=False)
@@ -216,24 +216,10 @@ class SourceOptions:
     tls_server_name: str | None = None
     tls_cert_file: str | None = None
     tls_key_file: str | None = None
-    pull_depth: int = 8
-    rows_per_batch: int = 8192
     request_timeout_ms: int = 10_000
     connect_timeout_ms: int = 5_000
-    max_messages_per_trigger: int | None = None
-    min_messages_per_trigger: int | None = None
-    max_trigger_delay_ms: int = 15 * 60 * 1000
-    commit_offsets_to_broker: bool = False
-    poll_name_server_interval_ms: int = 10_000
-    push_filters: bool = False
     broker_retry_timeout_ms: int = int(DEFAULT_RETRY_TIMEOUT * 1000)
-    allow_shared_consumer_group: bool = False
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
-
-    @property
-    def pull_group(self) -> str:
-        """The group named in pulls (the broker requires one)."""
-        return self.consumer_group or DEFAULT_GROUP
 
     @property
     def tls_config(self) -> TlsConfig | bool:
@@ -248,7 +234,53 @@ class SourceOptions:
         return self.broker_retry_timeout_ms / 1000
 
 
-# option -> (SourceOptions field, minimum); the defaults are the fields'
+@dataclass(frozen=True)
+class SourceOptions(ConnectionOptions):
+    """Every option of the source, parsed. Picklable: it travels to the executors inside the reader."""
+
+    topics: tuple[str, ...] = ()
+    topic_pattern: str | None = None
+    sub_expression: str = "*"
+    expression_type: str = "TAG"
+    starting: OffsetSpec = Earliest()
+    ending: OffsetSpec = Latest()
+    consumer_group: str | None = None
+    min_partitions: int | None = None
+    max_messages_per_partition: int | None = None
+    fail_on_data_loss: bool = True
+    pull_depth: int = 8
+    rows_per_batch: int = 8192
+    max_messages_per_trigger: int | None = None
+    min_messages_per_trigger: int | None = None
+    max_trigger_delay_ms: int = 15 * 60 * 1000
+    commit_offsets_to_broker: bool = False
+    poll_name_server_interval_ms: int = 10_000
+    push_filters: bool = False
+    allow_shared_consumer_group: bool = False
+
+    @property
+    def pull_group(self) -> str:
+        """The group named in pulls (the broker requires one)."""
+        return self.consumer_group or DEFAULT_GROUP
+
+
+AT_LEAST_ONCE, EXACTLY_ONCE = "at_least_once", "exactly_once"
+
+
+@dataclass(frozen=True)
+class SinkOptions(ConnectionOptions):
+    """Every option of the sink, parsed. Picklable: it travels to the executors inside the writer."""
+
+    topic: str | None = None
+    producer_group: str = DEFAULT_PRODUCER_GROUP
+    delivery_guarantee: str = AT_LEAST_ONCE
+
+    @property
+    def exactly_once(self) -> bool:
+        return self.delivery_guarantee == EXACTLY_ONCE
+
+
+# option -> (field, minimum); the defaults are the fields'
 _INT_OPTIONS = {
     "minPartitions": ("min_partitions", 1), "maxMessagesPerPartition": ("max_messages_per_partition", 1),
     "pullDepth": ("pull_depth", 1), "rowsPerBatch": ("rows_per_batch", 1),
@@ -257,7 +289,7 @@ _INT_OPTIONS = {
     "pollNameServerIntervalMs": ("poll_name_server_interval_ms", 1),
     "brokerRetryTimeoutMs": ("broker_retry_timeout_ms", 0), "maxMessageBytes": ("max_message_bytes", 1024),
 }
-_TLS_FILE_OPTIONS = {  # option -> SourceOptions field; any of them turns TLS on
+_TLS_FILE_OPTIONS = {  # option -> field; any of them turns TLS on
     "tlsCaFile": "tls_ca_file", "tlsServerName": "tls_server_name", "tlsCertFile": "tls_cert_file",
     "tlsKeyFile": "tls_key_file",
 }
@@ -265,19 +297,41 @@ _BOOL_OPTIONS = {"failOnDataLoss": "fail_on_data_loss", "tls": "tls", "pushFilte
                  "allowSharedConsumerGroup": "allow_shared_consumer_group"}
 
 
-def parse_options(raw: Mapping[str, str], *, streaming: bool = False) -> SourceOptions:
-    """Validate Spark's (case-insensitive) option map; raise OptionError on the first problem."""
+def _canonical(raw: Mapping[str, str], known: Mapping[str, str], what: str) -> dict[str, str]:
+    """Spark's lower-cased option map with each key in its canonical spelling; OptionError for an unknown key."""
+    by_lower = {k.lower(): k for k in known}
     opts: dict[str, str] = {}
     for key, value in raw.items():
-        canonical = _BY_LOWER.get(str(key).lower())
+        canonical = by_lower.get(str(key).lower())
         if canonical is None:
             if str(key).lower() == "path":
-                raise OptionError("the rocketmq source takes no path: remove the argument of load() and set the "
-                                  "option topic, topics or topicPattern")
-            raise OptionError(f"unknown option {key!r} for format('rocketmq'); known options: "
-                              + ", ".join(sorted(KNOWN_OPTIONS)))
+                raise OptionError(f"the rocketmq {what} takes no path: remove the argument of "
+                                  f"{'load' if what == 'source' else 'save'}() and set the option topic")
+            elsewhere = {k.lower(): k for k in (*KNOWN_OPTIONS, *SINK_OPTIONS)}.get(str(key).lower())
+            if elsewhere is not None:
+                other = "sink (df.write)" if what == "source" else "source (spark.read)"
+                raise OptionError(f"option {elsewhere} is an option of the rocketmq {other}, not of the {what}; "
+                                  "the " + what + " takes: " + ", ".join(sorted(known)))
+            raise OptionError(f"unknown option {key!r} for the rocketmq {what}; known options: "
+                              + ", ".join(sorted(known)))
         opts[canonical] = str(value)
+    return opts
 
+
+def _typed_values(opts: Mapping[str, str]) -> dict[str, object]:
+    """The integer and boolean options present in ``opts``, parsed, by field name."""
+    values: dict[str, object] = {}
+    for name, (attr, minimum) in _INT_OPTIONS.items():
+        if name in opts:
+            values[attr] = _parse_int(name, opts[name], minimum=minimum)
+    for name, attr in _BOOL_OPTIONS.items():
+        if name in opts:
+            values[attr] = _parse_bool(name, opts[name])
+    return values
+
+
+def _connection(opts: Mapping[str, str]) -> dict[str, object]:
+    """The ConnectionOptions fields from ``opts``, validated (transport, address, credentials, TLS, timeouts)."""
     name_server = opts.get("nameServer", "").strip() or None
     endpoint = opts.get("endpoint", "").strip() or None
     if name_server and endpoint:
@@ -296,6 +350,32 @@ def parse_options(raw: Mapping[str, str], *, streaming: bool = False) -> SourceO
             parse_endpoint(endpoint)
         except ValueError as e:
             raise OptionError(f"option {e}") from None
+    if ("accessKey" in opts) != ("secretKey" in opts):
+        raise OptionError("options accessKey and secretKey go together: set both or neither")
+    tls_files = {attr: opts[name].strip() for name, attr in _TLS_FILE_OPTIONS.items() if opts.get(name, "").strip()}
+    if ("tls_cert_file" in tls_files) != ("tls_key_file" in tls_files):
+        raise OptionError("options tlsCertFile and tlsKeyFile go together (a client certificate and its key): set "
+                          "both or neither")
+    if tls_files and opts.get("tls", "").strip().lower() == "false":
+        raise OptionError("option tls=false contradicts " + ", ".join(n for n in _TLS_FILE_OPTIONS if n in opts)
+                          + ": remove tls=false to connect with TLS, or remove those options")
+    return {"name_server": name_server, "endpoint": endpoint, "access_key": opts.get("accessKey"),
+            "secret_key": opts.get("secretKey"), "security_token": opts.get("securityToken"),
+            **tls_files, **({"tls": True} if tls_files else {})}
+
+
+def _topic_name(option: str, topic: str) -> str:
+    if not _TOPIC_NAME.match(topic):
+        raise OptionError(f"option {option}: {topic!r} is not a valid RocketMQ topic name "
+                          "(letters, digits, %, |, _ and -, at most 127 characters)")
+    return topic
+
+
+def parse_options(raw: Mapping[str, str], *, streaming: bool = False) -> SourceOptions:
+    """Validate Spark's (case-insensitive) option map; raise OptionError on the first problem."""
+    opts = _canonical(raw, KNOWN_OPTIONS, "source")
+    connection = _connection(opts)
+    endpoint = connection["endpoint"]
 
     chosen = [k for k in ("topic", "topics", "topicPattern") if opts.get(k, "").strip()]
     if len(chosen) != 1:
@@ -313,11 +393,8 @@ def parse_options(raw: Mapping[str, str], *, streaming: bool = False) -> SourceO
         except re.error as e:
             raise OptionError(f"option topicPattern is not a valid regular expression: {e}") from None
     else:
-        topics = tuple(sorted({t.strip() for t in opts[chosen[0]].split(",") if t.strip()}))
-        for t in topics:
-            if not _TOPIC_NAME.match(t):
-                raise OptionError(f"option {chosen[0]}: {t!r} is not a valid RocketMQ topic name "
-                                  "(letters, digits, %, |, _ and -, at most 127 characters)")
+        topics = tuple(sorted({_topic_name(chosen[0], t.strip())
+                               for t in opts[chosen[0]].split(",") if t.strip()}))
 
     expression_type = _parse_choice("expressionType", opts.get("expressionType", "TAG"), ("TAG", "SQL92"))
     sub_expression = opts.get("subExpression", "*").strip() or "*"
@@ -335,29 +412,12 @@ def parse_options(raw: Mapping[str, str], *, streaming: bool = False) -> SourceO
     if isinstance(starting, Latest) and not streaming:
         raise OptionError("option startingOffsets=latest is for streaming queries; a batch query from latest "
                           "would be empty (use earliest, committed, JSON offsets or a timestamp)")
-    if ("accessKey" in opts) != ("secretKey" in opts):
-        raise OptionError("options accessKey and secretKey go together: set both or neither")
-    tls_files = {attr: opts[name].strip() for name, attr in _TLS_FILE_OPTIONS.items() if opts.get(name, "").strip()}
-    if ("tls_cert_file" in tls_files) != ("tls_key_file" in tls_files):
-        raise OptionError("options tlsCertFile and tlsKeyFile go together (a client certificate and its key): set "
-                          "both or neither")
-    if tls_files and opts.get("tls", "").strip().lower() == "false":
-        raise OptionError("option tls=false contradicts " + ", ".join(n for n in _TLS_FILE_OPTIONS if n in opts)
-                          + ": remove tls=false to connect with TLS, or remove those options")
 
-    values: dict[str, object] = {}
-    for name, (attr, minimum) in _INT_OPTIONS.items():
-        if name in opts:
-            values[attr] = _parse_int(name, opts[name], minimum=minimum)
-    for name, attr in _BOOL_OPTIONS.items():
-        if name in opts:
-            values[attr] = _parse_bool(name, opts[name])
+    values = _typed_values(opts)
     if "maxTriggerDelay" in opts:
         values["max_trigger_delay_ms"] = parse_duration_ms("maxTriggerDelay", opts["maxTriggerDelay"])
     commit = opts.get("commitOffsetsToBroker")
     parsed = SourceOptions(
-        name_server=name_server,
-        endpoint=endpoint,
         topics=topics,
         topic_pattern=pattern,
         sub_expression=sub_expression,
@@ -365,16 +425,30 @@ def parse_options(raw: Mapping[str, str], *, streaming: bool = False) -> SourceO
         starting=starting,
         ending=ending,
         consumer_group=consumer_group,
-        access_key=opts.get("accessKey"),
-        secret_key=opts.get("secretKey"),
-        security_token=opts.get("securityToken"),
         commit_offsets_to_broker=(_parse_bool("commitOffsetsToBroker", commit) if commit is not None
                                   else consumer_group is not None),
-        **{**values, **tls_files, **({"tls": True} if tls_files else {})},
+        **{**connection, **values},
     )
     if parsed.commit_offsets_to_broker and not consumer_group:
         raise OptionError("option commitOffsetsToBroker=true needs option consumerGroup")
     return parsed
+
+
+def parse_sink_options(raw: Mapping[str, str]) -> SinkOptions:
+    """Validate the sink's (case-insensitive) option map; raise OptionError on the first problem."""
+    opts = _canonical(raw, SINK_OPTIONS, "sink")
+    connection = _connection(opts)
+    topic = opts.get("topic", "").strip() or None
+    if topic is not None:
+        _topic_name("topic", topic)
+    group = opts.get("producerGroup", "").strip() or DEFAULT_PRODUCER_GROUP
+    guarantee = _parse_choice("deliveryGuarantee", opts.get("deliveryGuarantee", AT_LEAST_ONCE),
+                              (AT_LEAST_ONCE, EXACTLY_ONCE))
+    if guarantee == EXACTLY_ONCE and connection["endpoint"]:
+        raise OptionError("option deliveryGuarantee=exactly_once needs transactional messages, which the gRPC pull "
+                          "gateway of option endpoint does not offer: use option nameServer")
+    return SinkOptions(topic=topic, producer_group=group, delivery_guarantee=guarantee,
+                       **{**connection, **_typed_values(opts)})
 
 
 def _offset_spec(opts: Mapping[str, str], side: str, group: str | None, fallback: str, *,

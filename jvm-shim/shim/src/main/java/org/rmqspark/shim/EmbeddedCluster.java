@@ -321,7 +321,10 @@ final class EmbeddedCluster {
         }
         sc.setMaxHashSlotNum(5000);
         sc.setMaxIndexNum(20000);
-        sc.setTimerWheelEnable(false); // the timer wheel maps a 100 MiB timer log and a wheel file at start
+        // Timer messages (the sink's deliverTimeMs) need the timer wheel; its log shrinks from 100 MiB to 4 MiB
+        // (the wheel file is sparse).
+        sc.setTimerWheelEnable(true);
+        sc.setMappedFileSizeTimerLog(4 * 1024 * 1024);
         if (b.master == null) {
             sc.setBrokerRole(BrokerRole.ASYNC_MASTER);
             sc.setHaListenPort(b.haPort());

@@ -1,0 +1,166 @@
+"""A task's sends: per queue in row order and batched (SEND_BATCH_MESSAGE), several queues in flight at once,
+memory bounded by the batch and in-flight limits, transient failures retried with backoff until a deadline. In
+exactly-once mode every message is a transaction's half message (the broker takes halves one by one) and the task
+returns their handles for the driver to commit."""
+from __future__ import annotations
+
+import time
+import zlib
+from collections import deque
+from dataclasses import dataclass, field, replace
+
+from rmq_spark.client.base import BaseClient, Call
+from rmq_spark.client.errors import RETRYABLE, RocketMQError
+from rmq_spark.client.model import HalfMessage, MessageQueue, OutgoingMessage
+from rmq_spark.client.remoting.message_codec import COMPRESSED_FLAG, COMPRESSION_ZLIB
+
+# As the Java producer: bodies over compressMsgBodyOverHowmuch (4 KiB) are zlib-compressed at level 5 and flagged in
+# sysFlag, so every RocketMQ consumer inflates them.
+COMPRESS_OVER = 4096
+ZLIB_LEVEL = 5
+ZLIB_SYS_FLAG = COMPRESSED_FLAG | COMPRESSION_ZLIB << 8
+BATCH_MESSAGES = 256  # messages per SEND_BATCH_MESSAGE at most
+BATCH_BYTES = 1 << 20  # body bytes per send at most (the broker takes up to maxMessageSize, 4 MiB by default)
+MAX_IN_FLIGHT = 16  # sends in flight per task
+_BACKOFF_S = (0.05, 0.1, 0.2, 0.5, 1.0, 2.0)
+
+
+def compressed(message: OutgoingMessage) -> tuple[OutgoingMessage, int]:
+    """The message as sent and its sysFlag: bodies over COMPRESS_OVER bytes zlib-compressed."""
+    if len(message.body) <= COMPRESS_OVER:
+        return message, 0
+    return replace(message, body=zlib.compress(message.body, ZLIB_LEVEL)), ZLIB_SYS_FLAG
+
+
+@dataclass
+class _Send:
+    """One send in flight: a batch for one queue (or one half message) and its attempt."""
+
+    mq: MessageQueue
+    messages: list[OutgoingMessage]
+    sys_flag: int
+    seq: int = -1  # the row sequence of a half message
+    call: Call | None = None
+    failing_since: float | None = None
+    attempt: int = 0
+
+
+@dataclass
+class _Pending:
+    sys_flag: int
+    messages: list[OutgoingMessage] = field(default_factory=list)
+    size: int = 0
+
+
+class Sender:
+    """Sends one task's messages. ``add`` in row order, then ``finish``; ``sent`` counts the stored messages and
+    ``halves()`` lists the half messages in row order (exactly-once)."""
+
+    def __init__(self, client: BaseClient, group: str, *, transactional: bool, retry_timeout: float,
+                 max_in_flight: int = MAX_IN_FLIGHT) -> None:
+        self._client = client
+        self._group = group
+        self._transactional = transactional
+        self._retry_timeout = retry_timeout
+        self._max_in_flight = max_in_flight
+        self._pending: dict[MessageQueue, _Pending] = {}
+        self._busy: dict[MessageQueue, _Send] = {}  # at most one send in flight per queue keeps its order
+        self._inflight: deque[_Send] = deque()
+        self._halves: list[tuple[int, HalfMessage]] = []
+        self._seq = 0
+        self.sent = 0
+
+    def add(self, mq: MessageQueue, message: OutgoingMessage) -> None:
+        message, sys_flag = compressed(message)
+        if self._transactional:
+            self._launch(_Send(mq, [message], sys_flag, seq=self._seq))
+            self._seq += 1
+            return
+        pending = self._pending.get(mq)
+        alone = message.deliver_time_ms is not None  # the broker schedules timer messages sent one by one
+        if pending is not None and (pending.sys_flag != sys_flag or alone or len(pending.messages) >= BATCH_MESSAGES
+                                    or pending.size + len(message.body) > BATCH_BYTES):
+            self._flush(mq)
+            pending = None
+        if alone:
+            self._launch(_Send(mq, [message], sys_flag))
+            return
+        if pending is None:
+            pending = self._pending[mq] = _Pending(sys_flag)
+        pending.messages.append(message)
+        pending.size += len(message.body)
+
+    def finish(self) -> None:
+        """Send what is pending and wait for every send."""
+        for mq in list(self._pending):
+            self._flush(mq)
+        while self._inflight:
+            self._complete(self._inflight.popleft())
+
+    def halves(self) -> list[HalfMessage]:
+        return [h for _, h in sorted(self._halves, key=lambda e: e[0])]
+
+    # -- internals -------------------------------------------------------------------------------------------
+    def _flush(self, mq: MessageQueue) -> None:
+        pending = self._pending.pop(mq, None)
+        if pending is not None and pending.messages:
+            self._launch(_Send(mq, pending.messages, pending.sys_flag))
+
+    def _launch(self, send: _Send) -> None:
+        if not self._transactional:
+            before = self._busy.get(send.mq)
+            if before is not None:
+                self._inflight.remove(before)
+                self._complete(before)
+        while len(self._inflight) >= self._max_in_flight:
+            self._complete(self._inflight.popleft())
+        self._start(send)
+        self._inflight.append(send)
+        if not self._transactional:
+            self._busy[send.mq] = send
+
+    def _start(self, send: _Send) -> None:
+        try:
+            if self._transactional:
+                send.call = self._client.send_half_async(send.mq, send.messages[0], group=self._group,
+                                                         sys_flag=send.sys_flag)
+            else:
+                send.call = self._client.send_async(send.mq, send.messages, group=self._group,
+                                                    sys_flag=send.sys_flag)
+        except RETRYABLE as e:
+            send.call = _Failed(e)
+
+    def _complete(self, send: _Send) -> None:
+        """Wait for ``send``; send it again after a transient failure (the broker may have stored the first try:
+        at-least-once) until brokerRetryTimeoutMs has passed since the first failure."""
+        while True:
+            try:
+                result = send.call.result()
+                break
+            except RETRYABLE as e:
+                now = time.monotonic()
+                send.failing_since = send.failing_since or now
+                if now - send.failing_since > self._retry_timeout:
+                    raise type(e)(f"sending to {send.mq} kept failing for {now - send.failing_since:.0f} s, past "
+                                  f"option brokerRetryTimeoutMs ({self._retry_timeout * 1000:.0f} ms): {e}",
+                                  code=e.code, remark=e.remark) from e
+                time.sleep(_BACKOFF_S[min(send.attempt, len(_BACKOFF_S) - 1)])
+                send.attempt += 1
+                self._start(send)
+        if self._busy.get(send.mq) is send:
+            del self._busy[send.mq]
+        if self._transactional:
+            self._halves.append((send.seq, result))
+        self.sent += len(send.messages)
+
+
+class _Failed:
+    """A send that failed before it left (the broker could not be reached); ``result`` raises its error."""
+
+    replica = False
+
+    def __init__(self, error: RocketMQError) -> None:
+        self._error = error
+
+    def result(self):
+        raise self._error

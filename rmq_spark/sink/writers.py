@@ -1,0 +1,126 @@
+"""The PySpark writers of the sink: tasks send (``write``), the driver commits or aborts (exactly-once)."""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Iterator, Sequence
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
+
+from rmq_spark.client.model import HalfMessage, MessageQueue
+from rmq_spark.connect import shared_client
+from rmq_spark.options import OptionError, SinkOptions
+from rmq_spark.sink.columns import SinkColumns, iter_rows
+from rmq_spark.sink.routing import Router
+from rmq_spark.sink.sender import Sender
+from rmq_spark.sink.transactions import ROW_KEY_PROPERTY, CommitMarker, RowKeys, commit_batch, end_halves
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SinkCommit(WriterCommitMessage):
+    """What one task wrote: the count, and in exactly-once mode its half messages with their row keys."""
+
+    partition: int
+    sent: int
+    halves: tuple[tuple[str, HalfMessage], ...] = ()
+
+
+def _partition() -> int:
+    from pyspark import TaskContext
+    ctx = TaskContext.get()
+    return ctx.partitionId() if ctx is not None else 0
+
+
+def write_task(options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> SinkCommit:
+    """Send one task's rows; in exactly-once mode as half messages, returned for the driver to end."""
+    partition = _partition()
+    eo = options.exactly_once
+    with shared_client(options) as client:
+        router = Router(client, start=partition)
+        sender = Sender(client, options.producer_group, transactional=eo,
+                        retry_timeout=options.broker_retry_timeout)
+        row_keys = RowKeys(options.producer_group, partition) if eo else None
+        keys: list[str] = []
+        for rows in iter_rows(batches, options.topic):
+            shard = rows.sharding_keys
+            explicit = rows.queues
+            for i, message in enumerate(rows.messages):
+                topic = rows.topics[i]
+                mq = router.route(topic, shard[i] if shard is not None else None,
+                                  *(explicit[i] if explicit is not None else (None, None)))
+                if row_keys is not None:
+                    key = row_keys.key(topic, message)
+                    message.properties[ROW_KEY_PROPERTY] = key
+                    keys.append(key)
+                sender.add(mq, message)
+        sender.finish()
+    return SinkCommit(partition, sender.sent, tuple(zip(keys, sender.halves())) if eo else ())
+
+
+def _halves(messages: Sequence[WriterCommitMessage | None]) -> list[tuple[str, HalfMessage]]:
+    out = []
+    for m in sorted((m for m in messages if isinstance(m, SinkCommit)), key=lambda m: m.partition):
+        out.extend(m.halves)
+    return out
+
+
+class RocketMQWriter(DataSourceArrowWriter):
+    """``df.write.format("rocketmq")``: at-least-once sends, or exactly-once through half messages committed when
+    every task has succeeded (rolled back on abort)."""
+
+    def __init__(self, options: SinkOptions, columns: SinkColumns) -> None:
+        self.options = options
+        self.columns = columns
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommit:
+        return write_task(self.options, iterator)
+
+    def commit(self, messages: Sequence[WriterCommitMessage | None]) -> None:
+        halves = _halves(messages)
+        if halves:
+            with shared_client(self.options) as client:
+                end_halves(client, [h for _, h in halves], commit=True, group=self.options.producer_group)
+
+    def abort(self, messages: Sequence[WriterCommitMessage | None]) -> None:
+        halves = _halves(messages)
+        if halves:
+            with shared_client(self.options) as client:
+                end_halves(client, [h for _, h in halves], commit=False, group=self.options.producer_group)
+
+
+class RocketMQStreamWriter(DataSourceStreamArrowWriter):
+    """``writeStream.format("rocketmq")``: as the batch writer, and in exactly-once mode each micro-batch is
+    committed once across driver crashes (``rmq_spark.sink.transactions``)."""
+
+    def __init__(self, options: SinkOptions, columns: SinkColumns) -> None:
+        if options.exactly_once and options.topic is None:
+            raise OptionError("deliveryGuarantee=exactly_once in a streaming query needs option topic: the commit "
+                              "marker is kept on that topic's first queue (rows may still name other topics)")
+        self.options = options
+        self.columns = columns
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommit:
+        return write_task(self.options, iterator)
+
+    def commit(self, messages: Sequence[WriterCommitMessage | None], batchId: int) -> None:
+        halves = _halves(messages)
+        if not halves:
+            return
+        o = self.options
+        with shared_client(o) as client:
+            targets: set[MessageQueue] = set()
+            for topic in sorted({h.queue.topic for _, h in halves}):
+                targets.update(client.route(topic).write_queues())
+            marker = CommitMarker(client, o.producer_group, client.route(o.topic).write_queues()[0])
+            outcome = commit_batch(marker, batchId, halves, targets, o.producer_group)
+        if outcome != "committed":
+            log.warning("rocketmq sink: batch %d was %s (%d half messages)", batchId, outcome, len(halves))
+
+    def abort(self, messages: Sequence[WriterCommitMessage | None], batchId: int) -> None:
+        halves = _halves(messages)
+        if halves:
+            with shared_client(self.options) as client:
+                end_halves(client, [h for _, h in halves], commit=False, group=self.options.producer_group)

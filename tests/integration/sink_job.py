@@ -1,0 +1,36 @@
+"""A streaming query run as its own process by the sink's delivery tests, so that they can SIGKILL it.
+
+usage: python sink_job.py NAME_SERVER SOURCE_TOPIC TARGET_TOPIC GUARANTEE PRODUCER_GROUP CHECKPOINT_DIR
+Reads SOURCE_TOPIC from the earliest offsets in small micro-batches and writes each message to TARGET_TOPIC through
+the rocketmq sink with deliveryGuarantee GUARANTEE, marked with its source position in property ``src``. Runs until
+killed.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+
+def main() -> None:
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    name_server, source, target, guarantee, group, checkpoint = sys.argv[1:7]
+    spark = (SparkSession.builder.master("local[2]").appName("rmq-spark-sink-delivery")
+             .config("spark.ui.enabled", "false").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    df = (spark.readStream.format("rocketmq").option("nameServer", name_server).option("topic", source)
+          .option("startingOffsets", "earliest").option("maxMessagesPerTrigger", "600").load())
+    out = df.select(F.col("body"), F.create_map(F.lit("src"), F.concat_ws("/", "brokerName", "queueId",
+                                                                            "queueOffset")).alias("properties"))
+    print("STARTED", flush=True)
+    (out.writeStream.format("rocketmq").option("nameServer", name_server).option("topic", target)
+     .option("deliveryGuarantee", guarantee).option("producerGroup", group)
+     .option("checkpointLocation", checkpoint).trigger(processingTime="100 milliseconds").start()
+     .awaitTermination())
+
+
+if __name__ == "__main__":
+    main()
