@@ -297,6 +297,9 @@ _BOOL_OPTIONS = {"failOnDataLoss": "fail_on_data_loss", "tls": "tls", "pushFilte
                  "allowSharedConsumerGroup": "allow_shared_consumer_group"}
 
 
+_SPARK_OWN = frozenset({"checkpointlocation"})  # Spark's own options, passed on to a stream writer
+
+
 def _canonical(raw: Mapping[str, str], known: Mapping[str, str], what: str) -> dict[str, str]:
     """Spark's lower-cased option map with each key in its canonical spelling; OptionError for an unknown key."""
     by_lower = {k.lower(): k for k in known}
@@ -304,6 +307,8 @@ def _canonical(raw: Mapping[str, str], known: Mapping[str, str], what: str) -> d
     for key, value in raw.items():
         canonical = by_lower.get(str(key).lower())
         if canonical is None:
+            if str(key).lower() in _SPARK_OWN:
+                continue
             if str(key).lower() == "path":
                 raise OptionError(f"the rocketmq {what} takes no path: remove the argument of "
                                   f"{'load' if what == 'source' else 'save'}() and set the option topic")

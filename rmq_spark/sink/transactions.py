@@ -3,8 +3,8 @@ commit happen once across driver crashes.
 
 A streaming commit of batch N runs in three steps, each recorded on the broker before the next:
 
-1. *started(N)*: each target queue's end offset is stored under the query's marker group (the point a recovery
-   scans from), then the marker (the group's offset on the marker queue) becomes ``2N + 1``;
+1. *started(N)*: each target queue's end offset is stored under the query's scan group (the point a recovery
+   scans from), then the marker (the marker group's offset on the marker queue) becomes ``2N + 1``;
 2. the halves are committed, each queue's in row order;
 3. *done(N)*: the marker becomes ``2N + 2``.
 
@@ -26,7 +26,8 @@ from rmq_spark.client.errors import BrokerBusyError, RETRYABLE, RocketMQError
 from rmq_spark.client.model import PROPERTY_UNIQ_KEY, HalfMessage, MessageQueue, OutgoingMessage
 
 ROW_KEY_PROPERTY = "rmqSparkRow"
-MARKER_SUFFIX = "_commits"
+MARKER_SUFFIX = "_commits"  # the marker group: producerGroup + this
+SCAN_SUFFIX = "_commit_scan"  # the group holding where a recovery scans each target queue from
 _BACKOFF_S = (0.05, 0.1, 0.2, 0.5, 1.0)
 
 
@@ -105,13 +106,15 @@ def done(batch_id: int) -> int:
 
 
 class CommitMarker:
-    """The commit state of one streaming query, kept on the broker as consumer offsets of the group
-    ``producerGroup + "_commits"``: the marker on ``marker_queue`` and, per target queue, where a recovery scans
-    from."""
+    """The commit state of one streaming query, kept on the broker as consumer offsets: the marker as the offset of
+    group ``producerGroup + "_commits"`` on ``marker_queue``, and where a recovery scans each target queue from as
+    the offsets of group ``producerGroup + "_commit_scan"`` (two groups, as the marker queue is a target too)."""
 
     def __init__(self, client: BaseClient, producer_group: str, marker_queue: MessageQueue) -> None:
         self.client = client
+        self.producer_group = producer_group
         self.group = producer_group + MARKER_SUFFIX
+        self.scan_group = producer_group + SCAN_SUFFIX
         self.marker_queue = marker_queue
 
     def read(self) -> int | None:
@@ -122,14 +125,14 @@ class CommitMarker:
 
     def record_starts(self, queues: Iterable[MessageQueue]) -> None:
         queues = sorted(set(queues))
-        self.client.update_consumer_offsets(self.group, dict(self.client.max_offsets(queues)))
+        self.client.update_consumer_offsets(self.scan_group, dict(self.client.max_offsets(queues)))
 
     def committed_rows(self, queues: Iterable[MessageQueue]) -> set[str]:
         """The row keys of this query's messages stored in ``queues`` since their recorded starts."""
         queues = sorted(set(queues))
-        starts = self.client.query_consumer_offsets(self.group, queues)
+        starts = self.client.query_consumer_offsets(self.scan_group, queues)
         ends = self.client.max_offsets([mq for mq in queues if starts.get(mq) is not None])
-        prefix = self.group[:-len(MARKER_SUFFIX)] + "/"
+        prefix = self.producer_group + "/"
         keys = set()
         for mq, end in ends.items():
             for m in self.client.read_range(mq, starts[mq], end):

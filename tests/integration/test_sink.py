@@ -186,7 +186,7 @@ def test_exactly_once_streaming_survives_kills_inside_commits(rocketmq, topic, r
     target = unique_topic(request) + "t"
     rocketmq.create_topic(target, queues=4)
     group = f"eo-{target}"[:60]
-    rocketmq.produce_bulk(topic, 6000, 60)
+    rocketmq.produce_bulk(topic, 3000, 60)
     expected = {f"{m['brokerName']}/{m['queueId']}/{m['queueOffset']}" for m in rocketmq.consume(topic)}
     client = RemotingClient(rocketmq.name_server)
     marker_queue = client.route(target).write_queues()[0]
@@ -229,7 +229,7 @@ def test_at_least_once_streaming_loses_nothing_across_a_kill(rocketmq, topic, re
     from tests.conftest import unique_topic
     target = unique_topic(request) + "t"
     rocketmq.create_topic(target, queues=4)
-    rocketmq.produce_bulk(topic, 3000, 60)
+    rocketmq.produce_bulk(topic, 1200, 60)
     expected = {f"{m['brokerName']}/{m['queueId']}/{m['queueOffset']}" for m in rocketmq.consume(topic)}
     checkpoint = tmp_path / "checkpoint"
     job = SinkJob(rocketmq, topic, target, "at_least_once", "alo-group", checkpoint)

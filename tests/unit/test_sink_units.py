@@ -1,0 +1,115 @@
+"""The sink's pure parts: column checks, rows → messages, the Java key hash, row keys, the commit-state machine."""
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from rmq_spark.client.errors import BrokerBusyError, RequestTimeoutError
+from rmq_spark.client.model import HalfMessage, MessageQueue, OutgoingMessage
+from rmq_spark.options import OptionError, parse_sink_options
+from rmq_spark.sink.columns import sink_columns, to_rows
+from rmq_spark.sink.routing import java_string_hash, queue_for_key
+from rmq_spark.sink.transactions import CommitError, RowKeys, end_halves
+
+
+# expected values printed by Java 17's String.hashCode (jshell)
+@pytest.mark.parametrize("s, expected", [("", 0), ("hello", 99162322), ("order-17", 1234255109), ("ü€", 16176),
+                                         ("😀", 1772899), ("a" * 40, 1042809472),
+                                         ("polygenelubricants", -2147483648), ("zzzzzzzz", -1910022912)])
+def test_java_string_hash(s, expected):
+    assert java_string_hash(s) == expected
+
+
+def test_key_queue_matches_select_message_queue_by_hash():
+    queues = [MessageQueue("t", "b", q) for q in range(7)]
+    assert queue_for_key("zzzzzzzz", queues) == queues[0]  # Java: Math.abs("zzzzzzzz".hashCode() % 7) == 0
+    assert queue_for_key("polygenelubricants", queues) == queues[abs(-2147483648 % -7)]  # Integer.MIN_VALUE
+    assert queue_for_key("hello", queues) == queues[99162322 % 7]
+
+
+def test_sink_columns_accept_a_select_of_the_source_and_refuse_stored_columns():
+    sink_columns([("body", "binary"), ("tags", "string"), ("keys", "array<string>"),
+                  ("properties", "map<string,string>")], default_topic="t")
+    with pytest.raises(OptionError, match="column 'storeTimestamp' describes a message the broker stored"):
+        sink_columns([("body", "binary"), ("storeTimestamp", "timestamp")], default_topic="t")
+    with pytest.raises(OptionError, match="set option topic"):
+        sink_columns([("body", "string")], default_topic=None)
+    with pytest.raises(OptionError, match="shardingKey .* or brokerName \\+ queueId"):
+        sink_columns([("body", "string"), ("shardingKey", "string"), ("brokerName", "string"), ("queueId", "int")],
+                     default_topic="t")
+
+
+def test_rows_become_messages_with_reserved_properties_dropped():
+    batch = pa.RecordBatch.from_pydict({
+        "body": ["a", "b"], "keys": ["k1  k2", None],
+        "properties": pa.array([[("n", "1"), ("UNIQ_KEY", "x"), ("__RMQ.TRANSIENT.T", "y")], None],
+                               pa.map_(pa.string(), pa.string())),
+        "deliverTimeMs": pa.array([None, 5], pa.int64())})
+    rows = to_rows(batch, "topic-a")
+    a, b = rows.messages
+    assert (a.body, a.keys, a.deliver_time_ms) == (b"a", ("k1", "k2"), None)
+    assert a.properties["n"] == "1" and a.properties["UNIQ_KEY"] != "x" and len(a.properties) == 2
+    assert b.wire_properties()["TIMER_DELIVER_MS"] == "5"
+    assert rows.topics == ["topic-a", "topic-a"] and rows.sharding_keys is None and rows.queues is None
+    with pytest.raises(ValueError, match="row 1 of the batch has a null body"):
+        to_rows(pa.RecordBatch.from_pydict({"body": ["x", None]}), "t")
+
+
+def test_row_keys_name_content_not_position():
+    def keys(order):
+        rk = RowKeys("g", 3)
+        msgs = [OutgoingMessage(b"x", properties={"UNIQ_KEY": str(i)}) for i in range(2)] + [OutgoingMessage(b"y")]
+        return sorted(rk.key("t", msgs[i]) for i in order)
+    assert keys([0, 1, 2]) == keys([2, 1, 0])
+    first = keys([0, 1, 2])
+    assert len(set(first)) == 3 and all(k.startswith("g/3/") for k in first)
+    assert RowKeys("g", 3).key("t", OutgoingMessage(b"x")) != RowKeys("g", 4).key("t", OutgoingMessage(b"x"))
+
+
+class _Ending:
+    """Records END_TRANSACTION calls; ``fail`` maps a half's msg_id to the errors its next attempts raise."""
+
+    def __init__(self, fail=None):
+        self.ended, self.fail, self.in_flight = [], dict(fail or {}), []
+
+    def end_transaction_async(self, half, *, commit, group):
+        errors = self.fail.get(half.msg_id)
+        client = self
+
+        class Call:
+            def result(self):
+                if errors:
+                    raise errors.pop(0)
+                client.ended.append((half.msg_id, commit))
+        return Call()
+
+
+def _halves(spec):
+    return [HalfMessage(MessageQueue("t", "b", q), f"{q}-{i}", "", i, i) for q, n in spec for i in range(n)]
+
+
+def test_end_halves_keeps_each_queue_in_order_and_retries_a_busy_broker():
+    halves = _halves([(0, 3), (1, 2)])
+    client = _Ending({"0-1": [BrokerBusyError("busy")]})
+    end_halves(client, halves, commit=True, group="g")
+    assert [m for m, _ in client.ended if m.startswith("0-")] == ["0-0", "0-1", "0-2"]
+    assert [m for m, _ in client.ended if m.startswith("1-")] == ["1-0", "1-1"]
+
+
+def test_a_commit_whose_answer_was_lost_is_not_sent_again():
+    client = _Ending({"0-1": [RequestTimeoutError("lost")]})
+    with pytest.raises(CommitError, match="stopped at 1 of 3"):
+        end_halves(client, _halves([(0, 3)]), commit=True, group="g")
+    rollback = _Ending({"0-1": [RequestTimeoutError("lost")]})
+    end_halves(rollback, _halves([(0, 3)]), commit=False, group="g")  # a rollback is safe to repeat
+    assert [m for m, _ in rollback.ended] == ["0-0", "0-1", "0-2"]
+
+
+def test_sink_options():
+    o = parse_sink_options({"nameserver": "h:1", "topic": "t", "deliveryguarantee": "EXACTLY_ONCE",
+                            "checkpointLocation": "/tmp/x"})
+    assert o.exactly_once and o.topic == "t" and o.producer_group == "rmq_spark_producer"
+    with pytest.raises(OptionError, match="gRPC pull gateway"):
+        parse_sink_options({"endpoint": "h:1", "deliveryGuarantee": "exactly_once"})
+    with pytest.raises(OptionError, match="option consumerGroup is an option of the rocketmq source"):
+        parse_sink_options({"nameServer": "h:1", "consumergroup": "g"})
