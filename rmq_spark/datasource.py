@@ -8,7 +8,7 @@ from pyspark.sql.types import StructType
 from rmq_spark.batch import RocketMQBatchReader, RocketMQPushdownBatchReader
 from rmq_spark.options import OptionError, parse_options, parse_sink_options
 from rmq_spark.schema import SCHEMA_DDL, projection
-from rmq_spark.sink.columns import SinkColumns, sink_columns
+from rmq_spark.sink.columns import check_columns
 from rmq_spark.sink.writers import RocketMQStreamWriter, RocketMQWriter
 from rmq_spark.stream import RocketMQStreamReader
 
@@ -37,12 +37,14 @@ class RocketMQDataSource(DataSource):
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         _append_only(overwrite)
         options = parse_sink_options(self.options)
-        return RocketMQWriter(options, _sink_columns(schema, options.topic))
+        _check_sink_columns(schema, options.topic)
+        return RocketMQWriter(options)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         _append_only(overwrite)
         options = parse_sink_options(self.options)
-        return RocketMQStreamWriter(options, _sink_columns(schema, options.topic))
+        _check_sink_columns(schema, options.topic)
+        return RocketMQStreamWriter(options)
 
 
 def _append_only(overwrite: bool) -> None:
@@ -51,8 +53,8 @@ def _append_only(overwrite: bool) -> None:
                           "'update' in streaming), not overwrite or complete")
 
 
-def _sink_columns(schema: StructType, topic: str | None) -> SinkColumns:
-    return sink_columns([(f.name, f.dataType.simpleString()) for f in schema.fields], default_topic=topic)
+def _check_sink_columns(schema: StructType, topic: str | None) -> None:
+    check_columns([(f.name, f.dataType.simpleString()) for f in schema.fields], default_topic=topic)
 
 
 def _columns(schema: StructType | None) -> tuple[str, ...]:

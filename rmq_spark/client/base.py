@@ -128,6 +128,10 @@ class BaseClient:
         call answers a SendResult. ``sys_flag`` marks every message of the send (e.g. compressed bodies)."""
         raise NotImplementedError
 
+    def wire_message(self, message: OutgoingMessage) -> tuple[OutgoingMessage, int]:
+        """``message`` as this transport sends it and the sysFlag for ``send_async`` (this default: unchanged, 0)."""
+        return message, 0
+
     def check_filter(self, mq: MessageQueue, group: str, expression: str, expression_type: str) -> None:
         """InvalidFilterError when the broker of ``mq`` cannot filter by the expression. This default pulls one
         message with it (a server that checks filters refuses the pull)."""

@@ -44,18 +44,9 @@ _VALID = "; the rocketmq sink writes the columns " + ", ".join(
     f"{name} {'/'.join(t.upper() for t in types)}" for name, types in WRITABLE.items())
 
 
-@dataclass(frozen=True)
-class SinkColumns:
-    """The writable columns a DataFrame has (validated once, on the driver)."""
-
-    names: tuple[str, ...]
-
-    def has(self, name: str) -> bool:
-        return name in self.names
-
-
-def sink_columns(fields: Sequence[tuple[str, str]], *, default_topic: str | None) -> SinkColumns:
-    """Check the input schema, given as (name, Spark ``simpleString`` type) pairs; OptionError names the column."""
+def check_columns(fields: Sequence[tuple[str, str]], *, default_topic: str | None) -> None:
+    """Check the input schema, given as (name, Spark ``simpleString`` type) pairs; OptionError names the column.
+    The tasks read the columns by name from each Arrow batch."""
     names = [name for name, _ in fields]
     for name, spark_type in fields:
         if name in STORED_ONLY:
@@ -77,7 +68,6 @@ def sink_columns(fields: Sequence[tuple[str, str]], *, default_topic: str | None
     if "shardingKey" in names and "brokerName" in names:
         raise OptionError("give columns shardingKey (the queue follows the key) or brokerName + queueId (an explicit "
                           "queue), not both")
-    return SinkColumns(tuple(names))
 
 
 @dataclass

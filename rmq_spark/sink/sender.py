@@ -5,31 +5,17 @@ returns their handles for the driver to commit."""
 from __future__ import annotations
 
 import time
-import zlib
 from collections import deque
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from rmq_spark.client.base import BaseClient, Call
 from rmq_spark.client.errors import RETRYABLE, RocketMQError
 from rmq_spark.client.model import HalfMessage, MessageQueue, OutgoingMessage
-from rmq_spark.client.remoting.message_codec import COMPRESSED_FLAG, COMPRESSION_ZLIB
 
-# As the Java producer: bodies over compressMsgBodyOverHowmuch (4 KiB) are zlib-compressed at level 5 and flagged in
-# sysFlag, so every RocketMQ consumer inflates them.
-COMPRESS_OVER = 4096
-ZLIB_LEVEL = 5
-ZLIB_SYS_FLAG = COMPRESSED_FLAG | COMPRESSION_ZLIB << 8
 BATCH_MESSAGES = 256  # messages per SEND_BATCH_MESSAGE at most
 BATCH_BYTES = 1 << 20  # body bytes per send at most (the broker takes up to maxMessageSize, 4 MiB by default)
 MAX_IN_FLIGHT = 16  # sends in flight per task
 _BACKOFF_S = (0.05, 0.1, 0.2, 0.5, 1.0, 2.0)
-
-
-def compressed(message: OutgoingMessage) -> tuple[OutgoingMessage, int]:
-    """The message as sent and its sysFlag: bodies over COMPRESS_OVER bytes zlib-compressed."""
-    if len(message.body) <= COMPRESS_OVER:
-        return message, 0
-    return replace(message, body=zlib.compress(message.body, ZLIB_LEVEL)), ZLIB_SYS_FLAG
 
 
 @dataclass
@@ -71,7 +57,7 @@ class Sender:
         self.sent = 0
 
     def add(self, mq: MessageQueue, message: OutgoingMessage) -> None:
-        message, sys_flag = compressed(message)
+        message, sys_flag = self._client.wire_message(message)
         if self._transactional:
             self._launch(_Send(mq, [message], sys_flag, seq=self._seq))
             self._seq += 1

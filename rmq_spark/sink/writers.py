@@ -11,7 +11,7 @@ from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowW
 from rmq_spark.client.model import HalfMessage, MessageQueue
 from rmq_spark.connect import shared_client
 from rmq_spark.options import OptionError, SinkOptions
-from rmq_spark.sink.columns import SinkColumns, iter_rows
+from rmq_spark.sink.columns import iter_rows
 from rmq_spark.sink.routing import Router
 from rmq_spark.sink.sender import Sender
 from rmq_spark.sink.transactions import ROW_KEY_PROPERTY, CommitMarker, RowKeys, commit_batch, end_halves
@@ -71,9 +71,8 @@ class RocketMQWriter(DataSourceArrowWriter):
     """``df.write.format("rocketmq")``: at-least-once sends, or exactly-once through half messages committed when
     every task has succeeded (rolled back on abort)."""
 
-    def __init__(self, options: SinkOptions, columns: SinkColumns) -> None:
+    def __init__(self, options: SinkOptions) -> None:
         self.options = options
-        self.columns = columns
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommit:
         return write_task(self.options, iterator)
@@ -95,12 +94,11 @@ class RocketMQStreamWriter(DataSourceStreamArrowWriter):
     """``writeStream.format("rocketmq")``: as the batch writer, and in exactly-once mode each micro-batch is
     committed once across driver crashes (``rmq_spark.sink.transactions``)."""
 
-    def __init__(self, options: SinkOptions, columns: SinkColumns) -> None:
+    def __init__(self, options: SinkOptions) -> None:
         if options.exactly_once and options.topic is None:
             raise OptionError("deliveryGuarantee=exactly_once in a streaming query needs option topic: the commit "
                               "marker is kept on that topic's first queue (rows may still name other topics)")
         self.options = options
-        self.columns = columns
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommit:
         return write_task(self.options, iterator)

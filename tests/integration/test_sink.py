@@ -247,3 +247,10 @@ def test_at_least_once_streaming_loses_nothing_across_a_kill(rocketmq, topic, re
         time.sleep(0.5)
     job.kill()
     assert min(_sources(rocketmq, target).values()) >= 1
+
+
+def test_a_write_through_the_grpc_gateway_sends_bodies_as_they_are(spark, rocketmq, topic):
+    bodies = [b"small", os.urandom(2500) * 4]  # the large one is not compressed: no sysFlag travels over v2
+    df = spark.createDataFrame([(b,) for b in bodies], "body BINARY")
+    df.write.format("rocketmq").mode("append").option("endpoint", rocketmq.gateway).option("topic", topic).save()
+    assert sorted(_body(m) for m in rocketmq.consume(topic)) == sorted(bodies)

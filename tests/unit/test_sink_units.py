@@ -7,7 +7,7 @@ import pytest
 from rmq_spark.client.errors import BrokerBusyError, RequestTimeoutError
 from rmq_spark.client.model import HalfMessage, MessageQueue, OutgoingMessage
 from rmq_spark.options import OptionError, parse_sink_options
-from rmq_spark.sink.columns import sink_columns, to_rows
+from rmq_spark.sink.columns import check_columns, to_rows
 from rmq_spark.sink.routing import java_string_hash, queue_for_key
 from rmq_spark.sink.transactions import CommitError, RowKeys, end_halves
 
@@ -28,14 +28,14 @@ def test_key_queue_matches_select_message_queue_by_hash():
 
 
 def test_sink_columns_accept_a_select_of_the_source_and_refuse_stored_columns():
-    sink_columns([("body", "binary"), ("tags", "string"), ("keys", "array<string>"),
+    check_columns([("body", "binary"), ("tags", "string"), ("keys", "array<string>"),
                   ("properties", "map<string,string>")], default_topic="t")
     with pytest.raises(OptionError, match="column 'storeTimestamp' describes a message the broker stored"):
-        sink_columns([("body", "binary"), ("storeTimestamp", "timestamp")], default_topic="t")
+        check_columns([("body", "binary"), ("storeTimestamp", "timestamp")], default_topic="t")
     with pytest.raises(OptionError, match="set option topic"):
-        sink_columns([("body", "string")], default_topic=None)
+        check_columns([("body", "string")], default_topic=None)
     with pytest.raises(OptionError, match="shardingKey .* or brokerName \\+ queueId"):
-        sink_columns([("body", "string"), ("shardingKey", "string"), ("brokerName", "string"), ("queueId", "int")],
+        check_columns([("body", "string"), ("shardingKey", "string"), ("brokerName", "string"), ("queueId", "int")],
                      default_topic="t")
 
 
@@ -113,3 +113,16 @@ def test_sink_options():
         parse_sink_options({"endpoint": "h:1", "deliveryGuarantee": "exactly_once"})
     with pytest.raises(OptionError, match="option consumerGroup is an option of the rocketmq source"):
         parse_sink_options({"nameServer": "h:1", "consumergroup": "g"})
+
+
+def test_bodies_of_4_kib_or_more_are_compressed_for_remoting_only():
+    import zlib
+
+    from rmq_spark.client.grpc.client import GrpcClient
+    from rmq_spark.client.remoting.client import RemotingClient
+    remoting, grpc = RemotingClient("127.0.0.1:1"), GrpcClient("127.0.0.1:1")
+    small, edge = OutgoingMessage(b"a" * 4095), OutgoingMessage(b"a" * 4096)
+    assert remoting.wire_message(small) == (small, 0)
+    sent, flag = remoting.wire_message(edge)  # the Java producer compresses at >= compressMsgBodyOverHowmuch
+    assert zlib.decompress(sent.body) == edge.body and flag == 0x301
+    assert grpc.wire_message(edge) == (edge, 0)  # no sysFlag travels over the v2 API

@@ -301,7 +301,9 @@ class GrpcClient(BaseClient):
     def send_async(self, mq: MessageQueue, batch: Sequence[OutgoingMessage], *, group: str = DEFAULT_PRODUCER_GROUP,
                    sys_flag: int = 0) -> GrpcCall:
         """Send messages that carry their UNIQ_KEY to one queue (the broker is named in the ``x-mq-broker-name``
-        metadata); the v2 API compresses nothing, so ``sys_flag`` is not used."""
+        metadata). Bodies go as they are (``wire_message`` leaves them so): no sysFlag travels over the v2 API."""
+        if sys_flag:
+            raise UnsupportedError(f"the v2 gRPC API of {self.endpoint} carries no sysFlag ({sys_flag:#x})")
         what = f"send to {mq}"
 
         def parse(answer) -> SendResult:

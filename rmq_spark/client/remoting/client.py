@@ -15,7 +15,7 @@ from rmq_spark.client.remoting import codes
 from rmq_spark.client.remoting.acl import Credentials
 from rmq_spark.client.remoting.connection import ConnectionPool, PendingRequest
 from rmq_spark.client.remoting.frame import RemotingCommand
-from rmq_spark.client.remoting.message_codec import decode_messages
+from rmq_spark.client.remoting.message_codec import compressed_for_send, decode_messages
 from rmq_spark.client.remoting.namesrv import NameServerClient, parse_name_servers
 from rmq_spark.client.tls import TlsConfig
 
@@ -231,6 +231,10 @@ class RemotingClient(BaseClient):
                 r = self._pool.request(b.master_address, req.create_topic_request(topic, queues, queues),
                                        self.request_timeout)
                 req.check(r, f"create topic {topic!r}", b.master_address)
+
+    def wire_message(self, message: OutgoingMessage) -> tuple[OutgoingMessage, int]:
+        """Large bodies zlib-compressed and flagged, as the Java producer sends them."""
+        return compressed_for_send(message)
 
     def send_async(self, mq: MessageQueue, messages: Sequence[OutgoingMessage], *,
                    group: str = DEFAULT_PRODUCER_GROUP, sys_flag: int = 0) -> RemotingCall:
