@@ -14,8 +14,18 @@ class Collect:
     def __init__(self) -> None:
         self.keys: list[tuple[str, int, int]] = []
         self._lock = threading.Lock()
+        self._open = threading.Event()
+        self._open.set()
+
+    def hold(self) -> None:
+        """Make the next batches wait (before they read) until ``release``: the query stops advancing."""
+        self._open.clear()
+
+    def release(self) -> None:
+        self._open.set()
 
     def __call__(self, df, batch_id: int) -> None:
+        self._open.wait()
         rows = df.select("brokerName", "queueId", "queueOffset").collect()
         with self._lock:
             self.keys.extend((r[0], r[1], r[2]) for r in rows)

@@ -136,12 +136,15 @@ def test_a_slave_serves_while_its_master_is_down(spark, replicated, transport, t
                     consumerGroup=group, brokerRetryTimeoutMs="60000", pollNameServerIntervalMs="300")
     try:
         wait_for(lambda: len(sink) >= 200, 120, "the first batches", q)
-        replicated.stop_broker("broker-a")
+        sink.hold()  # else the query may read the rest while the broker shuts down
         try:
+            replicated.stop_broker("broker-a")
             read_before = len(sink)
+            sink.release()
             wait_for(lambda: len(sink) == 1200, 120, "the rest, from the slave", q)
             assert len(sink) - read_before >= 500, "the query did not keep advancing while the master was down"
         finally:
+            sink.release()
             replicated.start_broker("broker-a")
         # the offsets kept while the master was away reach it once it is back
         wait_for(lambda: [replicated.query_consumer_offset(group, topic, "broker-a", i) for i in (0, 1)] == [600, 600],

@@ -32,7 +32,8 @@ def _write(df, rocketmq, topic=None, **options):
     w = df.write.format("rocketmq").mode("append").option("nameServer", rocketmq.name_server)
     if topic is not None:
         w = w.option("topic", topic)
-    for k, v in options.items():
+    # a broker that stops answering fails the write in a minute, not after the default ten
+    for k, v in {"brokerRetryTimeoutMs": "60000", **options}.items():
         w = w.option(k, v)
     w.save()
 

@@ -306,6 +306,12 @@ final class EmbeddedCluster {
         // SQL92 filters (subExpression with expressionType=SQL92) need the broker to evaluate properties.
         bc.setEnablePropertyFilter(true);
         bc.setRegisterNameServerPeriod(10_000);
+        // Every thread that writes to the commit log keeps its own direct encoder buffer of maxMessageSize (4 MiB).
+        // The default END_TRANSACTION pool (8 + 2 x cores threads per broker) alone can fill the JVM's direct
+        // memory with several brokers in one process: an exactly-once commit ran it out ("Cannot reserve ...
+        // direct buffer memory"). A loopback test cluster needs few writer threads.
+        bc.setEndTransactionThreadPoolNums(2);
+        bc.setSendMessageThreadPoolNums(2);
 
         NettyServerConfig server = new NettyServerConfig();
         server.setListenPort(b.port);
@@ -325,6 +331,8 @@ final class EmbeddedCluster {
         // (the wheel file is sparse).
         sc.setTimerWheelEnable(true);
         sc.setMappedFileSizeTimerLog(4 * 1024 * 1024);
+        sc.setTimerPutMessageThreadNum(1); // writer threads, each with an encoder buffer (see above)
+        sc.setTimerGetMessageThreadNum(1);
         if (b.master == null) {
             sc.setBrokerRole(BrokerRole.ASYNC_MASTER);
             sc.setHaListenPort(b.haPort());
