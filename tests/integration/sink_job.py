@@ -14,23 +14,25 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 
-def main() -> None:
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    name_server, source, target, guarantee, group, checkpoint = sys.argv[1:7]
-    spark = (SparkSession.builder.master("local[2]").appName("rmq-spark-sink-delivery")
-             .config("spark.ui.enabled", "false").getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
+def writer(spark, name_server: str, source: str, target: str, guarantee: str, group: str, checkpoint: str):
+    """The query, up to its trigger (the tests run its last, available-now part in their own session)."""
     df = (spark.readStream.format("rocketmq").option("nameServer", name_server).option("topic", source)
           .option("startingOffsets", "earliest").option("maxMessagesPerTrigger", "600").load())
     out = df.select(F.col("body"), F.create_map(F.lit("src"), F.concat_ws("/", "brokerName", "queueId",
                                                                             "queueOffset")).alias("properties"))
-    print("STARTED", flush=True)
-    (out.writeStream.format("rocketmq").option("nameServer", name_server).option("topic", target)
-     .option("deliveryGuarantee", guarantee).option("producerGroup", group)
-     .option("checkpointLocation", checkpoint).trigger(processingTime="100 milliseconds").start()
-     .awaitTermination())
+    return (out.writeStream.format("rocketmq").option("nameServer", name_server).option("topic", target)
+            .option("deliveryGuarantee", guarantee).option("producerGroup", group)
+            .option("checkpointLocation", checkpoint))
 
+
+def main() -> None:
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    spark = (SparkSession.builder.master("local[2]").appName("rmq-spark-sink-delivery")
+             .config("spark.ui.enabled", "false").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    print("STARTED", flush=True)
+    writer(spark, *sys.argv[1:7]).trigger(processingTime="100 milliseconds").start().awaitTermination()
 
 if __name__ == "__main__":
     main()

@@ -13,15 +13,14 @@ from pathlib import Path
 
 import pytest
 from pyspark.sql import functions as F
-from pyspark.sql.types import (ArrayType, BinaryType, IntegerType, LongType, MapType, StringType, StructField,
+from pyspark.sql.types import (ArrayType, BinaryType, IntegerType, MapType, StringType, StructField,
                                StructType)
 
 from rmq_spark.client import RemotingClient
-from rmq_spark.client.model import MessageQueue
 from rmq_spark.sink.routing import java_string_hash
-from rmq_spark.sink.transactions import MARKER_SUFFIX, done, started
+from rmq_spark.sink.transactions import MARKER_SUFFIX
+from tests.integration import sink_job
 
-JOB = Path(__file__).with_name("sink_job.py")
 ROW_SCHEMA = StructType([
     StructField("body", BinaryType()), StructField("tags", StringType()), StructField("keys", ArrayType(StringType())),
     StructField("properties", MapType(StringType(), StringType())), StructField("flag", IntegerType()),
@@ -165,7 +164,7 @@ def test_bad_options_and_targets_are_named(spark, rocketmq, topic):
 class SinkJob:
     def __init__(self, rocketmq, source, target, guarantee, group, checkpoint):
         env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
-        self.proc = subprocess.Popen([sys.executable, str(JOB), rocketmq.name_server, source, target, guarantee,
+        self.proc = subprocess.Popen([sys.executable, sink_job.__file__, rocketmq.name_server, source, target, guarantee,
                                       group, str(checkpoint)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                      text=True, env=env)
 
@@ -178,11 +177,19 @@ class SinkJob:
             raise AssertionError(f"the sink job exited ({self.proc.returncode}):\n" + self.proc.stderr.read()[-6000:])
 
 
+def _available_now(spark, rocketmq, source, target, guarantee, group, checkpoint):
+    """The job's query run to the end of the source, in this session: the restart after the last kill."""
+    query = sink_job.writer(spark, rocketmq.name_server, source, target, guarantee, group, str(checkpoint))
+    query = query.trigger(availableNow=True).start()
+    assert query.awaitTermination(300), "the available-now run did not end"
+    assert query.exception() is None, query.exception()
+
+
 def _sources(rocketmq, target):
     return collections.Counter(m["properties"].get("src") for m in rocketmq.consume(target))
 
 
-def test_exactly_once_streaming_survives_kills_inside_commits(rocketmq, topic, request, tmp_path):
+def test_exactly_once_streaming_survives_kills_inside_commits(spark, rocketmq, topic, request, tmp_path):
     from tests.conftest import unique_topic
     target = unique_topic(request) + "t"
     rocketmq.create_topic(target, queues=4)
@@ -210,23 +217,16 @@ def test_exactly_once_streaming_survives_kills_inside_commits(rocketmq, topic, r
                     kills_in_commit += 1
                     break
                 time.sleep(0.005)
-        job = SinkJob(rocketmq, topic, target, "exactly_once", group, checkpoint)
-        deadline = time.monotonic() + 300
-        while sum(_sources(rocketmq, target).values()) < len(expected) or marker() % 2:
-            job.alive()
-            assert time.monotonic() < deadline, "the query did not catch up"
-            time.sleep(0.5)
-        time.sleep(2)  # a duplicate would show up now
-        job.kill()
     finally:
         client.close()
+    _available_now(spark, rocketmq, topic, target, "exactly_once", group, checkpoint)
     counts = _sources(rocketmq, target)
     assert kills_in_commit == 3
     assert set(counts) == expected
     assert max(counts.values()) == 1, "some rows were written twice"
 
 
-def test_at_least_once_streaming_loses_nothing_across_a_kill(rocketmq, topic, request, tmp_path):
+def test_at_least_once_streaming_loses_nothing_across_a_kill(spark, rocketmq, topic, request, tmp_path):
     from tests.conftest import unique_topic
     target = unique_topic(request) + "t"
     rocketmq.create_topic(target, queues=4)
@@ -240,14 +240,8 @@ def test_at_least_once_streaming_loses_nothing_across_a_kill(rocketmq, topic, re
         assert time.monotonic() < deadline
         time.sleep(0.05)
     job.kill()  # mid-stream: the batch in flight is sent again on restart (at least once, maybe twice)
-    job = SinkJob(rocketmq, topic, target, "at_least_once", "alo-group", checkpoint)
-    deadline = time.monotonic() + 300
-    while set(_sources(rocketmq, target)) != expected:
-        job.alive()
-        assert time.monotonic() < deadline, "the query did not catch up"
-        time.sleep(0.5)
-    job.kill()
-    assert min(_sources(rocketmq, target).values()) >= 1
+    _available_now(spark, rocketmq, topic, target, "at_least_once", "alo-group", checkpoint)
+    assert set(_sources(rocketmq, target)) == expected
 
 
 def test_a_write_through_the_grpc_gateway_sends_bodies_as_they_are(spark, rocketmq, topic):

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import TRANSPORTS, transport_options
+from tests.integration import stream_job
 
-JOB = Path(__file__).with_name("stream_job.py")
 BROKERS = ("broker-a", "broker-b")
 
 
@@ -32,24 +32,28 @@ def _last_offsets(checkpoint: Path) -> dict:
 
 
 class Job:
-    def __init__(self, rocketmq, transport, topic, group, out, checkpoint, mode, starting="earliest"):
+    """stream_job.py in its own process, to be SIGKILLed."""
+
+    def __init__(self, rocketmq, transport, topic, group, out, checkpoint):
         env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
         ((option, address),) = transport_options(rocketmq, transport).items()
-        self.proc = subprocess.Popen([sys.executable, str(JOB), f"{option}={address}", topic, group, str(out),
-                                      str(checkpoint), mode, starting],
+        self.proc = subprocess.Popen([sys.executable, str(stream_job.__file__), f"{option}={address}", topic, group,
+                                      str(out), str(checkpoint)],
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
 
     def kill(self):
         self.proc.send_signal(signal.SIGKILL)
         self.proc.wait(timeout=30)
 
-    def wait(self, timeout):
-        try:
-            out, err = self.proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.kill()
-            raise
-        assert self.proc.returncode == 0, err[-4000:]
+
+def _available_now(spark, rocketmq, transport, topic, group, out, checkpoint, starting="earliest"):
+    """The job's query run to the end of what is there, in this session (a restart as good as a new process's:
+    all a query carries over is its checkpoint)."""
+    ((option, address),) = transport_options(rocketmq, transport).items()
+    query = stream_job.writer(spark, option, address, topic, group, str(out), str(checkpoint), starting)
+    query = query.trigger(availableNow=True).start()
+    assert query.awaitTermination(300), "the available-now run did not end"
+    assert query.exception() is None, query.exception()
 
 
 def _wait_for(condition, timeout, what, job=None):
@@ -80,12 +84,12 @@ def test_exactly_once_across_kills_and_a_broker_restart(spark, rocketmq, transpo
     producer = threading.Thread(target=produce)
     producer.start()
     try:
-        job = Job(rocketmq, transport, topic, group, out, checkpoint, "forever")
+        job = Job(rocketmq, transport, topic, group, out, checkpoint)
         _wait_for(lambda: _commits(checkpoint) >= 2, 240, "2 committed batches", job)
         job.kill()  # 1st hard kill, early
         first = _commits(checkpoint)
 
-        job = Job(rocketmq, transport, topic, group, out, checkpoint, "forever")
+        job = Job(rocketmq, transport, topic, group, out, checkpoint)
         _wait_for(lambda: _commits(checkpoint) >= first + 2, 240, "progress after the first restart", job)
         rocketmq.stop_broker("broker-b")
         time.sleep(2)
@@ -96,7 +100,7 @@ def test_exactly_once_across_kills_and_a_broker_restart(spark, rocketmq, transpo
         producer.join()
     assert not producer_error, producer_error
 
-    Job(rocketmq, transport, topic, group, out, checkpoint, "available-now").wait(timeout=300)
+    _available_now(spark, rocketmq, transport, topic, group, out, checkpoint)
 
     java = {(m["brokerName"], m["queueId"], m["queueOffset"]): base64.b64decode(m["bodyBase64"])
             for m in rocketmq.consume(topic)}
@@ -116,7 +120,7 @@ def test_exactly_once_across_kills_and_a_broker_restart(spark, rocketmq, transpo
     # a new query from the group's committed offsets continues with no gap and no duplicate
     rocketmq.produce_bulk(topic, 300, 80, tags=["TagC"])
     out2, checkpoint2 = tmp_path / "out2", tmp_path / "checkpoint2"
-    Job(rocketmq, transport, topic, group, out2, checkpoint2, "available-now", "committed").wait(timeout=300)
+    _available_now(spark, rocketmq, transport, topic, group, out2, checkpoint2, "committed")
     later = spark.read.parquet(str(out2)).collect()
     assert sorted((r["brokerName"], r["queueId"], r["queueOffset"]) for r in later) == sorted(
         (m["brokerName"], m["queueId"], m["queueOffset"]) for m in rocketmq.consume(topic)
