@@ -1,9 +1,9 @@
 """A streaming query run as its own process by the sink's delivery tests, so that they can SIGKILL it.
 
-usage: python sink_job.py NAME_SERVER SOURCE_TOPIC TARGET_TOPIC GUARANTEE PRODUCER_GROUP CHECKPOINT_DIR
-Reads SOURCE_TOPIC from the earliest offsets in small micro-batches and writes each message to TARGET_TOPIC through
-the rocketmq sink with deliveryGuarantee GUARANTEE, marked with its source position in property ``src``. Runs until
-killed.
+usage: python sink_job.py NAME_SERVER SOURCE_TOPIC (TARGET_TOPIC GUARANTEE PRODUCER_GROUP CHECKPOINT_DIR)...
+For each target, one query reads SOURCE_TOPIC from the earliest offsets in small micro-batches and writes each
+message to TARGET_TOPIC through the rocketmq sink with deliveryGuarantee GUARANTEE, marked with its source position
+in property ``src``. Runs until killed.
 """
 from __future__ import annotations
 
@@ -31,8 +31,11 @@ def main() -> None:
     spark = (SparkSession.builder.master("local[2]").appName("rmq-spark-sink-delivery")
              .config("spark.ui.enabled", "false").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
+    name_server, source, targets = sys.argv[1], sys.argv[2], sys.argv[3:]
+    for i in range(0, len(targets), 4):
+        writer(spark, name_server, source, *targets[i:i + 4]).trigger(processingTime="100 milliseconds").start()
     print("STARTED", flush=True)
-    writer(spark, *sys.argv[1:7]).trigger(processingTime="100 milliseconds").start().awaitTermination()
+    spark.streams.awaitAnyTermination()
 
 if __name__ == "__main__":
     main()
