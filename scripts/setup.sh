@@ -15,6 +15,8 @@ command -v java >/dev/null 2>&1 || die "java was not found: install a JDK 17 or 
 java_major=$(java -XshowSettings:properties -version 2>&1 | sed -n 's/^ *java.specification.version = //p')
 [ "${java_major%%.*}" -ge 17 ] 2>/dev/null || die "java ${java_major:-?} is too old: install a JDK 17 or newer."
 command -v mvn >/dev/null 2>&1 || die "mvn was not found: install Apache Maven (e.g. apt-get install maven)."
+command -v cargo >/dev/null 2>&1 \
+  || die "cargo was not found: install Rust 1.77 or newer (rustup, or e.g. apt-get install cargo); it builds the native core."
 
 if [ ! -x "$VENV/bin/python" ]; then
   echo "==> creating virtualenv $VENV"
@@ -27,6 +29,15 @@ if [ ! -f "$stamp" ] || [ "$ROOT/pyproject.toml" -nt "$stamp" ]; then
   # compat mode puts the checkout on sys.path, so Spark's discovery of pyspark_* modules sees pyspark_rocketmq
   "$VENV/bin/python" -m pip install -q -e "$ROOT[test]" --config-settings editable_mode=compat
   touch "$stamp"
+fi
+# The native core (native/, Rust): built into the package when missing or older than its sources.
+native_lib="$ROOT/rmq_spark/_native.abi3.so"
+if [ ! -f "$native_lib" ] || [ -n "$(find "$ROOT/native/src" "$ROOT/native/Cargo.toml" "$ROOT/native/Cargo.lock" \
+                                         -newer "$native_lib" -print -quit)" ]; then
+  echo "==> building the native core (cargo build --release)"
+  (cd "$ROOT/native" && cargo build --release --locked --quiet --features extension-module) \
+    || die "building the native core failed (cargo build in $ROOT/native); see the errors above."
+  cp "$ROOT/native/target/release/lib_native.so" "$native_lib.tmp" && mv "$native_lib.tmp" "$native_lib"
 fi
 echo "==> building jvm-shim (when missing or stale)"
 "$VENV/bin/python" -m rmq_spark.embedded --build >/dev/null

@@ -1,0 +1,113 @@
+"""Instructions per message of the executor's decode path, counted by callgrind: a figure that does not move with
+the machine's load, to track between commits.
+
+Each path turns the same recorded pull bodies (32 messages of 100-byte bodies with typical properties per body,
+as the broker answers a pull) into Arrow batches of 4,096 rows, as ``partition_reader`` flushes them:
+
+- ``native``: ``ArrowBatchDecoder`` (the native core's gather, then the Arrow kernels), every column;
+- ``native-narrow``: the same with the columns ``queueOffset, body`` only;
+- ``reference``: the pure-Python codec (``decode_messages`` into ``Message`` objects, then
+  ``schema.to_record_batch``), kept as the test oracle.
+
+A path's count is (build and decode) minus (build only), over the message count; both runs decode the first body
+once, so the interpreter's start-up, the imports, first-call set-up and the building of the bodies cancel out. Run: ``python -m benchmarks.instructions [--messages 100000]``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PATHS = ("native", "native-narrow", "reference")
+PER_BODY = 32
+FLUSH_ROWS = 4096
+PROPERTIES = {"TAGS": "TagA", "KEYS": "order-1 order-2", "UNIQ_KEY": "7F00000100002A9F0000000000000001",
+              "WAIT": "true", "CLUSTER": "DefaultCluster", "MIN_OFFSET": "0", "MAX_OFFSET": "1000"}
+
+
+def _bodies(messages: int) -> list[bytes]:
+    from tests.unit.stored_messages import encode_stored_message
+
+    return [b"".join(encode_stored_message(body=bytes([i % 251]) * 100, queue_offset=i, commit_log_offset=200 * i,
+                                           properties={**PROPERTIES, "UNIQ_KEY": f"{i:032X}"})
+                     for i in range(start, min(start + PER_BODY, messages)))
+            for start in range(0, messages, PER_BODY)]
+
+
+def _decode(path: str, bodies: list[bytes]) -> int:
+    rows = 0
+    if path == "reference":
+        from rmq_spark.client.remoting.message_codec import decode_messages
+        from rmq_spark.schema import to_record_batch
+
+        pending: list = []
+        for body in bodies:
+            pending += decode_messages(body, "broker-a")
+            if len(pending) >= FLUSH_ROWS:
+                rows += to_record_batch(pending).num_rows
+                pending = []
+        return rows + (to_record_batch(pending).num_rows if pending else 0)
+    from rmq_spark.arrow_decoder import ArrowBatchDecoder
+
+    columns = ("queueOffset", "body") if path == "native-narrow" else None
+    decoder = ArrowBatchDecoder("broker-a", **({"columns": columns} if columns else {}))
+    for body in bodies:
+        decoder.add(body, 0, 1 << 62)
+        if decoder.rows >= FLUSH_ROWS:
+            rows += decoder.flush().num_rows
+    return rows + decoder.flush().num_rows
+
+
+def _worker(path: str, messages: int, decode: bool) -> None:
+    bodies = _bodies(messages)
+    _decode(path, bodies[:1])  # in both runs: imports and first-call set-up cancel out
+    if decode:
+        rows = _decode(path, bodies)
+        assert rows == messages, f"{path} decoded {rows} of {messages} messages"
+
+
+def _instructions(path: str, messages: int, decode: bool) -> int:
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "callgrind.out"
+        cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable, "-m",
+               "benchmarks.instructions", "--worker", path, "--messages", str(messages)]
+        if decode:
+            cmd.append("--decode")
+        env = {**os.environ, "PYTHONHASHSEED": "0"}
+        proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise RuntimeError(f"callgrind run failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+        match = re.search(r"^summary:\s+(\d+)", out.read_text(), re.MULTILINE)
+        if match is None:
+            raise RuntimeError("callgrind wrote no summary line")
+        return int(match.group(1))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--messages", type=int, default=100_000)
+    ap.add_argument("--paths", default=",".join(PATHS))
+    ap.add_argument("--worker", choices=PATHS, help=argparse.SUPPRESS)
+    ap.add_argument("--decode", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.worker:
+        _worker(args.worker, args.messages, args.decode)
+        return
+    report = {"messages": args.messages}
+    for path in args.paths.split(","):
+        total = _instructions(path, args.messages, True) - _instructions(path, args.messages, False)
+        report[path] = round(total / args.messages)
+        print(f"{path}: {report[path]:,} instructions per message", flush=True)
+    if "native" in report and "reference" in report:
+        report["reference_over_native"] = round(report["reference"] / report["native"], 2)
+    print(json.dumps(report))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,494 @@
+//! Records of pulled blocks gathered straight into the source's columns (only the ones asked for).
+
+use crate::arrow::Column;
+use crate::records::{scan, Record, ScanError};
+use std::fmt::Write;
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+const TAGS: &[u8] = b"TAGS";
+const KEYS: &[u8] = b"KEYS";
+const UNIQ_KEY: &[u8] = b"UNIQ_KEY";
+
+/// Why a block was not gathered.
+#[derive(Debug, PartialEq, Eq)]
+pub enum AddError {
+    /// Truncated or inconsistent: the walk's text.
+    Malformed(String),
+    /// A topic or properties that are not UTF-8 (reported by the reference decoder, which names the codec error).
+    InvalidText,
+    /// A timestamp no microsecond timestamp holds.
+    Timestamp,
+}
+
+struct Strings {
+    offsets: Vec<i32>,
+    data: Vec<u8>,
+}
+
+impl Strings {
+    fn new() -> Self {
+        Strings { offsets: vec![0], data: Vec::new() }
+    }
+
+    fn push(&mut self, value: &[u8]) {
+        self.data.extend_from_slice(value);
+        self.offsets.push(self.data.len() as i32);
+    }
+
+    fn len(&self) -> usize {
+        self.offsets.len() - 1
+    }
+
+    fn truncate(&mut self, count: usize) {
+        self.offsets.truncate(count + 1);
+        self.data.truncate(*self.offsets.last().unwrap() as usize);
+    }
+
+    fn take(&mut self) -> (Vec<i32>, Vec<u8>) {
+        let taken = std::mem::replace(self, Strings::new());
+        (taken.offsets, taken.data)
+    }
+}
+
+/// ``ip:port`` as the Python reference renders it (inet_ntop's forms; IPv4-mapped IPv6 as IPv4).
+pub fn render_host(raw: &[u8], out: &mut String) {
+    let (ip, port) = raw.split_at(raw.len() - 4);
+    let port = i32::from_be_bytes(port.try_into().unwrap());
+    if ip.len() == 4 {
+        let _ = write!(out, "{}:{port}", Ipv4Addr::new(ip[0], ip[1], ip[2], ip[3]));
+        return;
+    }
+    let v6 = Ipv6Addr::from(<[u8; 16]>::try_from(ip).unwrap());
+    let words = v6.segments();
+    let v4 = Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]);
+    if words[..5] == [0; 5] && words[5] == 0xFFFF {
+        let _ = write!(out, "{v4}:{port}");
+    } else if words[..6] == [0; 6] && words[6] != 0 {
+        let _ = write!(out, "::{v4}:{port}"); // IPv4-compatible, as inet_ntop writes it
+    } else {
+        let _ = write!(out, "{v6}:{port}");
+    }
+}
+
+/// A column of rendered hosts; consecutive rows mostly share a host, which is rendered once.
+struct Hosts {
+    strings: Strings,
+    last_raw: Vec<u8>,
+    last: String,
+}
+
+impl Hosts {
+    fn new() -> Self {
+        Hosts { strings: Strings::new(), last_raw: Vec::new(), last: String::new() }
+    }
+
+    fn push(&mut self, raw: &[u8]) {
+        if raw != self.last_raw.as_slice() {
+            self.last.clear();
+            render_host(raw, &mut self.last);
+            self.last_raw.clear();
+            self.last_raw.extend_from_slice(raw);
+        }
+        self.strings.push(self.last.as_bytes());
+    }
+}
+
+/// Which columns to build.
+#[derive(Clone, Copy, Default)]
+pub struct Wanted {
+    topic: bool,
+    queue_id: bool,
+    queue_offset: bool,
+    body: bool,
+    born_ts: bool,
+    store_ts: bool,
+    born_host: bool,
+    store_host: bool,
+    reconsume: bool,
+    flag: bool,
+    properties: bool,
+    tags: bool,
+    keys: bool,
+    msg_id: bool,
+}
+
+impl Wanted {
+    /// From the source's column names (brokerName is the caller's); an unknown name is returned as the error.
+    pub fn of<'a>(names: impl IntoIterator<Item = &'a str>) -> Result<Self, String> {
+        let mut w = Wanted::default();
+        for name in names {
+            match name {
+                "topic" => w.topic = true,
+                "queueId" => w.queue_id = true,
+                "queueOffset" => w.queue_offset = true,
+                "body" => w.body = true,
+                "bornTimestamp" => w.born_ts = true,
+                "storeTimestamp" => w.store_ts = true,
+                "bornHost" => w.born_host = true,
+                "storeHost" => w.store_host = true,
+                "reconsumeTimes" => w.reconsume = true,
+                "flag" => w.flag = true,
+                "properties" => w.properties = true,
+                "tags" => w.tags = true,
+                "keys" => w.keys = true,
+                "msgId" => w.msg_id = true,
+                other => return Err(other.to_string()),
+            }
+        }
+        Ok(w)
+    }
+}
+
+/// The properties of one record with Java's rules (MessageDecoder.string2messageProperties): pairs end at
+/// `\x02`, the name at the first `\x01`; a pair with an empty name or value is dropped; a repeated name keeps its
+/// first position and its last value. Each pair is (name, value).
+fn parse_properties<'a>(text: &'a [u8], pairs: &mut Vec<(&'a [u8], &'a [u8])>) {
+    pairs.clear();
+    for item in text.split(|&b| b == 2) {
+        let Some(cut) = item.iter().position(|&b| b == 1) else { continue };
+        let (name, value) = (&item[..cut], &item[cut + 1..]);
+        if name.is_empty() || value.is_empty() {
+            continue;
+        }
+        match pairs.iter_mut().find(|(n, _)| *n == name) {
+            Some(pair) => pair.1 = value,
+            None => pairs.push((name, value)),
+        }
+    }
+}
+
+fn lookup<'a>(pairs: &[(&'a [u8], &'a [u8])], name: &[u8]) -> Option<&'a [u8]> {
+    pairs.iter().find(|(n, _)| *n == name).map(|(_, v)| *v)
+}
+
+/// MessageDecoder.createMessageId: upper-case hex of the store host (IP + port) and the commit-log offset.
+fn push_offset_message_id(store_host: &[u8], physic_offset: i64, out: &mut Vec<u8>) {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    for &b in store_host.iter().chain(physic_offset.to_be_bytes().iter()) {
+        out.push(HEX[(b >> 4) as usize]);
+        out.push(HEX[(b & 15) as usize]);
+    }
+}
+
+/// The gathered rows of the blocks added since the last `take`.
+pub struct Gathered {
+    want: Wanted,
+    rows: usize,
+    bytes: usize,
+    topic: Strings,
+    queue_id: Vec<i32>,
+    queue_offset: Vec<i64>,
+    body: Strings,
+    born_ts: Vec<i64>,
+    store_ts: Vec<i64>,
+    born_host: Hosts,
+    store_host: Hosts,
+    reconsume: Vec<i32>,
+    flag: Vec<i32>,
+    property_offsets: Vec<i32>,
+    property_names: Strings,
+    property_values: Strings,
+    tags: Strings,
+    tags_valid: Vec<bool>,
+    key_offsets: Vec<i32>,
+    keys: Strings,
+    msg_id: Strings,
+    tag_set: Option<Vec<Vec<u8>>>,
+}
+
+const US_PER_MS: i64 = 1000;
+
+impl Gathered {
+    /// `tag_set`: keep only the messages whose TAGS is one of these (the client-side re-check of a TAG filter).
+    pub fn new(want: Wanted, tag_set: Option<Vec<Vec<u8>>>) -> Self {
+        Gathered {
+            want,
+            rows: 0,
+            bytes: 0,
+            topic: Strings::new(),
+            queue_id: Vec::new(),
+            queue_offset: Vec::new(),
+            body: Strings::new(),
+            born_ts: Vec::new(),
+            store_ts: Vec::new(),
+            born_host: Hosts::new(),
+            store_host: Hosts::new(),
+            reconsume: Vec::new(),
+            flag: Vec::new(),
+            property_offsets: vec![0],
+            property_names: Strings::new(),
+            property_values: Strings::new(),
+            tags: Strings::new(),
+            tags_valid: Vec::new(),
+            key_offsets: vec![0],
+            keys: Strings::new(),
+            msg_id: Strings::new(),
+            tag_set,
+        }
+    }
+
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Bytes of the blocks gathered since the last take.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Gathers the records of `block` with `low <= queueOffset < high`. Returns false, gathering nothing, when a
+    /// record needs the message decoder (a compressed body or an inner batch); on an error nothing is gathered
+    /// either. A malformed record anywhere in the block is reported before invalid text, as the reference does.
+    pub fn add(&mut self, block: &[u8], low: i64, high: i64) -> Result<bool, AddError> {
+        let rows_before = self.rows;
+        let parse = self.tag_set.is_some() || self.want.properties || self.want.tags || self.want.keys
+            || self.want.msg_id;
+        let mut pairs = Vec::new();
+        let mut plain = true;
+        let mut invalid_text = false;
+        let mut bad_timestamp = false;
+        let result = scan(block, |_, r| {
+            if r.needs_message_decoder() {
+                plain = false;
+                return Err(ScanError(String::new())); // stop: the block goes to the reference decoder
+            }
+            if !invalid_text
+                && (std::str::from_utf8(r.topic).is_err() || std::str::from_utf8(r.properties).is_err())
+            {
+                invalid_text = true;
+            }
+            let born = r.born_timestamp.checked_mul(US_PER_MS);
+            let store = r.store_timestamp.checked_mul(US_PER_MS);
+            if born.is_none() || store.is_none() {
+                bad_timestamp = true;
+            }
+            if invalid_text || bad_timestamp || r.queue_offset < low || r.queue_offset >= high {
+                return Ok(());
+            }
+            if parse {
+                parse_properties(r.properties, &mut pairs);
+                if let Some(set) = &self.tag_set {
+                    match lookup(&pairs, TAGS) {
+                        Some(tag) if set.iter().any(|t| t.as_slice() == tag) => {}
+                        _ => return Ok(()),
+                    }
+                }
+            }
+            self.push(&r, &pairs, born.unwrap(), store.unwrap());
+            Ok(())
+        });
+        let outcome = match result {
+            Err(_) if !plain => Ok(false),
+            Err(ScanError(text)) => Err(AddError::Malformed(text)),
+            Ok(()) if invalid_text => Err(AddError::InvalidText),
+            Ok(()) if bad_timestamp => Err(AddError::Timestamp),
+            Ok(()) => Ok(true),
+        };
+        if outcome != Ok(true) {
+            self.truncate(rows_before);
+        } else {
+            self.bytes += block.len();
+        }
+        outcome
+    }
+
+    fn push(&mut self, r: &Record, pairs: &[(&[u8], &[u8])], born_us: i64, store_us: i64) {
+        let w = self.want;
+        self.rows += 1;
+        if w.topic {
+            self.topic.push(r.topic);
+        }
+        if w.queue_id {
+            self.queue_id.push(r.queue_id);
+        }
+        if w.queue_offset {
+            self.queue_offset.push(r.queue_offset);
+        }
+        if w.body {
+            self.body.push(r.body);
+        }
+        if w.born_ts {
+            self.born_ts.push(born_us);
+        }
+        if w.store_ts {
+            self.store_ts.push(store_us);
+        }
+        if w.born_host {
+            self.born_host.push(r.born_host);
+        }
+        if w.store_host {
+            self.store_host.push(r.store_host);
+        }
+        if w.reconsume {
+            self.reconsume.push(r.reconsume_times);
+        }
+        if w.flag {
+            self.flag.push(r.flag);
+        }
+        if w.properties {
+            for (name, value) in pairs {
+                self.property_names.push(name);
+                self.property_values.push(value);
+            }
+            self.property_offsets.push(self.property_names.len() as i32);
+        }
+        if w.tags {
+            let tag = lookup(pairs, TAGS);
+            self.tags.push(tag.unwrap_or_default());
+            self.tags_valid.push(tag.is_some());
+        }
+        if w.keys {
+            for word in lookup(pairs, KEYS).unwrap_or_default().split(|&b| b == b' ') {
+                if !word.is_empty() {
+                    self.keys.push(word);
+                }
+            }
+            self.key_offsets.push(self.keys.len() as i32);
+        }
+        if w.msg_id {
+            match lookup(pairs, UNIQ_KEY) {
+                Some(id) => self.msg_id.push(id),
+                None => {
+                    push_offset_message_id(r.store_host, r.physic_offset, &mut self.msg_id.data);
+                    self.msg_id.offsets.push(self.msg_id.data.len() as i32);
+                }
+            }
+        }
+    }
+
+    fn truncate(&mut self, rows: usize) {
+        self.rows = rows;
+        self.topic.truncate(rows);
+        self.queue_id.truncate(rows);
+        self.queue_offset.truncate(rows);
+        self.body.truncate(rows);
+        self.born_ts.truncate(rows);
+        self.store_ts.truncate(rows);
+        self.born_host.strings.truncate(rows);
+        self.store_host.strings.truncate(rows);
+        self.reconsume.truncate(rows);
+        self.flag.truncate(rows);
+        if self.property_offsets.len() > rows + 1 {
+            self.property_offsets.truncate(rows + 1);
+            let pairs = *self.property_offsets.last().unwrap() as usize;
+            self.property_names.truncate(pairs);
+            self.property_values.truncate(pairs);
+        }
+        self.tags.truncate(rows.min(self.tags.len()));
+        self.tags_valid.truncate(rows);
+        if self.key_offsets.len() > rows + 1 {
+            self.key_offsets.truncate(rows + 1);
+            self.keys.truncate(*self.key_offsets.last().unwrap() as usize);
+        }
+        self.msg_id.truncate(rows.min(self.msg_id.len()));
+    }
+
+    /// The built columns by name (the map and list columns as their offsets and values); the gatherer is empty
+    /// again.
+    pub fn take(&mut self) -> Vec<(&'static str, Column)> {
+        let w = self.want;
+        let mut out = Vec::new();
+        let text = |s: &mut Strings| {
+            let (offsets, data) = s.take();
+            Column::Utf8 { offsets, data }
+        };
+        if w.topic {
+            out.push(("topic", text(&mut self.topic)));
+        }
+        if w.queue_id {
+            out.push(("queueId", Column::Int32(std::mem::take(&mut self.queue_id))));
+        }
+        if w.queue_offset {
+            out.push(("queueOffset", Column::Int64(std::mem::take(&mut self.queue_offset))));
+        }
+        if w.body {
+            let (offsets, data) = self.body.take();
+            out.push(("body", Column::Binary { offsets, data }));
+        }
+        if w.born_ts {
+            out.push(("bornTimestamp", Column::Timestamp(std::mem::take(&mut self.born_ts))));
+        }
+        if w.store_ts {
+            out.push(("storeTimestamp", Column::Timestamp(std::mem::take(&mut self.store_ts))));
+        }
+        if w.born_host {
+            out.push(("bornHost", text(&mut self.born_host.strings)));
+        }
+        if w.store_host {
+            out.push(("storeHost", text(&mut self.store_host.strings)));
+        }
+        if w.reconsume {
+            out.push(("reconsumeTimes", Column::Int32(std::mem::take(&mut self.reconsume))));
+        }
+        if w.flag {
+            out.push(("flag", Column::Int32(std::mem::take(&mut self.flag))));
+        }
+        if w.properties {
+            out.push(("propertyOffsets", Column::Int32(std::mem::replace(&mut self.property_offsets, vec![0]))));
+            out.push(("propertyNames", text(&mut self.property_names)));
+            out.push(("propertyValues", text(&mut self.property_values)));
+        }
+        if w.tags {
+            let (offsets, data) = self.tags.take();
+            let valid = std::mem::take(&mut self.tags_valid);
+            out.push(("tags", Column::NullableUtf8 { offsets, data, valid }));
+        }
+        if w.keys {
+            out.push(("keyOffsets", Column::Int32(std::mem::replace(&mut self.key_offsets, vec![0]))));
+            out.push(("keyWords", text(&mut self.keys)));
+        }
+        if w.msg_id {
+            out.push(("msgId", text(&mut self.msg_id)));
+        }
+        self.rows = 0;
+        self.bytes = 0;
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn host(raw: &[u8]) -> String {
+        let mut s = String::new();
+        render_host(raw, &mut s);
+        s
+    }
+
+    #[test]
+    fn renders_hosts_as_inet_ntop() {
+        assert_eq!(host(&[10, 0, 0, 1, 0, 0, 0x27, 0x10]), "10.0.0.1:10000");
+        let mut mapped = [0u8; 20];
+        mapped[10] = 0xFF;
+        mapped[11] = 0xFF;
+        mapped[12..16].copy_from_slice(&[1, 2, 3, 4]);
+        mapped[19] = 9;
+        assert_eq!(host(&mapped), "1.2.3.4:9");
+        let mut v6 = [0u8; 20];
+        v6[0] = 0x20;
+        v6[1] = 0x01;
+        v6[15] = 1;
+        v6[19] = 80;
+        assert_eq!(host(&v6), "2001::1:80");
+    }
+
+    #[test]
+    fn rows_outside_the_window_are_not_gathered_and_a_failed_add_leaves_nothing() {
+        let mut g = Gathered::new(Wanted::of(["queueOffset", "body"]).unwrap(), None);
+        let block = crate::records::tests::block_of(&[(b"a", 1), (b"b", 2), (b"c", 3)]);
+        assert_eq!(g.add(&block, 2, 3), Ok(true));
+        assert_eq!(g.rows(), 1);
+        assert!(matches!(g.add(&block[..block.len() - 1], 0, 9), Err(AddError::Malformed(_))));
+        assert_eq!(g.rows(), 1);
+        let columns = g.take();
+        match &columns[0].1 {
+            Column::Int64(v) => assert_eq!(v, &vec![2]),
+            _ => panic!("queueOffset is int64"),
+        }
+        match &columns[1].1 {
+            Column::Binary { offsets, data } => assert_eq!((offsets.as_slice(), data.as_slice()), (&[0, 1][..], &b"b"[..])),
+            _ => panic!("body is binary"),
+        }
+    }
+}
