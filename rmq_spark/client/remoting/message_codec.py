@@ -15,8 +15,9 @@ A record with INNER_BATCH_FLAG and NEED_UNWRAP_FLAG (a batch sent to a BatchCons
 body the SEND_BATCH_MESSAGE records of its messages; like the Java client (PullAPIWrapper.processPullResult ->
 MessageDecoder.decodeMessage) they are unwrapped with queue offsets ``queueOffset + i``.
 
-``scan_records`` is the structural walk (lengths, magic, blank fillers, every bounds check) that both
-``decode_messages`` and the columnar decoder (``rmq_spark.arrow_decoder``) build on.
+``scan_records`` is the structural walk (lengths, magic, blank fillers, every bounds check) of ``decode_messages``,
+the reference decoder. The columnar decoder (``rmq_spark.arrow_decoder``) walks blocks in the native core
+(``native/src/records.rs``), which the differential tests hold to the same rules and error texts.
 """
 from __future__ import annotations
 
@@ -243,21 +244,13 @@ def as_byte_buffer(data) -> tuple[bytes | memoryview, bool]:
         raise ProtocolError(f"message block is not a contiguous byte buffer: {e}") from None
 
 
-# The six byte positions ``scan_records`` gives per record: body [b0, b1), topic [t0, t1), properties [p0, end).
-SPANS_PER_RECORD = 6
-# The fields of a header tuple (the fixed part of a record, as unpacked by _LAYOUTS).
-H_TOTAL, H_MAGIC, H_BODY_CRC, H_QUEUE_ID, H_FLAG, H_QUEUE_OFFSET, H_PHYS, H_SYS_FLAG, H_BORN_TS, H_BORN_RAW, \
-    H_STORE_TS, H_STORE_RAW, H_RECONSUME, H_BODY_LEN = range(14)
-
-
-def scan_records(buf: bytes | memoryview, heads: list, spans: list, base: int = 0) -> int:
-    """Walk the records of a message block (the structural half of decoding, shared by ``decode_messages`` and
-    the columnar decoder): for each record append its fixed part (the ``_LAYOUTS`` tuple: totalSize, magic,
-    bodyCRC, queueId, flag, queueOffset, physicOffset, sysFlag, bornTimestamp, raw bornHost, storeTimestamp,
-    raw storeHost, reconsumeTimes, bodyLength; indices ``H_*``) to ``heads`` and its body, topic and
-    properties positions ``b0, b1, t0, t1, p0, end`` (plus ``base``) to ``spans``. Blank fillers are skipped.
-    Returns the OR of the records' sysFlags. Raises ProtocolError on any truncated or inconsistent record;
-    ``heads``/``spans`` then hold the records before it. Text is not decoded here."""
+def scan_records(buf: bytes | memoryview, heads: list, spans: list) -> int:
+    """Walk the records of a message block (the structural half of ``decode_messages``): for each record append
+    its fixed part (the ``_LAYOUTS`` tuple: totalSize, magic, bodyCRC, queueId, flag, queueOffset, physicOffset,
+    sysFlag, bornTimestamp, raw bornHost, storeTimestamp, raw storeHost, reconsumeTimes, bodyLength; indices
+    ``H_*``) to ``heads`` and its body, topic and properties positions ``b0, b1, t0, t1, p0, end`` to ``spans``.
+    Blank fillers are skipped. Returns the OR of the records' sysFlags. Raises ProtocolError on any truncated or
+    inconsistent record; ``heads``/``spans`` then hold the records before it. Text is not decoded here."""
     n = len(buf)
     layouts = _LAYOUTS
     sizes = _LAYOUT_SIZES
@@ -319,21 +312,12 @@ def scan_records(buf: bytes | memoryview, heads: list, spans: list, base: int = 
                 raise ProtocolError(f"message at byte {pos}: properties length {plen} does not end the record "
                                     f"at its totalSize {total}")
             append(head)
-            if base:
-                spans += (b0 + base, b1 + base, t0 + base, t1 + base, p0 + base, end + base)
-            else:
-                spans += (b0, b1, t0, t1, p0, end)
+            spans += (b0, b1, t0, t1, p0, end)
             flags |= sys_flag
             pos = end
     except (struct.error, IndexError, ValueError) as e:  # a bounds check above missed a case
         raise ProtocolError(f"message at byte {pos} is malformed: {e}") from None
     return flags
-
-
-def needs_message_decoder(sys_flag: int, body_len: int) -> bool:
-    """Whether a record's body must be transformed before use: compressed (and not empty), or an inner batch
-    to unwrap into several messages."""
-    return bool(sys_flag & COMPRESSED_FLAG and body_len) or sys_flag & 0xC0 == 0xC0
 
 
 def decode_messages(data: bytes | bytearray | memoryview, broker_name: str, *,
@@ -463,6 +447,6 @@ def encode_batch(messages: Iterable[OutgoingMessage]) -> bytes:
 
 __all__ = [
     "OutgoingMessage", "as_byte_buffer", "commit_log_offset", "decode_messages", "decode_properties", "encode_batch",
-    "encode_properties", "host_string", "needs_message_decoder", "new_unique_id", "offset_message_id",
+    "encode_properties", "host_string", "new_unique_id", "offset_message_id",
     "scan_records",
 ]
