@@ -103,6 +103,7 @@ class QueueWatch:
         (broker missing from the route, not readable now, or silent) it is unavailable."""
         current = set(self.queues())
         unavailable, vanished = set(), set()
+        fresh: dict[str, TopicRoute | None] = {}
         for mq in known:
             if mq in current:
                 if mq in self.silent or mq not in self.latest:
@@ -116,12 +117,26 @@ class QueueWatch:
             broker = route.broker(mq.broker_name) if route else None
             if queue_data is not None and broker is not None and broker.addresses:
                 (vanished if mq.queue_id >= queue_data.read_queue_nums else unavailable).add(mq)
-            elif self._registered(mq.broker_name):
+            elif self._registered(mq.broker_name) and not self._back_in_route(mq, fresh):
                 vanished.add(mq)
             else:
                 unavailable.add(mq)
                 self.client.outages.down(f"broker {mq.broker_name}", WAITS, f"not in the route of topic {mq.topic}")
         return unavailable, vanished
+
+    def _back_in_route(self, mq: MessageQueue, fresh: dict[str, TopicRoute | None]) -> bool:
+        """Whether a route of ``mq``'s topic read now has the queue again. The routes were read before the name
+        servers were asked which brokers are registered: a broker that registered in between (a restart) is in the
+        second answer but not yet in the first, and its queues are back, not gone."""
+        if mq.topic not in fresh:
+            try:
+                fresh[mq.topic] = self._routes[mq.topic] = self.client.route(mq.topic, refresh=True)
+            except TopicNotFoundError:
+                fresh[mq.topic] = self._routes[mq.topic] = None
+            except RETRYABLE:
+                return True  # cannot tell now: wait, and classify again at the next batch
+        route = fresh[mq.topic]
+        return route is not None and mq in set(route.read_queues())
 
     def _registered(self, broker: str) -> bool:
         """True only when the name servers say ``broker`` is registered now (False when they cannot tell)."""
