@@ -102,7 +102,8 @@ class ArrowBatchDecoder:
         if not self._done:
             return batch
         done, self._done, self._done_bytes = self._done, [], 0
-        return pa.concat_batches([*done, batch])
+        table = pa.Table.from_batches([*done, batch], schema=self.schema).combine_chunks()
+        return table.to_batches()[0] if table.num_rows else batch
 
     def _gathered_batch(self) -> pa.RecordBatch:
         n = self._gatherer.rows
