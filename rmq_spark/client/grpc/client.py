@@ -169,12 +169,7 @@ class GrpcClient(BaseClient):
                        ("grpc.max_send_message_length", frame), ("grpc.enable_http_proxy", 0),
                        ("grpc.initial_reconnect_backoff_ms", 200), ("grpc.max_reconnect_backoff_ms", 2000),
                        # gRPC core's lower bound of a connection attempt, i.e. the connect timeout
-                       ("grpc.min_reconnect_backoff_ms", max(1, int(self.connect_timeout * 1000))),
-                       # Each client keeps its own connections; gRPC core otherwise shares them process-wide between
-                       # channels whose arguments compare equal. (A full test run once saw a mutual-TLS channel fail
-                       # with "Could not load any root certificate" although its CA file was valid, after many other
-                       # channels to since-reused ports; sharing is the suspected cause.)
-                       ("grpc.use_local_subchannel_pool", 1)]
+                       ("grpc.min_reconnect_backoff_ms", max(1, int(self.connect_timeout * 1000)))]
             # A pull answers one frame per message. By default gRPC hands each frame from its polling thread to the
             # reader (about 70 us of Python per message); with this option the reading thread polls the call
             # itself: 2.5x the messages per CPU-second. Calls still start (and run) when they are made.
