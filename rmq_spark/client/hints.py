@@ -18,6 +18,8 @@ TLS_SERVER = ("the server's TLS certificate was not accepted: set tlsCaFile to t
               "tlsServerName if it names another host")
 TLS_CLIENT = ("the server refused this client's TLS certificate (none was given, or no CA it trusts signed it): "
               "set tlsCertFile and tlsKeyFile")
+TLS_FILES = ("gRPC could not set up TLS from the certificates: check that tlsCaFile, tlsCertFile and tlsKeyFile "
+             "hold PEM and that the key is the certificate's")
 BUSY = ("the broker asked to back off (busy, flow control, or starting / stopping); try again in a moment (range "
         "reads retry it with backoff up to brokerRetryTimeoutMs)")
 TOO_LARGE = ("the broker refused the message as too large or malformed: a body must fit the broker's "

@@ -50,7 +50,10 @@ class TlsConfig:
         return ctx
 
     def grpc_parts(self) -> tuple[bytes | None, bytes | None, bytes | None]:
-        """(root certificates, private key, certificate chain) for grpc.ssl_channel_credentials."""
+        """(root certificates, private key, certificate chain) for grpc.ssl_channel_credentials, checked as
+        ``ssl_context`` checks them (gRPC core only logs why it cannot use them)."""
+        if self.ca_file or self.cert_file:
+            self.ssl_context()
         roots = self._read(self.ca_file, "tlsCaFile") if self.ca_file else None
         key = self._read(self.key_file, "tlsKeyFile") if self.key_file else None
         chain = self._read(self.cert_file, "tlsCertFile") if self.cert_file else None

@@ -93,6 +93,16 @@ def test_mutual_tls_refuses_what_it_must(mtls_cluster, case, overrides, error):
             client.max_offset(MessageQueue("Mutual", "broker-a", 0))  # the broker's own handshake
 
 
+def test_a_key_that_is_not_the_certificates_is_named_before_connecting(mtls_cluster):
+    """gRPC core would only log it and fail every handshake; both transports check the files with OpenSSL first."""
+    tls = _mutual(mtls_cluster, key_file=str(Path(mtls_cluster.tls_ca).parent / "server-key.pem"))  # not the client's
+    match = "options tlsCertFile, tlsKeyFile\\) do not load: .*KEY_VALUES_MISMATCH"
+    with pytest.raises(RocketMQError, match=match):
+        RemotingClient(mtls_cluster.name_server, tls=tls)
+    with GrpcClient(mtls_cluster.gateway, tls=tls) as client, pytest.raises(RocketMQError, match=match):
+        client.max_offset(MessageQueue("Mutual", "broker-a", 0))
+
+
 @pytest.mark.parametrize("source", ["nameServer", "endpoint"])
 def test_a_spark_read_over_mutual_tls_from_options(spark, mtls_cluster, source):
     address = mtls_cluster.name_server if source == "nameServer" else mtls_cluster.gateway

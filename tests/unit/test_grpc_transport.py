@@ -10,7 +10,7 @@ import pytest
 from rmq_spark.client.errors import AuthError, ConnectionLostError, RocketMQError, TopicNotFoundError
 from rmq_spark.client.grpc import messages, status
 from rmq_spark.client.grpc.auth import Metadata, signature
-from rmq_spark.client.grpc.client import parse_endpoint, route_from_queues
+from rmq_spark.client.grpc.client import GrpcClient, parse_endpoint, route_from_queues
 from rmq_spark.client.grpc.v2 import definition_pb2 as pb
 from rmq_spark.client.model import MessageQueue
 from rmq_spark.client.remoting.acl import Credentials
@@ -112,3 +112,19 @@ def test_errors_name_the_fix():
     status.check(pb.Status(code=pb.Code.OK), "w", "e")
     with pytest.raises(RocketMQError, match="59999"):
         status.check(pb.Status(code=59999), "w", "e")
+
+
+def test_a_channel_whose_tls_handshaker_could_not_be_built_is_replaced():
+    """gRPC core only logs why it could not use a channel's certificates, and every call of that channel fails: the
+    client names the TLS options and drops the channel, so that its retry builds a new one. Other failures keep it."""
+    client = GrpcClient("127.0.0.1:1")
+    channel = client._open()
+    e = client.rpc_error(_RpcError(grpc.StatusCode.UNAVAILABLE, "failed to connect to all addresses; last error: "
+                                   "UNKNOWN: ipv4:127.0.0.1:1: Failed to create security handshaker."), "max offset")
+    assert isinstance(e, ConnectionLostError) and "tlsKeyFile" in str(e) and "127.0.0.1:1" in str(e)
+    assert client._channel is None and client._open() is not channel
+    kept = client._open()
+    client.rpc_error(_RpcError(grpc.StatusCode.UNAVAILABLE, "Socket closed"), "max offset")
+    assert client._open() is kept
+    client.close()
+    channel.close()

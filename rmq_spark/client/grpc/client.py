@@ -99,7 +99,7 @@ class PendingGrpcPull:
                 elif kind == "next_offset":
                     next_offset = frame.next_offset
         except grpc.RpcError as e:
-            raise status.rpc_error(e, what, endpoint) from None
+            raise self._client.rpc_error(e, what) from None
         if code is None or next_offset is None:
             raise RocketMQError(f"{what}: {endpoint} ended the PullMessage stream without "
                                 f"{'a status' if code is None else 'a next offset'}; {hints.NOT_GRPC}")
@@ -121,17 +121,17 @@ class PendingGrpcPull:
 class GrpcCall:
     """A unary call in flight; ``result()`` waits for its answer, checks it and parses it."""
 
-    __slots__ = ("_future", "_what", "_endpoint", "_parse")
+    __slots__ = ("_client", "_future", "_what", "_parse")
     replica = False  # the gateway picks the broker group's member
 
-    def __init__(self, future, what: str, endpoint: str, parse: Callable[[object], T]) -> None:
-        self._future, self._what, self._endpoint, self._parse = future, what, endpoint, parse
+    def __init__(self, client: "GrpcClient", future, what: str, parse: Callable[[object], T]) -> None:
+        self._client, self._future, self._what, self._parse = client, future, what, parse
 
     def result(self):
         try:
             answer = self._future.result()
         except grpc.RpcError as e:
-            raise status.rpc_error(e, self._what, self._endpoint) from None
+            raise self._client.rpc_error(e, self._what) from None
         return self._parse(answer)
 
 
@@ -154,12 +154,21 @@ class GrpcClient(BaseClient):
         self._server_name = server_name or self._tls_config.server_name
         self._metadata = Metadata(credentials, CLIENT_VERSION)
         self._channel: grpc.Channel | None = None
+        self._credentials: grpc.ChannelCredentials | None = None  # held as long as the channel
         self._methods: dict[str, Callable] = {}
 
     def close(self) -> None:
         if self._channel is not None:
             self._channel.close()
-            self._channel, self._methods = None, {}
+            self._channel, self._credentials, self._methods = None, None, {}
+
+    def rpc_error(self, e: grpc.RpcError, what: str) -> RocketMQError:
+        """The error for a call of this client that failed as a call. When gRPC core could not build a TLS
+        handshaker from certificates that OpenSSL accepted (seen intermittently in long-lived processes with
+        grpcio 1.85), the channel is dropped, so that the next call, a retry, builds a new one."""
+        if status.HANDSHAKER_FAILED in ((e.details() if hasattr(e, "details") else None) or ""):
+            self._channel, self._credentials, self._methods = None, None, {}  # its calls all fail; GC closes it
+        return status.rpc_error(e, what, self.endpoint)
 
     # -- calls -----------------------------------------------------------------------------------------------
     def _open(self) -> grpc.Channel:
@@ -179,9 +188,9 @@ class GrpcClient(BaseClient):
                 if self._server_name:
                     options.append(("grpc.ssl_target_name_override", self._server_name))
                 roots, key, chain = self._tls_config.grpc_parts()
-                creds = grpc.ssl_channel_credentials(root_certificates=self._roots or roots, private_key=key,
-                                                     certificate_chain=chain)
-                self._channel = grpc.secure_channel(target, creds, options=options)
+                self._credentials = grpc.ssl_channel_credentials(root_certificates=self._roots or roots,
+                                                                 private_key=key, certificate_chain=chain)
+                self._channel = grpc.secure_channel(target, self._credentials, options=options)
             else:
                 self._channel = grpc.insecure_channel(target, options=options)
         return self._channel
@@ -199,7 +208,7 @@ class GrpcClient(BaseClient):
         try:
             return self._method(name, response)(request, timeout=self.request_timeout, metadata=self._metadata(*extra))
         except grpc.RpcError as e:
-            raise status.rpc_error(e, what, self.endpoint) from None
+            raise self.rpc_error(e, what) from None
 
     def _call(self, name: str, response, request, what: str, parse: Callable[[object], T],
               *extra: tuple[str, str]) -> GrpcCall:
@@ -208,8 +217,8 @@ class GrpcClient(BaseClient):
             future = self._method(name, response).future(request, timeout=self.request_timeout,
                                                          metadata=self._metadata(*extra))
         except grpc.RpcError as e:
-            raise status.rpc_error(e, what, self.endpoint) from None
-        return GrpcCall(future, what, self.endpoint, parse)
+            raise self.rpc_error(e, what) from None
+        return GrpcCall(self, future, what, parse)
 
     # -- routing ---------------------------------------------------------------------------------------------
     def _fetch_route(self, topic: str) -> TopicRoute:
@@ -289,7 +298,7 @@ class GrpcClient(BaseClient):
         try:
             call = fn(request, timeout=self.request_timeout + suspend_ms / 1000.0, metadata=self._metadata())
         except grpc.RpcError as e:
-            raise status.rpc_error(e, f"pull of {mq} at offset {offset}", self.endpoint) from None
+            raise self.rpc_error(e, f"pull of {mq} at offset {offset}") from None
         tags = tag_set(expression) if kind == "TAG" else None
         return PendingGrpcPull(self, mq, offset, max_nums, call, tags)
 

@@ -48,6 +48,10 @@ def error_for(status: pb.Status, what: str, endpoint: str) -> RocketMQError:
     return cls(message, code=status.code, remark=status.message or None)
 
 
+# gRPC core's details when it could not build a TLS handshaker from the channel's certificates
+HANDSHAKER_FAILED = "Failed to create security handshaker"
+
+
 def rpc_error(e: grpc.RpcError, what: str, endpoint: str) -> RocketMQError:
     """The error for a gRPC call that failed as a call (not with a v2 Status in its answer)."""
     code = e.code() if hasattr(e, "code") else None
@@ -74,6 +78,8 @@ def rpc_error(e: grpc.RpcError, what: str, endpoint: str) -> RocketMQError:
 
 def _tls_hint(details: str) -> str | None:
     """The fix for a failed TLS handshake, from gRPC core's details; None when it was not one."""
+    if HANDSHAKER_FAILED in details:
+        return hints.TLS_FILES
     if "CERTIFICATE_VERIFY_FAILED" in details or "Hostname Verification" in details:
         return hints.TLS_SERVER
     if "CERTIFICATE_REQUIRED" in details or "BAD_CERTIFICATE" in details or "TSI_DATA_CORRUPTED" in details:
