@@ -5,21 +5,14 @@ from __future__ import annotations
 import base64
 import collections
 import os
-import signal
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 from pyspark.sql import functions as F
 from pyspark.sql.types import (ArrayType, BinaryType, IntegerType, MapType, StringType, StructField,
                                StructType)
 
-from rmq_spark.client import RemotingClient
 from rmq_spark.sink.routing import java_string_hash
-from rmq_spark.sink.transactions import MARKER_SUFFIX
-from tests.integration import sink_job
 
 ROW_SCHEMA = StructType([
     StructField("body", BinaryType()), StructField("tags", StringType()), StructField("keys", ArrayType(StringType())),
@@ -159,80 +152,6 @@ def test_bad_options_and_targets_are_named(spark, rocketmq, topic):
     with pytest.raises(Exception, match=f"{topic}.*maxMessageSize"):
         _write(huge, rocketmq, topic)
     assert rocketmq.consume(topic) == []
-
-
-class SinkJob:
-    """sink_job.py in its own process, to be SIGKILLed: one query per (target, guarantee, group, checkpoint)."""
-
-    def __init__(self, rocketmq, source, *targets: tuple[str, str, str, Path]):
-        env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
-        args = [str(part) for target in targets for part in target]
-        self.proc = subprocess.Popen([sys.executable, sink_job.__file__, rocketmq.name_server, source, *args],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
-
-    def kill(self):
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(timeout=30)
-
-    def alive(self) -> None:
-        if self.proc.poll() is not None:
-            raise AssertionError(f"the sink job exited ({self.proc.returncode}):\n" + self.proc.stderr.read()[-6000:])
-
-
-def _available_now(spark, rocketmq, source, target, guarantee, group, checkpoint):
-    """The job's query run to the end of the source, in this session: the restart after the last kill."""
-    query = sink_job.writer(spark, rocketmq.name_server, source, target, guarantee, group, str(checkpoint))
-    query = query.trigger(availableNow=True).start()
-    assert query.awaitTermination(300), "the available-now run did not end"
-    assert query.exception() is None, query.exception()
-
-
-def _sources(rocketmq, target):
-    return collections.Counter(m["properties"].get("src") for m in rocketmq.consume(target))
-
-
-def test_streaming_writes_across_kills_inside_commits(spark, rocketmq, topic, request, tmp_path):
-    """Two queries of one driver copy a topic, one exactly once and one at least once; the driver is SIGKILLed
-    three times while an exactly-once commit is under way (the at-least-once query is wherever it is then)."""
-    from tests.conftest import unique_topic
-    exact, least = unique_topic(request) + "e", unique_topic(request) + "l"
-    for target in (exact, least):
-        rocketmq.create_topic(target, queues=4)
-    group = f"eo-{exact}"[:60]
-    rocketmq.produce_bulk(topic, 3000, 60)
-    expected = {f"{m['brokerName']}/{m['queueId']}/{m['queueOffset']}" for m in rocketmq.consume(topic)}
-    client = RemotingClient(rocketmq.name_server)
-    marker_queue = client.route(exact).write_queues()[0]
-
-    def marker():
-        return client.query_consumer_offsets(group + MARKER_SUFFIX, [marker_queue])[marker_queue]
-
-    queries = ((exact, "exactly_once", group, tmp_path / "exact"), (least, "at_least_once", "alo-group",
-                                                                    tmp_path / "least"))
-    kills_in_commit = 0
-    try:
-        for _ in range(3):
-            job = SinkJob(rocketmq, topic, *queries)
-            deadline = time.monotonic() + 240
-            while True:  # kill the driver while a commit is under way (the marker says started)
-                job.alive()
-                assert time.monotonic() < deadline, "no commit was seen under way"
-                m = marker()
-                if m is not None and m % 2 == 1:
-                    job.kill()
-                    kills_in_commit += 1
-                    break
-                time.sleep(0.005)
-    finally:
-        client.close()
-    assert kills_in_commit == 3
-    for target, guarantee, producer_group, checkpoint in queries:
-        _available_now(spark, rocketmq, topic, target, guarantee, producer_group, checkpoint)
-    counts = _sources(rocketmq, exact)
-    assert set(counts) == expected
-    assert max(counts.values()) == 1, "some rows were written twice"
-    # at least once: nothing lost (a batch cut by a kill is sent again whole, so rows may appear twice)
-    assert set(_sources(rocketmq, least)) == expected
 
 
 def test_a_write_through_the_grpc_gateway_sends_bodies_as_they_are(spark, rocketmq, topic):
