@@ -166,7 +166,7 @@ class GrpcClient(BaseClient):
         """The error for a call of this client that failed as a call. When gRPC core could not build a TLS
         handshaker from certificates that OpenSSL accepted (seen intermittently in long-lived processes with
         grpcio 1.85), the channel is dropped, so that the next call, a retry, builds a new one."""
-        if status.HANDSHAKER_FAILED in ((e.details() if hasattr(e, "details") else None) or ""):
+        if status.HANDSHAKER_FAILED in status.details_of(e):
             self._channel, self._credentials, self._methods = None, None, {}  # its calls all fail; GC closes it
         return status.rpc_error(e, what, self.endpoint)
 

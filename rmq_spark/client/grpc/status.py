@@ -52,10 +52,15 @@ def error_for(status: pb.Status, what: str, endpoint: str) -> RocketMQError:
 HANDSHAKER_FAILED = "Failed to create security handshaker"
 
 
+def details_of(e: grpc.RpcError) -> str:
+    """gRPC core's description of why a call failed."""
+    return (e.details() if hasattr(e, "details") else None) or str(e)
+
+
 def rpc_error(e: grpc.RpcError, what: str, endpoint: str) -> RocketMQError:
     """The error for a gRPC call that failed as a call (not with a v2 Status in its answer)."""
     code = e.code() if hasattr(e, "code") else None
-    details = (e.details() if hasattr(e, "details") else None) or str(e)
+    details = details_of(e)
     name = code.name if code is not None else "UNKNOWN"
     if code is grpc.StatusCode.UNIMPLEMENTED:
         return RocketMQError(f"{what} failed at {endpoint}: gRPC UNIMPLEMENTED; {hints.NO_PULL_API}", remark=details)
