@@ -1,0 +1,87 @@
+//! The block scanner and column gatherer on arbitrary input: it must never panic, a failed `add` must leave the
+//! gatherer as it was, and what it hands to pyarrow (which trusts it) must be well-formed Arrow: one value per row
+//! in every column, offsets that start at 0, never decrease and end at the data's length, and UTF-8 text.
+//!
+//! Input: byte 0 picks the columns (bit i: column i of COLUMNS; 0 means all), byte 1 the window (see `window`),
+//! byte 2 whether a tag filter applies; the rest is the block, added twice (once whole, once cut in two).
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use _native::arrow::Column;
+use _native::columns::{Gathered, Wanted};
+
+const COLUMNS: [&str; 14] = ["topic", "queueId", "queueOffset", "body", "bornTimestamp", "storeTimestamp",
+    "bornHost", "storeHost", "reconsumeTimes", "flag", "properties", "tags", "keys", "msgId"];
+
+fn window(b: u8) -> (i64, i64) {
+    match b % 4 {
+        0 => (i64::MIN, i64::MAX),
+        1 => (0, 2),
+        2 => (1, 1), // empty
+        _ => (i64::from(b >> 2), i64::from(b >> 2) + 3),
+    }
+}
+
+fn check(rows: usize, columns: &[(&'static str, Column)]) {
+    let offsets_ok = |offsets: &[i32], data_len: usize| {
+        assert_eq!(offsets.first(), Some(&0));
+        assert!(offsets.windows(2).all(|w| w[0] <= w[1]), "offsets decrease");
+        assert_eq!(*offsets.last().unwrap() as usize, data_len);
+    };
+    let mut property_pairs = None;
+    let mut key_words = None;
+    for (name, column) in columns {
+        match (*name, column) {
+            ("propertyOffsets", Column::Int32(offsets)) => {
+                assert_eq!(offsets.len(), rows + 1);
+                property_pairs = Some(*offsets.last().unwrap() as usize);
+                assert!(offsets.windows(2).all(|w| w[0] <= w[1]));
+            }
+            ("keyOffsets", Column::Int32(offsets)) => {
+                assert_eq!(offsets.len(), rows + 1);
+                key_words = Some(*offsets.last().unwrap() as usize);
+                assert!(offsets.windows(2).all(|w| w[0] <= w[1]));
+            }
+            ("propertyNames" | "propertyValues", c) => assert_eq!(Some(c.len()), property_pairs, "{name}"),
+            ("keyWords", c) => assert_eq!(Some(c.len()), key_words),
+            (_, c) => assert_eq!(c.len(), rows, "{name}"),
+        }
+        match column {
+            Column::Binary { offsets, data } => offsets_ok(offsets, data.len()),
+            Column::Utf8 { offsets, data } => {
+                offsets_ok(offsets, data.len());
+                assert!(std::str::from_utf8(data).is_ok(), "{name} is not UTF-8");
+            }
+            Column::NullableUtf8 { offsets, data, valid } => {
+                offsets_ok(offsets, data.len());
+                assert_eq!(valid.len(), offsets.len() - 1);
+                assert!(std::str::from_utf8(data).is_ok(), "{name} is not UTF-8");
+            }
+            Column::Int32(_) | Column::Int64(_) | Column::Timestamp(_) => {}
+        }
+    }
+}
+
+fuzz_target!(|input: &[u8]| {
+    if input.len() < 3 {
+        return;
+    }
+    let (mask, (low, high)) = (input[0], window(input[1]));
+    let names: Vec<&str> = COLUMNS.iter().enumerate()
+        .filter(|(i, _)| mask == 0 || (u16::from(mask) << 6 | u16::from(mask)) >> i & 1 == 1)
+        .map(|(_, n)| *n).collect();
+    let tags = (input[2] & 1 == 1).then(|| vec![b"TagA".to_vec(), b"".to_vec()]);
+    let block = &input[3..];
+    let mut g = Gathered::new(Wanted::of(names.iter().copied()).unwrap(), tags);
+    let cut = block.len() / 2;
+    for part in [block, &block[..cut], &block[cut..]] {
+        let (rows, bytes) = (g.rows(), g.bytes());
+        match g.add(part, low, high) {
+            Ok(true) => assert!(g.bytes() >= bytes),
+            Ok(false) | Err(_) => assert_eq!((g.rows(), g.bytes()), (rows, bytes), "a failed add left rows"),
+        }
+    }
+    let rows = g.rows();
+    check(rows, &g.take());
+    assert_eq!((g.rows(), g.bytes()), (0, 0));
+});

@@ -1,0 +1,21 @@
+"""Writes the seeds of the gather_block fuzz target (native/fuzz/seeds): its three header bytes (columns, window,
+tag filter) and a block of records in the stored layout. Run from the repository root."""
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from tests.unit.stored_messages import MAGIC_V2, encode_stored_message as rec
+
+out = Path("native/fuzz/seeds/gather_block")
+blocks = {
+    "plain": rec(properties={"TAGS": "TagA", "KEYS": "k1 k2", "UNIQ_KEY": "ABC"}, queue_offset=0)
+             + rec(body=b"", properties={"TAGS": "TagB"}, queue_offset=1),
+    "v6_hosts": rec(born_host=("2001:db8::1", 1), store_host=("::ffff:1.2.3.4", 10911), queue_offset=2),
+    "magic_v2": rec(magic=MAGIC_V2, topic="T" * 300, raw_properties=b"a\x01b\x02a\x01c\x02\x01x\x02", queue_offset=1),
+    "compressed": rec(body=b"z" * 5000, compression="zlib", properties={"TAGS": "TagA"}),
+    "unicode": rec(topic="t\u00e9", properties={"n": "\u4e2d\u6587", "KEYS": " a  b "}, queue_offset=3),
+}
+for name, block in blocks.items():
+    for header in (b"\x00\x00\x00", b"\x05\x01\x01", b"\x80\x07\x00"):
+        (out / f"{name}-{header.hex()}").write_bytes(header + block)
+print(len(list(out.iterdir())), "seeds")
