@@ -50,7 +50,6 @@ def main() -> None:
     queries += [sink_writer(spark, name_server, source, *targets[i:i + 4]) for i in range(0, len(targets), 4)]
     for query in queries:
         query.trigger(processingTime="100 milliseconds").start()
-    print("STARTED", flush=True)
     spark.streams.awaitAnyTermination()
 
 if __name__ == "__main__":
