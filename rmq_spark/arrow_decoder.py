@@ -19,13 +19,9 @@ import pyarrow as pa
 from rmq_spark.client.compression import DEFAULT_MAX_MESSAGE_BYTES
 from rmq_spark.client.errors import ProtocolError
 from rmq_spark.client.remoting.message_codec import as_byte_buffer, decode_messages
+from rmq_spark.compiled import BlockGatherer
 from rmq_spark.schema import ARROW_SCHEMA, COLUMNS, MessageBatcher, arrow_schema
 
-try:
-    from rmq_spark._native import BlockGatherer
-except ImportError as e:  # pragma: no cover - the set-up script builds it
-    raise ImportError("rmq_spark._native, the compiled core, is not built: run scripts/setup.sh (it needs cargo), "
-                      "or install a wheel of rmq-spark") from e
 
 __all__ = ["ArrowBatchDecoder", "decode_to_arrow"]
 

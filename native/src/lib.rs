@@ -1,10 +1,13 @@
 //! `rmq_spark._native`: the executor's hot path in compiled code (DESIGN.md §12). Pulled message blocks are walked
 //! and gathered into Arrow columns with the GIL released; the columns reach pyarrow through the Arrow C data
-//! interface, without a copy. The core (`records`, `columns`, `arrow`) is plain Rust; `python` binds it (feature
+//! interface, without a copy. Pulls travel over `pipe`s of the reader's own, whose frames `frame` encodes and
+//! decodes. The core (`records`, `columns`, `arrow`, `frame`, `pipe`) is plain Rust; `python` binds it (feature
 //! `python`, set by the extension build), so tests and the fuzzer build without an interpreter.
 
 pub mod arrow;
 pub mod columns;
+pub mod frame;
+pub mod pipe;
 pub mod records;
 
 #[cfg(feature = "python")]

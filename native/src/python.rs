@@ -1,11 +1,16 @@
-//! The Python module `rmq_spark._native`: the gatherer and the columns it hands to pyarrow.
+//! The Python module `rmq_spark._native`: the gatherer and the columns it hands to pyarrow, the frame codec and
+//! the pipe.
 
-use pyo3::exceptions::{PyUnicodeError, PyValueError};
+use std::time::Duration;
+
+use pyo3::exceptions::{PyConnectionError, PyTimeoutError, PyUnicodeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::PyCapsule;
+use pyo3::types::{PyBytes, PyCapsule, PyDict};
 
 use crate::arrow::{export_array, export_schema, release_unclaimed_array, release_unclaimed_schema, Column};
 use crate::columns::{AddError, Gathered, Wanted};
+use crate::frame::{self, Command, Header};
+use crate::pipe::{Pipe, PipeError};
 
 /// One column, for `pyarrow.array(column)` (the `__arrow_c_array__` protocol); it can be taken once.
 #[pyclass(module = "rmq_spark._native", frozen)]
@@ -93,9 +98,124 @@ impl BlockGatherer {
     }
 }
 
+/// A decoded frame as (code, language, version, opaque, flag, remark, ext fields, serialize type, body).
+type FrameParts<'py> = (i32, String, i32, i32, i32, Option<String>, Bound<'py, PyDict>, u8, Bound<'py, PyBytes>);
+
+fn frame_parts<'py>(py: Python<'py>, header: Header, body: &[u8]) -> PyResult<FrameParts<'py>> {
+    let ext = PyDict::new(py);
+    for (key, value) in header.ext {
+        ext.set_item(key, value)?;
+    }
+    Ok((header.code, header.language, header.version, header.opaque, header.flag, header.remark, ext,
+        header.serialize_type, PyBytes::new(py, body)))
+}
+
+/// `ext`'s entries as text (`str()` of each key and value), without those whose value is None.
+fn ext_text(ext: &Bound<'_, PyDict>) -> PyResult<Vec<(String, String)>> {
+    let mut out = Vec::with_capacity(ext.len());
+    for (key, value) in ext.iter() {
+        if value.is_none() {
+            continue;
+        }
+        out.push((key.str()?.to_str()?.to_owned(), value.str()?.to_str()?.to_owned()));
+    }
+    Ok(out)
+}
+
+/// The whole frame of a command (total length included); `ext` maps field names to values (rendered with
+/// `str()`, None left out). ValueError names what cannot be encoded.
+#[pyfunction]
+#[pyo3(signature = (code, language, version, opaque, flag, remark, ext, body, serialize_type))]
+#[allow(clippy::too_many_arguments)]
+fn encode_frame<'py>(
+    py: Python<'py>,
+    code: i64,
+    language: &str,
+    version: i64,
+    opaque: i64,
+    flag: i64,
+    remark: Option<&str>,
+    ext: &Bound<'py, PyDict>,
+    body: &[u8],
+    serialize_type: u8,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let ext = ext_text(ext)?;
+    let cmd = Command { code, language, version, opaque, flag, remark, ext: &ext, body, serialize_type };
+    let frame = frame::encode(&cmd).map_err(PyValueError::new_err)?;
+    Ok(PyBytes::new(py, &frame))
+}
+
+/// One frame given without its total length, as its parts. ValueError says what is malformed.
+#[pyfunction]
+fn decode_frame<'py>(py: Python<'py>, buf: &[u8]) -> PyResult<FrameParts<'py>> {
+    let header = frame::decode(buf).map_err(PyValueError::new_err)?;
+    let start = header.body_start;
+    frame_parts(py, header, &buf[start..])
+}
+
+fn pipe_error(e: PipeError) -> PyErr {
+    match e {
+        PipeError::Lost(why) => PyConnectionError::new_err(why),
+        PipeError::Timeout => PyTimeoutError::new_err("no response in time"),
+        PipeError::Protocol(why) => PyValueError::new_err(why),
+    }
+}
+
+fn seconds(s: f64) -> Duration {
+    Duration::from_secs_f64(s.clamp(0.0, 1e9))
+}
+
+/// A connection of one reader's own (plain TCP): frames written and responses read on the caller's thread, with
+/// the GIL released. ConnectionError when it cannot be opened or broke, TimeoutError when an answer is late,
+/// ValueError for a malformed frame; each of those closes it.
+#[pyclass(module = "rmq_spark._native")]
+struct FramePipe {
+    pipe: Pipe,
+}
+
+#[pymethods]
+impl FramePipe {
+    #[new]
+    fn new(py: Python<'_>, host: &str, port: u16, connect_timeout: f64, max_frame: usize) -> PyResult<Self> {
+        let pipe = py.detach(|| Pipe::connect(host, port, seconds(connect_timeout), max_frame)).map_err(pipe_error)?;
+        Ok(FramePipe { pipe })
+    }
+
+    /// Writes one whole frame of request `opaque`, within `timeout` seconds.
+    fn send(&mut self, py: Python<'_>, frame: &[u8], opaque: i32, timeout: f64) -> PyResult<()> {
+        let pipe = &mut self.pipe;
+        py.detach(|| pipe.send(frame, opaque, seconds(timeout))).map_err(pipe_error)
+    }
+
+    /// The response to request `opaque` as the parts `decode_frame` gives, within `timeout` seconds.
+    fn receive<'py>(&mut self, py: Python<'py>, opaque: i32, timeout: f64) -> PyResult<FrameParts<'py>> {
+        let pipe = &mut self.pipe;
+        let response = py.detach(|| pipe.receive(opaque, seconds(timeout))).map_err(pipe_error)?;
+        let start = response.header.body_start;
+        frame_parts(py, response.header, &response.frame[start..])
+    }
+
+    /// Stops waiting for request `opaque`.
+    fn forget(&mut self, opaque: i32) {
+        self.pipe.forget(opaque);
+    }
+
+    fn close(&mut self) {
+        self.pipe.close(PipeError::Lost("closed by the client".to_owned()));
+    }
+
+    #[getter]
+    fn closed(&self) -> bool {
+        self.pipe.is_closed()
+    }
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<BlockGatherer>()?;
     m.add_class::<ArrowColumn>()?;
+    m.add_class::<FramePipe>()?;
+    m.add_function(wrap_pyfunction!(encode_frame, m)?)?;
+    m.add_function(wrap_pyfunction!(decode_frame, m)?)?;
     Ok(())
 }

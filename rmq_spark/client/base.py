@@ -16,7 +16,8 @@ from rmq_spark.client.errors import (RETRYABLE, BrokerError, BrokerUnavailableEr
 from rmq_spark.client.model import (HalfMessage, Message, MessageQueue, OutgoingMessage, PullResult, SendResult,
                                     TopicRoute)
 from rmq_spark.client.outages import OutageLog
-from rmq_spark.client.range_reader import DEFAULT_RETRY_TIMEOUT, SLOT, RangeChunk, RangeReader, tag_set
+from rmq_spark.client.range_reader import (DEFAULT_RETRY_TIMEOUT, SLOT, PullSession, RangeChunk, RangeReader,
+                                           SharedPulls, tag_set)
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +35,8 @@ class Call(Protocol):
     replica: bool
 
     def result(self) -> Any: ...
+
+    def cancel(self) -> None: ...
 
 
 class Answers(dict):
@@ -322,6 +325,12 @@ class BaseClient:
         if not batch:
             raise ValueError("send needs at least one message")
         return self.send_async(mq, [m.with_unique_id() for m in batch], group=group).result()
+
+    def pull_session(self, mq: MessageQueue, *, group: str = DEFAULT_GROUP, expression: str = "*",
+                     expression_type: str = "TAG") -> PullSession:
+        """The pulls of one range read of ``mq`` (over the client's shared connections unless a transport has
+        better)."""
+        return SharedPulls(self, mq, {"group": group, "expression": expression, "expression_type": expression_type})
 
     def pull(self, mq: MessageQueue, offset: int, max_nums: int = SLOT, **kw) -> PullResult:
         """Pull once and wait for the result."""

@@ -42,12 +42,35 @@ def tag_set(expression: str) -> frozenset[str] | None:
 class _Pending(Protocol):
     def result(self) -> PullResult: ...
 
+    def cancel(self) -> None: ...
+
+
+class PullSession(Protocol):
+    """The pulls of one range read: of one queue, with one subscription."""
+
+    def pull_async(self, offset: int, max_nums: int) -> _Pending: ...
+
+    def close(self) -> None: ...
+
 
 class Puller(Protocol):
-    def pull_async(self, mq: MessageQueue, offset: int, max_nums: int = SLOT, *, group: str = ...,
-                   expression: str = ..., expression_type: str = ..., suspend_ms: int = ...) -> _Pending: ...
+    def pull_session(self, mq: MessageQueue, *, group: str, expression: str,
+                     expression_type: str) -> PullSession: ...
 
     def min_offset(self, mq: MessageQueue) -> int: ...
+
+
+class SharedPulls:
+    """A PullSession over the client's shared connections (its ``pull_async``)."""
+
+    def __init__(self, client, mq: MessageQueue, pull_kw: dict) -> None:
+        self._client, self._mq, self._kw = client, mq, pull_kw
+
+    def pull_async(self, offset: int, max_nums: int) -> _Pending:
+        return self._client.pull_async(self._mq, offset, max_nums, **self._kw)
+
+    def close(self) -> None:
+        pass
 
 
 @dataclass(frozen=True)
@@ -111,17 +134,24 @@ class RangeReader:
         self.lost = 0
         self._backoff = Backoff(retry_timeout)
 
-    def _send(self, offset: int, until: int) -> tuple[int, int, _Pending]:
+    def _send(self, pulls: PullSession, offset: int, until: int) -> tuple[int, int, _Pending]:
         n = min(self.slot, until - offset)
-        return offset, offset + n, self.client.pull_async(self.mq, offset, n, **self.pull_kw)
+        return offset, offset + n, pulls.pull_async(offset, n)
 
     def __iter__(self) -> Iterator[RangeChunk]:
+        pulls = self.client.pull_session(self.mq, **self.pull_kw)
+        try:
+            yield from self._read(pulls)
+        finally:
+            pulls.close()
+
+    def _read(self, pulls: PullSession) -> Iterator[RangeChunk]:
         inflight: deque[tuple[int, int, _Pending]] = deque()
         next_slot = self.start
         while inflight or next_slot < self.end:
             try:
                 while len(inflight) < self.depth and next_slot < self.end:
-                    entry = self._send(next_slot, self.end)
+                    entry = self._send(pulls, next_slot, self.end)
                     inflight.append(entry)
                     next_slot = entry[1]
                 low, high, pending = inflight[0]
@@ -132,6 +162,8 @@ class RangeReader:
                 # Pull again from the first unread offset (maybe from another member of the broker group), after
                 # a pause; the pulls in flight behind it are sent again too.
                 self._wait(low, verdict.why)
+                for _, _, pending in inflight:
+                    pending.cancel()
                 inflight.clear()
                 next_slot = low
                 continue
@@ -140,7 +172,7 @@ class RangeReader:
             if verdict.chunk is not None:
                 yield verdict.chunk
             if verdict.covered < high:
-                inflight.appendleft(self._send(verdict.covered, high))
+                inflight.appendleft(self._send(pulls, verdict.covered, high))
 
     def _judge(self, low: int, high: int, r: PullResult) -> _Verdict:
         """What the answer to a pull of ``[low, high)`` means for the range."""

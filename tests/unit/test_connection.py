@@ -1,4 +1,5 @@
-"""Connection behaviour (pipelining, timeouts, broken and malformed streams) against a scripted local socket peer.
+"""Connection behaviour (pipelining, timeouts, broken and malformed streams) against a scripted local socket peer:
+the shared connection (a reader thread) and, where they promise the same, the direct one (the compiled core's pipe).
 
 The peer speaks only framing; RocketMQ compatibility is shown by the integration tests on the real broker.
 """
@@ -12,7 +13,7 @@ import time
 import pytest
 
 from rmq_spark.client.errors import ConnectionLostError, ProtocolError, RequestTimeoutError
-from rmq_spark.client.remoting.connection import Connection, ConnectionPool
+from rmq_spark.client.remoting.connection import Connection, ConnectionPool, DirectConnection
 from rmq_spark.client.remoting.frame import RemotingCommand, decode_frame, encode_command
 from tests.conftest import record_error
 
@@ -65,6 +66,9 @@ def respond(sock, request: RemotingCommand, **fields) -> None:
     sock.sendall(encode_command(RemotingCommand(code=0, opaque=request.opaque, flag=1, **fields)))
 
 
+BOTH = pytest.mark.parametrize("kind", [Connection, DirectConnection], ids=["shared", "direct"])
+
+
 @pytest.fixture
 def peer_factory():
     peers = []
@@ -78,14 +82,15 @@ def peer_factory():
         p.close()
 
 
-def test_pipelined_requests_are_matched_by_opaque(peer_factory):
+@BOTH
+def test_pipelined_requests_are_matched_by_opaque(peer_factory, kind):
     def script(sock):
         first, second = read_request(sock), read_request(sock)
         respond(sock, second, remark="second")  # out of order
         respond(sock, first, remark="first")
         time.sleep(0.5)
     peer = peer_factory(script)
-    conn = Connection(peer.address)
+    conn = kind(peer.address)
     a = conn.send(RemotingCommand(code=30), timeout=5)
     b = conn.send(RemotingCommand(code=31), timeout=5)
     assert b.result().remark == "second"
@@ -93,12 +98,13 @@ def test_pipelined_requests_are_matched_by_opaque(peer_factory):
     conn.close()
 
 
-def test_timeout_names_the_address_and_code(peer_factory):
+@BOTH
+def test_timeout_names_the_address_and_code(peer_factory, kind):
     peer = peer_factory(lambda sock: time.sleep(3))
-    conn = Connection(peer.address)
+    conn = kind(peer.address)
     started = time.monotonic()
     with pytest.raises(RequestTimeoutError, match=f"code 30 to {peer.address}"):
-        conn.request(RemotingCommand(code=30), timeout=0.3)
+        conn.send(RemotingCommand(code=30), timeout=0.3).result()
     assert time.monotonic() - started < 2
     conn.close()
 
@@ -120,35 +126,38 @@ def test_close_mid_frame_fails_pending_requests_and_pool_reopens(peer_factory):
     pool.close()
 
 
+@BOTH
 @pytest.mark.parametrize("length", [0, 3, 0x7FFFFFFF, -5])
-def test_impossible_frame_length_is_a_protocol_error_that_closes(peer_factory, length):
+def test_impossible_frame_length_is_a_protocol_error_that_closes(peer_factory, length, kind):
     def script(sock):
         read_request(sock)
         sock.sendall(struct.pack(">i", length) + b"\x00" * 8)
         time.sleep(1)
     peer = peer_factory(script)
-    conn = Connection(peer.address)
+    conn = kind(peer.address)
     with pytest.raises(ProtocolError, match="frame of length"):
-        conn.request(RemotingCommand(code=1), timeout=5)
+        conn.send(RemotingCommand(code=1), timeout=5).result()
     assert conn.closed
     with pytest.raises(ConnectionLostError):
         conn.send(RemotingCommand(code=1), timeout=1)
 
 
-def test_garbage_header_is_a_protocol_error(peer_factory):
+@BOTH
+def test_garbage_header_is_a_protocol_error(peer_factory, kind):
     def script(sock):
         read_request(sock)
         sock.sendall(struct.pack(">ii", 12, 8) + b"not json")
         time.sleep(1)
     peer = peer_factory(script)
-    conn = Connection(peer.address)
-    with pytest.raises(ProtocolError):
-        conn.request(RemotingCommand(code=1), timeout=5)
+    conn = kind(peer.address)
+    with pytest.raises(ProtocolError, match="not valid JSON"):
+        conn.send(RemotingCommand(code=1), timeout=5).result()
 
 
-def test_connection_refused_is_clear():
-    with pytest.raises(ConnectionLostError, match="cannot connect to 127.0.0.1:1"):
-        Connection("127.0.0.1:1", connect_timeout=2)
+@BOTH
+def test_connection_refused_is_clear(kind):
+    with pytest.raises(ConnectionLostError, match="cannot connect to 127.0.0.1:1: .*server is running"):
+        kind("127.0.0.1:1", connect_timeout=2)
 
 
 def test_many_threads_share_one_connection(peer_factory):
@@ -300,3 +309,84 @@ def test_one_slow_connect_does_not_hold_up_other_addresses(peer_factory):
     for s in fillers:
         s.close()
     blackhole.close()
+
+
+# -- the direct connection (one reader's own, answers read on its thread) -----------------------------------------
+
+def test_a_direct_connection_closes_when_the_server_does_and_the_pool_dials_anew(peer_factory):
+    def script(sock):
+        request = read_request(sock)
+        if request.code == 99:
+            frame = encode_command(RemotingCommand(code=0, opaque=request.opaque, flag=1, body=b"x" * 100))
+            sock.sendall(frame[:30])  # truncated
+            return
+        respond(sock, request, remark="fine", body=b"y" * 300_000)
+    peer = peer_factory(script)
+    pool = ConnectionPool()
+    first = pool.dial(peer.address)
+    with pytest.raises(ConnectionLostError, match="closed by the server in the middle of a frame"):
+        first.send(RemotingCommand(code=99), timeout=5).result()
+    assert first.closed
+    with pytest.raises(ConnectionLostError, match="closed earlier"):
+        first.send(RemotingCommand(code=1), timeout=5)
+    second = pool.dial(peer.address)
+    answer = second.send(RemotingCommand(code=1), timeout=5).result()
+    assert (answer.remark, answer.body) == ("fine", b"y" * 300_000)
+    assert peer.accepted == 2
+    second.close()
+
+
+def test_a_late_answer_closes_a_direct_connection(peer_factory):
+    peer = peer_factory(lambda sock: (read_request(sock), time.sleep(3)))  # reads, never answers
+    conn = DirectConnection(peer.address)
+    with pytest.raises(RequestTimeoutError, match="will be reopened"):
+        conn.send(RemotingCommand(code=30), timeout=0.3).result()
+    assert conn.closed  # never waited on again: the owner opens another
+
+
+def test_the_answer_to_a_cancelled_request_is_dropped(peer_factory):
+    def script(sock):
+        first, second, third = read_request(sock), read_request(sock), read_request(sock)
+        for request in (first, second, third):
+            respond(sock, request, remark=str(request.code))
+        time.sleep(0.5)
+    peer = peer_factory(script)
+    conn = DirectConnection(peer.address)
+    first = conn.send(RemotingCommand(code=1), timeout=5)
+    second = conn.send(RemotingCommand(code=2), timeout=5)
+    third = conn.send(RemotingCommand(code=3), timeout=5)
+    first.cancel()
+    assert third.result().remark == "3"  # the answers before it were read; the cancelled one was not kept
+    assert second.result().remark == "2"
+    with pytest.raises(ConnectionLostError, match="no request .* in flight"):
+        first.result()
+    conn.close()
+
+
+def test_a_peer_that_never_reads_cannot_block_a_direct_send(peer_factory):
+    peer = peer_factory(lambda sock: time.sleep(30))  # accepts, never reads: the socket buffers fill up
+    conn = DirectConnection(peer.address)
+    started = time.monotonic()
+    with pytest.raises(ConnectionLostError, match="does not read"):
+        conn.send(RemotingCommand(code=30, body=b"x" * (32 << 20)), timeout=1.0)
+    assert time.monotonic() - started < 5
+    assert conn.closed
+
+
+def test_a_direct_dial_honours_the_pools_cooldown():
+    pool = ConnectionPool()
+    with pytest.raises(ConnectionLostError, match="cannot connect"):
+        pool.dial("127.0.0.1:1")
+    with pytest.raises(ConnectionLostError, match="not retried for"):
+        pool.dial("127.0.0.1:1")
+    assert pool.recently_failed("127.0.0.1:1")
+
+
+def test_range_reads_pull_over_direct_connections_unless_tls():
+    from rmq_spark.client.model import MessageQueue
+    from rmq_spark.client.range_reader import SharedPulls
+    from rmq_spark.client.remoting.client import DirectPulls, RemotingClient
+
+    mq = MessageQueue("T", "broker-a", 0)
+    assert isinstance(RemotingClient("127.0.0.1:9876").pull_session(mq, group="g"), DirectPulls)
+    assert isinstance(RemotingClient("127.0.0.1:9876", tls=True).pull_session(mq, group="g"), SharedPulls)

@@ -9,7 +9,7 @@ import pytest
 
 import rmq_spark.partition_reader as partition_reader
 from rmq_spark.client.model import MessageQueue, PullResult, PullStatus
-from rmq_spark.client.range_reader import tag_set
+from rmq_spark.client.range_reader import SharedPulls, tag_set
 from rmq_spark.client.remoting.message_codec import decode_messages
 from rmq_spark.offsets import QueueRange
 from rmq_spark.options import parse_options
@@ -31,6 +31,9 @@ class Done:
     def result(self):
         return self._result
 
+    def cancel(self):
+        pass
+
 
 class ScriptedBroker:
     """One queue of stored records (one per offset); a pull scans at most 32 offsets, skips the records whose tag
@@ -38,6 +41,9 @@ class ScriptedBroker:
 
     def __init__(self, records: list[bytes], tags: list[str]):
         self.records, self.tags = records, tags
+
+    def pull_session(self, mq, **kw):
+        return SharedPulls(self, mq, kw)
 
     def pull_async(self, mq, offset, max_nums=32, *, group, expression="*", expression_type="TAG", suspend_ms=0):
         high = len(self.records)

@@ -10,7 +10,7 @@ from hypothesis import given, settings, strategies as st
 
 from rmq_spark.client.errors import BrokerBusyError, BrokerUnavailableError, ConnectionLostError, DataLossError
 from rmq_spark.client.model import MessageQueue, PullResult, PullStatus
-from rmq_spark.client.range_reader import RangeReader, tag_set
+from rmq_spark.client.range_reader import RangeReader, SharedPulls, tag_set
 
 MQ = MessageQueue("T", "broker-a", 0)
 
@@ -23,6 +23,9 @@ class Done:
         if self._error:
             raise self._error
         return self._result
+
+    def cancel(self):
+        pass
 
 
 class ScriptedQueue:
@@ -44,6 +47,9 @@ class ScriptedQueue:
     def min_offset(self, mq):
         self.min_queries += 1
         return self.low
+
+    def pull_session(self, mq, **kw):
+        return SharedPulls(self, mq, kw)
 
     def pull_async(self, mq, offset, max_nums=32, *, group, expression="*", expression_type="TAG", suspend_ms=0):
         self.pulls.append((offset, max_nums))

@@ -117,6 +117,9 @@ class PendingGrpcPull:
             return PullResult(PullStatus.NO_MATCHED_MSG, next_offset, -1, -1, first_offset=first)
         return PullResult(PullStatus.FOUND, next_offset, -1, -1, messages=tuple(found), first_offset=first)
 
+    def cancel(self) -> None:
+        self._call.cancel()
+
 
 class GrpcCall:
     """A unary call in flight; ``result()`` waits for its answer, checks it and parses it."""
@@ -133,6 +136,9 @@ class GrpcCall:
         except grpc.RpcError as e:
             raise self._client.rpc_error(e, self._what) from None
         return self._parse(answer)
+
+    def cancel(self) -> None:
+        self._future.cancel()
 
 
 class GrpcClient(BaseClient):

@@ -9,11 +9,11 @@ from rmq_spark.client.compression import DEFAULT_MAX_MESSAGE_BYTES
 from rmq_spark.client.errors import BrokerUnavailableError, ConnectionLostError, TopicNotFoundError
 from rmq_spark.client.model import (MASTER_ID, BrokerData, HalfMessage, Message, MessageQueue, OutgoingMessage,
                                     PullResult, TopicRoute)
-from rmq_spark.client.range_reader import RangeChunk
+from rmq_spark.client.range_reader import PullSession, RangeChunk
 from rmq_spark.client.remoting import broker as req
 from rmq_spark.client.remoting import codes
 from rmq_spark.client.remoting.acl import Credentials
-from rmq_spark.client.remoting.connection import ConnectionPool, PendingRequest
+from rmq_spark.client.remoting.connection import ConnectionPool, DirectConnection, PendingRequest
 from rmq_spark.client.remoting.frame import RemotingCommand
 from rmq_spark.client.remoting.message_codec import compressed_for_send, decode_messages
 from rmq_spark.client.remoting.namesrv import NameServerClient, parse_name_servers
@@ -42,6 +42,50 @@ class RemotingCall:
             self._client.invalidate_route(self._topic)
             raise
         return self._parse(response, self._address)
+
+    def cancel(self) -> None:
+        self._pending.cancel()
+
+
+class DirectPulls:
+    """The pulls of one range read over direct connections of its own (one per member of the queue's broker group
+    it reads from): answers are read on the reader's thread, with the GIL released, with no hand-off from a
+    reader thread. The member is chosen as for any read, again whenever its connection closed or the broker
+    suggested another member."""
+
+    def __init__(self, client: "RemotingClient", mq: MessageQueue, pull_kw: dict) -> None:
+        self._client, self._mq, self._kw = client, mq, pull_kw
+        self._conns: dict[str, DirectConnection] = {}
+        self._conn: DirectConnection | None = None
+        self._replica = False
+        self._suggested: int | None = None
+
+    def _connection(self) -> DirectConnection:
+        client, mq = self._client, self._mq
+        suggested = client._suggested.get(mq, MASTER_ID)
+        if self._conn is None or self._conn.closed or suggested != self._suggested:
+            address, self._replica = client._read_address(mq)
+            self._suggested = suggested
+            conn = self._conns.get(address)
+            if conn is None or conn.closed:
+                conn = self._conns[address] = client._pool.dial(address)
+            self._conn = conn
+        return self._conn
+
+    def pull_async(self, offset: int, max_nums: int) -> RemotingCall:
+        client, mq = self._client, self._mq
+        try:
+            conn = self._connection()
+            pending = conn.send(req.pull_request(mq, offset=offset, max_nums=max_nums, **self._kw),
+                                client.request_timeout)
+        except ConnectionLostError:
+            client.invalidate_route(mq.topic)
+            raise
+        return RemotingCall(client, mq.topic, pending, client._pull_parse(mq, offset), conn.address, self._replica)
+
+    def close(self) -> None:
+        for conn in self._conns.values():
+            conn.close()
 
 
 def _tls_context(tls: bool | ssl.SSLContext | TlsConfig) -> ssl.SSLContext | None:
@@ -112,26 +156,33 @@ class RemotingClient(BaseClient):
         return master
 
     # -- request plumbing ------------------------------------------------------------------------------------
+    def _read_address(self, mq: MessageQueue) -> tuple[str, bool]:
+        """Where a read of ``mq`` goes (the member the broker last suggested, else the master, else a slave,
+        skipping members that just failed to connect), and whether that is a slave."""
+        members = self._members(mq)
+        candidates = members.read_candidates(self._suggested.get(mq, MASTER_ID))
+        address = candidates[0]
+        if len(candidates) > 1:
+            address = next((a for a in candidates if not self._pool.recently_failed(a)), address)
+        return address, address != members.master_address
+
     def _request(self, mq: MessageQueue, cmd: RemotingCommand, parse: Callable[[RemotingCommand, str], T], *,
                  master: bool = False, timeout: float | None = None) -> RemotingCall:
         """Send ``cmd`` to a member of ``mq``'s broker group (the master with ``master``) and return at once."""
-        members = self._members(mq)
         if master:
-            address = members.master_address
+            address = self._members(mq).master_address
             if address is None:
                 raise BrokerUnavailableError(f"broker {mq.broker_name!r} has no master in the route of topic "
                                              f"{mq.topic!r} now (a slave serves reads only)")
+            replica = False
         else:
-            candidates = members.read_candidates(self._suggested.get(mq, MASTER_ID))
-            address = candidates[0]
-            if len(candidates) > 1:
-                address = next((a for a in candidates if not self._pool.recently_failed(a)), address)
+            address, replica = self._read_address(mq)
         try:
             pending = self._pool.send(address, cmd, self.request_timeout if timeout is None else timeout)
         except ConnectionLostError:
             self.invalidate_route(mq.topic)
             raise
-        return RemotingCall(self, mq.topic, pending, parse, address, address != members.master_address)
+        return RemotingCall(self, mq.topic, pending, parse, address, replica)
 
     # -- per-queue requests (the fan-out is BaseClient's) ----------------------------------------------------
     def _min_offset_call(self, mq: MessageQueue) -> RemotingCall:
@@ -209,12 +260,26 @@ class RemotingClient(BaseClient):
         suspension ends (long polling); the request timeout is extended past it."""
         cmd = req.pull_request(mq, group, offset, max_nums, expression=expression,
                                expression_type=expression_type, suspend_ms=suspend_ms)
+        return self._request(mq, cmd, self._pull_parse(mq, offset),
+                             timeout=self.request_timeout + suspend_ms / 1000.0)
 
+    def _pull_parse(self, mq: MessageQueue, offset: int) -> Callable[[RemotingCommand, str], PullResult]:
+        """The parse of the answer to a pull of ``mq`` at ``offset``; it notes the member the broker suggests
+        for the next pull."""
         def parse(r: RemotingCommand, a: str) -> PullResult:
             result = req.pull_result(r, mq, a, offset)
             self._suggested[mq] = result.suggest_which_broker_id
             return result
-        return self._request(mq, cmd, parse, timeout=self.request_timeout + suspend_ms / 1000.0)
+        return parse
+
+    def pull_session(self, mq: MessageQueue, *, group: str = DEFAULT_GROUP, expression: str = "*",
+                     expression_type: str = "TAG") -> DirectPulls | PullSession:
+        """Direct connections of the reader's own over plain TCP; the shared ones with TLS (the compiled core
+        speaks plain TCP only)."""
+        kw = {"group": group, "expression": expression, "expression_type": expression_type}
+        if self._pool.direct:
+            return DirectPulls(self, mq, kw)
+        return super().pull_session(mq, **kw)
 
     def _range_messages(self, chunk: RangeChunk, mq: MessageQueue, tags: frozenset[str] | None) -> list[Message]:
         return decode_messages(chunk.body, mq.broker_name, tags=tags, max_body=self.max_message_bytes)

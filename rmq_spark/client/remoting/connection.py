@@ -1,4 +1,6 @@
-"""One TCP (or TLS) connection to a name server or broker, with many requests in flight matched by ``opaque``."""
+"""Connections to name servers and brokers, with many requests in flight matched by ``opaque``: shared ones (TCP or
+TLS, a reader thread each, any thread may send) and direct ones of one reader's own (plain TCP, the compiled core's
+pipe, answers read on the caller's thread)."""
 from __future__ import annotations
 
 import itertools
@@ -7,11 +9,12 @@ import ssl
 import struct
 import threading
 import time
-from typing import Callable
+from typing import Callable, TypeVar
 
 from rmq_spark.client import hints
 from rmq_spark.client.errors import ConnectionLostError, ProtocolError, RequestTimeoutError, RocketMQError
-from rmq_spark.client.remoting.frame import RemotingCommand, decode_frame, encode_command
+from rmq_spark.client.remoting.frame import RemotingCommand, command_of, decode_frame, encode_command
+from rmq_spark.compiled import FramePipe
 
 # The broker's own limit (com.rocketmq.remoting.frameMaxLength); a larger length means a corrupt stream.
 MAX_FRAME_LENGTH = 16 * 1024 * 1024
@@ -26,6 +29,7 @@ ABANDONED_GRACE_S = 1.0
 _KEEPALIVE = (("TCP_KEEPIDLE", 30), ("TCP_KEEPINTVL", 10), ("TCP_KEEPCNT", 3))
 
 Signer = Callable[[RemotingCommand], None]
+T = TypeVar("T")
 
 
 def next_opaque() -> int:
@@ -39,6 +43,19 @@ def split_address(address: str) -> tuple[str, int]:
     if not sep or not host or not port.isdigit():
         raise RocketMQError(f"address {address!r} is not host:port")
     return host.strip("[]"), int(port)
+
+
+def _request_frame(cmd: RemotingCommand, signer: Signer | None) -> bytes:
+    """The frame of request ``cmd`` under a new opaque, signed when the client has credentials."""
+    cmd.opaque = next_opaque()
+    if signer is not None:
+        signer(cmd)
+    return encode_command(cmd)
+
+
+def _cannot_connect(address: str, e: BaseException) -> str:
+    return (f"cannot connect to {address}: {e}; check that the address is right and the server is running and "
+            "reachable")
 
 
 def _tls_hint(e: ssl.SSLError) -> str:
@@ -68,6 +85,10 @@ class PendingRequest:
 
     def done(self) -> bool:
         return self._event.is_set()
+
+    def cancel(self) -> None:
+        """Nobody waits for the answer any more."""
+        self.connection._forget(self.opaque)
 
     def result(self) -> RemotingCommand:
         if not self._event.wait(max(0.0, self.deadline - time.monotonic())):
@@ -113,8 +134,7 @@ class Connection:
         except ssl.SSLError as e:
             raise ConnectionLostError(f"cannot connect to {address}: {e}; {_tls_hint(e)}") from e
         except OSError as e:
-            raise ConnectionLostError(f"cannot connect to {address}: {e}; check that the address is right and "
-                                      "the server is running and reachable") from e
+            raise ConnectionLostError(_cannot_connect(address, e)) from e
         _set_tick(sock, tls is not None)
         self._sock = sock
         self._reader = threading.Thread(target=self._read_loop, name=f"rmq-conn-{address}", daemon=True)
@@ -127,10 +147,7 @@ class Connection:
     def send(self, cmd: RemotingCommand, timeout: float) -> PendingRequest:
         """Send a request and return at once; call ``result()`` on the returned object for the response. The send
         itself must finish within ``timeout``, or the connection is closed (the peer does not read)."""
-        cmd.opaque = next_opaque()
-        if self._signer is not None:
-            self._signer(cmd)
-        frame = encode_command(cmd)
+        frame = _request_frame(cmd, self._signer)
         now = time.monotonic()
         pending = PendingRequest(self, cmd.code, cmd.opaque, now, now + timeout)
         with self._pending_lock:
@@ -253,6 +270,63 @@ class Connection:
                 raise
 
 
+class DirectPending:
+    """A request sent on a DirectConnection; ``result()`` reads until its answer comes or its deadline passes."""
+
+    __slots__ = ("connection", "code", "opaque", "deadline")
+
+    def __init__(self, connection: "DirectConnection", code: int, opaque: int, deadline: float) -> None:
+        self.connection, self.code, self.opaque, self.deadline = connection, code, opaque, deadline
+
+    def result(self) -> RemotingCommand:
+        c = self.connection
+        try:
+            return command_of(c._pipe.receive(self.opaque, max(0.0, self.deadline - time.monotonic())))
+        except TimeoutError:
+            raise RequestTimeoutError(f"request code {self.code} to {c.address} got no response in time; the "
+                                      "connection was closed and will be reopened") from None
+        except ConnectionError as e:
+            raise ConnectionLostError(f"connection to {c.address}: {e}") from None
+        except ValueError as e:
+            raise ProtocolError(f"{c.address}: {e}") from None
+
+    def cancel(self) -> None:
+        """Nobody waits for the answer any more: it is dropped when it comes."""
+        self.connection._pipe.forget(self.opaque)
+
+
+class DirectConnection:
+    """A connection of one reader's own over plain TCP (the compiled core's FramePipe): requests are sent and their
+    answers read on the caller's thread with the GIL released, no reader thread in between. One thread uses it at
+    a time. A late answer, a send that does not finish in time, a malformed frame or a broken socket closes it;
+    the owner opens a new one."""
+
+    def __init__(self, address: str, *, connect_timeout: float = 5.0, signer: Signer | None = None) -> None:
+        self.address = address
+        self._signer = signer
+        host, port = split_address(address)
+        try:
+            self._pipe = FramePipe(host, port, connect_timeout, MAX_FRAME_LENGTH)
+        except OSError as e:
+            raise ConnectionLostError(_cannot_connect(address, e)) from None
+
+    @property
+    def closed(self) -> bool:
+        return self._pipe.closed
+
+    def send(self, cmd: RemotingCommand, timeout: float) -> DirectPending:
+        """Send a request (within ``timeout``) and return at once; ``result()`` of the answer waits for it."""
+        frame = _request_frame(cmd, self._signer)
+        try:
+            self._pipe.send(frame, cmd.opaque, timeout)
+        except OSError as e:
+            raise ConnectionLostError(f"connection to {self.address}: {e}") from None
+        return DirectPending(self, cmd.code, cmd.opaque, time.monotonic() + timeout)
+
+    def close(self) -> None:
+        self._pipe.close()
+
+
 def _set_tick(sock: socket.socket, tls: bool) -> None:
     """Make every send and receive on ``sock`` return after at most TICK_S (the reader's tick, the send deadline).
     A plain socket gets the kernel's own timeouts (SO_RCVTIMEO/SO_SNDTIMEO: no extra poll per call on the hot
@@ -285,15 +359,43 @@ class ConnectionPool:
         self._connecting: dict[str, threading.Lock] = {}
         self._failed: dict[str, tuple[float, str]] = {}
 
+    @property
+    def direct(self) -> bool:
+        """Whether readers may open direct connections of their own (plain TCP only)."""
+        return self._tls is None
+
+    def _check_cooldown(self, address: str) -> None:
+        """Raise while ``address`` is cooling down after a failed connect."""
+        failed = self._failed.get(address)
+        if failed is not None and time.monotonic() - failed[0] < self.COOLDOWN_S:
+            raise ConnectionLostError(f"{failed[1]} (not retried for {self.COOLDOWN_S:.0f} s)")
+
     def _open(self, address: str) -> Connection | None:
         """The live connection to ``address``, or None; raises while the address is cooling down."""
         conn = self._conns.get(address)
         if conn is not None and not conn.closed:
             return conn
-        failed = self._failed.get(address)
-        if failed is not None and time.monotonic() - failed[0] < self.COOLDOWN_S:
-            raise ConnectionLostError(f"{failed[1]} (not retried for {self.COOLDOWN_S:.0f} s)")
+        self._check_cooldown(address)
         return None
+
+    def _connected(self, address: str, connect: Callable[[], T]) -> T:
+        """``connect()``, with its failure remembered for the cooldown (and a success clearing it)."""
+        try:
+            conn = connect()
+        except ConnectionLostError as e:
+            with self._lock:
+                self._failed[address] = (time.monotonic(), str(e))
+            raise
+        with self._lock:
+            self._failed.pop(address, None)
+        return conn
+
+    def dial(self, address: str) -> DirectConnection:
+        """A new direct connection of the caller's own to ``address`` (the cooldown applies as to shared ones)."""
+        with self._lock:
+            self._check_cooldown(address)
+        return self._connected(address, lambda: DirectConnection(address, connect_timeout=self._connect_timeout,
+                                                                  signer=self._signer))
 
     def get(self, address: str) -> Connection:
         with self._lock:
@@ -306,15 +408,10 @@ class ConnectionPool:
                 conn = self._open(address)
                 if conn is not None:
                     return conn
-            try:
-                conn = Connection(address, connect_timeout=self._connect_timeout, tls=self._tls,
-                                  server_name=self._server_name, signer=self._signer)
-            except ConnectionLostError as e:
-                with self._lock:
-                    self._failed[address] = (time.monotonic(), str(e))
-                raise
+            conn = self._connected(address, lambda: Connection(
+                address, connect_timeout=self._connect_timeout, tls=self._tls, server_name=self._server_name,
+                signer=self._signer))
             with self._lock:
-                self._failed.pop(address, None)
                 self._conns[address] = conn
             return conn
 
