@@ -4,7 +4,10 @@ Queue offsets are dense, so the range is cut into slots of ``slot`` offsets and 
 ``depth`` slots at once. A pull answers from its slot's first offset; it may stop short (broker size limits, disk
 reads) — the rest of the slot is pulled again before the next slot is used — or, with a filter, run past the slot —
 messages past the slot are dropped because the next slot's pull returns them. Each slot's messages therefore come
-exactly once and in order.
+exactly once and in order. A second pull for a slot waits for the first, so slots are sized to what the broker
+serves in one pull: a short answer (its byte limit: 256 KiB from memory; its limits from disk: 8 messages, 64 KiB)
+shrinks the slot to what came and caps it there for the rest of the read; within the cap the slot follows the
+messages' size (larger messages, smaller slots) and grows back after a run of full answers.
 
 Every answer is judged by the fault model (DESIGN.md §10). A broker that does not answer, asks to back off or
 asks to pull the same offset again (PULL_RETRY_IMMEDIATELY that is not a filter span) is retried with backoff until
@@ -28,6 +31,9 @@ from rmq_spark.client.model import Message, MessageQueue, PullResult, PullStatus
 log = logging.getLogger(__name__)
 
 SLOT = 32  # the broker's default maximum messages per pull
+# What a slot's messages may weigh: most of the broker's 256 KiB per pull from memory (maxTransferBytesOnMessage-
+# InMemory), the rest a margin for messages of uneven size.
+SLOT_BYTES = (256 << 10) * 9 // 10
 # How long a task waits for a broker that went away (restart, commit-log recovery, fail-over) before it fails.
 DEFAULT_RETRY_TIMEOUT = 600.0
 _FIRST_BACKOFF_S, _MAX_BACKOFF_S = 0.05, 2.0
@@ -126,6 +132,8 @@ class RangeReader:
             raise ValueError(f"bad range [{start}, {end}) for {mq}")
         self.client, self.mq, self.start, self.end = client, mq, start, end
         self.depth, self.slot = max(1, depth), max(1, slot)
+        self._max_slot = self.slot
+        self._full_answers = 0
         self.pull_kw = {"group": group, "expression": expression, "expression_type": expression_type}
         self.filtered = expression_type.upper() != "TAG" or tag_set(expression) is not None
         self.sparse = sparse
@@ -134,9 +142,10 @@ class RangeReader:
         self.lost = 0
         self._backoff = Backoff(retry_timeout)
 
-    def _send(self, pulls: PullSession, offset: int, until: int) -> tuple[int, int, _Pending]:
-        n = min(self.slot, until - offset)
-        return offset, offset + n, pulls.pull_async(offset, n)
+    def _send(self, pulls: PullSession, low: int, high: int) -> tuple[int, int, int, _Pending]:
+        """A pull for ``[low, high)``: at most a slot's worth is asked; what the answer leaves is pulled next."""
+        asked = min(self.slot, high - low)
+        return low, high, asked, pulls.pull_async(low, asked)
 
     def __iter__(self) -> Iterator[RangeChunk]:
         pulls = self.client.pull_session(self.mq, **self.pull_kw)
@@ -146,15 +155,15 @@ class RangeReader:
             pulls.close()
 
     def _read(self, pulls: PullSession) -> Iterator[RangeChunk]:
-        inflight: deque[tuple[int, int, _Pending]] = deque()
+        inflight: deque[tuple[int, int, int, _Pending]] = deque()
         next_slot = self.start
         while inflight or next_slot < self.end:
             try:
                 while len(inflight) < self.depth and next_slot < self.end:
-                    entry = self._send(pulls, next_slot, self.end)
-                    inflight.append(entry)
-                    next_slot = entry[1]
-                low, high, pending = inflight[0]
+                    high = min(next_slot + self.slot, self.end)
+                    inflight.append(self._send(pulls, next_slot, high))
+                    next_slot = high
+                low, high, asked, pending = inflight[0]
                 verdict = self._judge(low, high, pending.result())
             except RETRYABLE as e:
                 verdict, low = _Verdict(None, None, str(e)), inflight[0][0] if inflight else next_slot
@@ -162,17 +171,33 @@ class RangeReader:
                 # Pull again from the first unread offset (maybe from another member of the broker group), after
                 # a pause; the pulls in flight behind it are sent again too.
                 self._wait(low, verdict.why)
-                for _, _, pending in inflight:
+                for *_, pending in inflight:
                     pending.cancel()
                 inflight.clear()
                 next_slot = low
                 continue
             inflight.popleft()
             self._backoff.reset()
-            if verdict.chunk is not None:
-                yield verdict.chunk
+            chunk = verdict.chunk
+            if chunk is not None:
+                if chunk.body and not (self.filtered or self.sparse) and chunk.high > chunk.low:
+                    self._fit(asked, chunk.high - chunk.low, len(chunk.body))
+                yield chunk
             if verdict.covered < high:
                 inflight.appendleft(self._send(pulls, verdict.covered, high))
+
+    def _fit(self, asked: int, got: int, nbytes: int) -> None:
+        """Size the next slots after an answer of ``got`` of ``asked`` offsets in ``nbytes``."""
+        fits = max(1, int(SLOT_BYTES * got // nbytes))
+        if got < asked:  # the broker stopped short: by bytes, or by count (a read from disk)
+            self._max_slot = got
+            self.slot, self._full_answers = max(1, min(got, fits)), 0
+            return
+        self._full_answers += 1
+        if self._full_answers >= self.depth:  # a run of full answers: try a larger slot again
+            self.slot, self._full_answers = min(self._max_slot, fits, self.slot + max(1, self.slot // 4)), 0
+        else:
+            self.slot = min(self.slot, fits)
 
     def _judge(self, low: int, high: int, r: PullResult) -> _Verdict:
         """What the answer to a pull of ``[low, high)`` means for the range."""

@@ -36,8 +36,9 @@ class ScriptedQueue:
     has); after `correct_after` pulls the broker corrects its min offset to `removed`. `faults`: errors or statuses
     answered (in order) before the broker serves normally."""
 
-    def __init__(self, tags, low=0, scan=32, faults=(), removed=0, correct_after=None, sparse=()):
+    def __init__(self, tags, low=0, scan=32, faults=(), removed=0, correct_after=None, sparse=(), record_bytes=0):
         self.tags, self.low, self.scan = tags, low, scan
+        self.record_bytes = record_bytes  # a record's size, when the broker's 256 KiB per pull is to bind
         self.faults = list(faults)
         self.removed, self.correct_after = removed, correct_after
         self.sparse = set(sparse)  # offsets missing by design (a compacted queue)
@@ -67,6 +68,8 @@ class ScriptedQueue:
             return Done(PullResult(PullStatus.NO_NEW_MSG, offset, self.low, high))
         wanted = tag_set(expression)
         found, o = [], offset
+        if self.record_bytes:
+            max_nums = min(max_nums, (256 << 10) // self.record_bytes)
         while o < high and o - offset < self.scan and len(found) < max_nums:
             if o >= self.removed and o not in self.sparse and (wanted is None or self.tags[o] in wanted):
                 found.append(o)
@@ -74,8 +77,8 @@ class ScriptedQueue:
         if not found:
             status = PullStatus.RETRY_IMMEDIATELY if offset < self.removed else PullStatus.NO_MATCHED_MSG
             return Done(PullResult(status, o, self.low, high))
-        return Done(PullResult(PullStatus.FOUND, o, self.low, high, body=json.dumps(found).encode(),
-                               first_offset=found[0]))
+        body = json.dumps(found).encode().ljust(len(found) * self.record_bytes)  # (JSON allows the padding)
+        return Done(PullResult(PullStatus.FOUND, o, self.low, high, body=body, first_offset=found[0]))
 
 
 def read(queue, start, end, **kw):
@@ -104,6 +107,18 @@ def test_pulls_are_pipelined():
     read(q, 0, 320, depth=4)
     assert q.pulls[:4] == [(0, 32), (32, 32), (64, 32), (96, 32)]
     assert len(q.pulls) == 10
+
+
+@pytest.mark.parametrize("queue, served", [
+    (ScriptedQueue(["A"] * 3000, scan=8), 8),  # a read from disk: at most 8 messages a pull
+    (ScriptedQueue(["A"] * 3000, record_bytes=10240), 25),  # 10 KiB messages: 25 fit in 256 KiB
+])
+def test_slots_shrink_to_what_one_pull_serves(queue, served):
+    got, reader = read(queue, 0, 3000, depth=8)
+    assert got == list(range(3000))
+    asked_more = sum(1 for _, n in queue.pulls if n > served)  # each such pull needs another for its slot's rest
+    assert asked_more <= 8, queue.pulls[:40]  # only the pulls sent before the first answer came
+    assert len(queue.pulls) <= 1.2 * 3000 / served
 
 
 def test_deleted_head_fails_or_is_skipped():
