@@ -146,6 +146,7 @@ impl Pipe {
             return Err(PipeError::Lost(format!("no request {opaque} is in flight on this connection")));
         }
         let deadline = Instant::now() + timeout;
+        let mut read_some = true; // what has already arrived counts even past the deadline (a paused reader)
         loop {
             while let Some(response) = self.next_frame()? {
                 let id = response.header.opaque;
@@ -158,10 +159,10 @@ impl Pipe {
                 }
                 self.parked.insert(id, response);
             }
-            if passed(deadline) {
+            if passed(deadline) && !read_some {
                 return Err(self.close(PipeError::Timeout));
             }
-            self.fill()?;
+            read_some = self.fill(passed(deadline))?;
         }
     }
 
@@ -188,8 +189,9 @@ impl Pipe {
         }
     }
 
-    /// Reads what the socket has (waiting at most a tick), with room for at least the frame being read.
-    fn fill(&mut self) -> Result<(), PipeError> {
+    /// Reads what the socket has (waiting at most a tick, not at all with `now`), with room for at least the
+    /// frame being read; whether anything came.
+    fn fill(&mut self, now: bool) -> Result<bool, PipeError> {
         let have = self.end - self.start;
         let frame_len = if have >= 4 {
             4 + i32::from_be_bytes(self.buf[self.start..self.start + 4].try_into().unwrap()) as usize
@@ -205,16 +207,25 @@ impl Pipe {
                 self.buf.resize(frame_len.max(READ_CHUNK), 0);
             }
         }
-        match self.stream.read(&mut self.buf[self.end..]) {
+        if now {
+            let _ = self.stream.set_nonblocking(true);
+        }
+        let read = self.stream.read(&mut self.buf[self.end..]);
+        if now {
+            let _ = self.stream.set_nonblocking(false);
+        }
+        match read {
             Ok(0) => {
                 let mid = if have > 0 { " in the middle of a frame" } else { "" };
                 Err(self.close(PipeError::Lost(format!("was closed by the server{mid}"))))
             }
             Ok(n) => {
                 self.end += n;
-                Ok(())
+                Ok(true)
             }
-            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted) => Ok(()),
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted) => {
+                Ok(false)
+            }
             Err(e) => Err(self.close(PipeError::Lost(format!("broke: {e}")))),
         }
     }
@@ -271,6 +282,36 @@ mod tests {
         let two = pipe.receive(2, Duration::from_secs(5)).unwrap();
         assert_eq!(two.body().len(), 600_000);
         assert_eq!(two.header.ext, vec![("nextBeginOffset".to_owned(), "32".to_owned())]);
+        pipe.send(b"x", 3, Duration::from_secs(5)).unwrap();
+        assert_eq!(pipe.receive(3, Duration::from_millis(100)).err(), Some(PipeError::Timeout));
+        assert!(pipe.is_closed());
+    }
+
+    #[test]
+    fn an_answer_that_came_while_nobody_read_is_not_late() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let server = thread::spawn(move || {
+            let (mut socket, _) = listener.accept().unwrap();
+            let mut got = [0u8; 3];
+            socket.read_exact(&mut got).unwrap();
+            socket.write_all(&response(1, &vec![1u8; 300_000])).unwrap();
+            thread::sleep(Duration::from_millis(500));
+            socket
+        });
+        let mut pipe = Pipe::connect("127.0.0.1", port, Duration::from_secs(5), 16 << 20).unwrap();
+        pipe.send(b"req", 1, Duration::from_secs(5)).unwrap();
+        thread::sleep(Duration::from_millis(200)); // the reader is busy elsewhere; its deadline passes
+        assert_eq!(pipe.receive(1, Duration::ZERO).unwrap().body().len(), 300_000);
+        drop(server.join().unwrap());
+    }
+
+    #[test]
+    fn a_timed_out_pipe_refuses_more_requests() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let server = thread::spawn(move || listener.accept().unwrap().0);
+        let mut pipe = Pipe::connect("127.0.0.1", port, Duration::from_secs(5), 16 << 20).unwrap();
         pipe.send(b"x", 3, Duration::from_secs(5)).unwrap();
         assert_eq!(pipe.receive(3, Duration::from_millis(100)).err(), Some(PipeError::Timeout));
         assert!(pipe.is_closed());

@@ -6,8 +6,8 @@ reads) — the rest of the slot is pulled again before the next slot is used —
 messages past the slot are dropped because the next slot's pull returns them. Each slot's messages therefore come
 exactly once and in order. A second pull for a slot waits for the first, so slots are sized to what the broker
 serves in one pull: a short answer (its byte limit: 256 KiB from memory; its limits from disk: 8 messages, 64 KiB)
-shrinks the slot to what came and caps it there for the rest of the read; within the cap the slot follows the
-messages' size (larger messages, smaller slots) and grows back after a run of full answers.
+shrinks the slot to what came (the same short count twice caps it there for the rest of the read); within the cap
+the slot follows the messages' size (larger messages, smaller slots) and grows back after a run of full answers.
 
 Every answer is judged by the fault model (DESIGN.md §10). A broker that does not answer, asks to back off or
 asks to pull the same offset again (PULL_RETRY_IMMEDIATELY that is not a filter span) is retried with backoff until
@@ -134,6 +134,7 @@ class RangeReader:
         self.depth, self.slot = max(1, depth), max(1, slot)
         self._max_slot = self.slot
         self._full_answers = 0
+        self._last_short = 0
         self.pull_kw = {"group": group, "expression": expression, "expression_type": expression_type}
         self.filtered = expression_type.upper() != "TAG" or tag_set(expression) is not None
         self.sparse = sparse
@@ -157,8 +158,12 @@ class RangeReader:
     def _read(self, pulls: PullSession) -> Iterator[RangeChunk]:
         inflight: deque[tuple[int, int, int, _Pending]] = deque()
         next_slot = self.start
-        while inflight or next_slot < self.end:
+        rest: tuple[int, int] | None = None  # the unread end of the slot just answered, pulled before any other
+        while inflight or next_slot < self.end or rest:
             try:
+                if rest is not None:
+                    inflight.appendleft(self._send(pulls, *rest))
+                    rest = None
                 while len(inflight) < self.depth and next_slot < self.end:
                     high = min(next_slot + self.slot, self.end)
                     inflight.append(self._send(pulls, next_slot, high))
@@ -166,7 +171,8 @@ class RangeReader:
                 low, high, asked, pending = inflight[0]
                 verdict = self._judge(low, high, pending.result())
             except RETRYABLE as e:
-                verdict, low = _Verdict(None, None, str(e)), inflight[0][0] if inflight else next_slot
+                first = rest or (inflight[0] if inflight else (next_slot,))
+                verdict, low, rest = _Verdict(None, None, str(e)), first[0], None
             if verdict.covered is None:
                 # Pull again from the first unread offset (maybe from another member of the broker group), after
                 # a pause; the pulls in flight behind it are sent again too.
@@ -184,13 +190,15 @@ class RangeReader:
                     self._fit(asked, chunk.high - chunk.low, len(chunk.body))
                 yield chunk
             if verdict.covered < high:
-                inflight.appendleft(self._send(pulls, verdict.covered, high))
+                rest = (verdict.covered, high)
 
     def _fit(self, asked: int, got: int, nbytes: int) -> None:
         """Size the next slots after an answer of ``got`` of ``asked`` offsets in ``nbytes``."""
         fits = max(1, int(SLOT_BYTES * got // nbytes))
         if got < asked:  # the broker stopped short: by bytes, or by count (a read from disk)
-            self._max_slot = got
+            if got == self._last_short:  # the same count twice: the broker's limit, not a one-off (a file's end)
+                self._max_slot = got
+            self._last_short = got
             self.slot, self._full_answers = max(1, min(got, fits)), 0
             return
         self._full_answers += 1

@@ -298,7 +298,7 @@ class DirectPending:
 class DirectConnection:
     """A connection of one reader's own over plain TCP (the compiled core's FramePipe): requests are sent and their
     answers read on the caller's thread with the GIL released, no reader thread in between. One thread uses it at
-    a time. A late answer, a send that does not finish in time, a malformed frame or a broken socket closes it;
+    a time (another thread touching it meanwhile gets a RuntimeError). A late answer, a send that does not finish in time, a malformed frame or a broken socket closes it;
     the owner opens a new one."""
 
     def __init__(self, address: str, *, connect_timeout: float = 5.0, signer: Signer | None = None) -> None:
@@ -317,11 +317,12 @@ class DirectConnection:
     def send(self, cmd: RemotingCommand, timeout: float) -> DirectPending:
         """Send a request (within ``timeout``) and return at once; ``result()`` of the answer waits for it."""
         frame = _request_frame(cmd, self._signer)
+        deadline = time.monotonic() + timeout
         try:
             self._pipe.send(frame, cmd.opaque, timeout)
         except OSError as e:
             raise ConnectionLostError(f"connection to {self.address}: {e}") from None
-        return DirectPending(self, cmd.code, cmd.opaque, time.monotonic() + timeout)
+        return DirectPending(self, cmd.code, cmd.opaque, deadline)
 
     def close(self) -> None:
         self._pipe.close()
