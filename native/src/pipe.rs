@@ -260,19 +260,26 @@ mod tests {
         encode(&cmd).unwrap()
     }
 
-    #[test]
-    fn answers_out_of_order_reach_their_requests_and_a_silent_peer_times_out() {
+    /// A peer on a loopback port that runs `script` on the first connection (the socket stays open until joined).
+    fn peer(script: impl FnOnce(&mut TcpStream) + Send + 'static) -> (u16, thread::JoinHandle<TcpStream>) {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
-        let server = thread::spawn(move || {
+        (port, thread::spawn(move || {
             let (mut socket, _) = listener.accept().unwrap();
+            script(&mut socket);
+            socket
+        }))
+    }
+
+    #[test]
+    fn answers_out_of_order_reach_their_requests_and_a_silent_peer_times_out() {
+        let (port, server) = peer(|socket| {
             let mut got = [0u8; 6];
             socket.read_exact(&mut got).unwrap();
             let big = vec![7u8; 600_000];
             socket.write_all(&response(2, &big)).unwrap();
             socket.write_all(&response(1, b"one")).unwrap();
             thread::sleep(Duration::from_millis(500)); // then silence: request 3 is never answered
-            socket
         });
         let mut pipe = Pipe::connect("127.0.0.1", port, Duration::from_secs(5), 16 << 20).unwrap();
         pipe.send(b"req", 1, Duration::from_secs(5)).unwrap();
@@ -285,19 +292,16 @@ mod tests {
         pipe.send(b"x", 3, Duration::from_secs(5)).unwrap();
         assert_eq!(pipe.receive(3, Duration::from_millis(100)).err(), Some(PipeError::Timeout));
         assert!(pipe.is_closed());
+        drop(server.join().unwrap());
     }
 
     #[test]
     fn an_answer_that_came_while_nobody_read_is_not_late() {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let server = thread::spawn(move || {
-            let (mut socket, _) = listener.accept().unwrap();
+        let (port, server) = peer(|socket| {
             let mut got = [0u8; 3];
             socket.read_exact(&mut got).unwrap();
             socket.write_all(&response(1, &vec![1u8; 300_000])).unwrap();
             thread::sleep(Duration::from_millis(500));
-            socket
         });
         let mut pipe = Pipe::connect("127.0.0.1", port, Duration::from_secs(5), 16 << 20).unwrap();
         pipe.send(b"req", 1, Duration::from_secs(5)).unwrap();
@@ -308,9 +312,7 @@ mod tests {
 
     #[test]
     fn a_timed_out_pipe_refuses_more_requests() {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let server = thread::spawn(move || listener.accept().unwrap().0);
+        let (port, server) = peer(|_| {});
         let mut pipe = Pipe::connect("127.0.0.1", port, Duration::from_secs(5), 16 << 20).unwrap();
         pipe.send(b"x", 3, Duration::from_secs(5)).unwrap();
         assert_eq!(pipe.receive(3, Duration::from_millis(100)).err(), Some(PipeError::Timeout));
@@ -321,12 +323,8 @@ mod tests {
 
     #[test]
     fn a_frame_length_past_the_limit_closes_the_pipe() {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let server = thread::spawn(move || {
-            let (mut socket, _) = listener.accept().unwrap();
+        let (port, server) = peer(|socket| {
             socket.write_all(&[0x7f, 0, 0, 0, 1, 2, 3]).unwrap();
-            socket
         });
         let mut pipe = Pipe::connect("127.0.0.1", port, Duration::from_secs(5), 1 << 20).unwrap();
         pipe.send(b"req", 1, Duration::from_secs(5)).unwrap();

@@ -66,6 +66,18 @@ def respond(sock, request: RemotingCommand, **fields) -> None:
     sock.sendall(encode_command(RemotingCommand(code=0, opaque=request.opaque, flag=1, **fields)))
 
 
+def truncating_script(body: bytes):
+    """A peer that answers code 99 with a truncated frame and closes, and anything else with remark "fine"."""
+    def script(sock):
+        request = read_request(sock)
+        if request.code == 99:
+            frame = encode_command(RemotingCommand(code=0, opaque=request.opaque, flag=1, body=b"x" * 100))
+            sock.sendall(frame[:30])  # truncated
+            return
+        respond(sock, request, remark="fine", body=body)
+    return script
+
+
 BOTH = pytest.mark.parametrize("kind", [Connection, DirectConnection], ids=["shared", "direct"])
 
 
@@ -110,13 +122,7 @@ def test_timeout_names_the_address_and_code(peer_factory, kind):
 
 
 def test_close_mid_frame_fails_pending_requests_and_pool_reopens(peer_factory):
-    def script(sock):
-        request = read_request(sock)
-        if request.code == 99:
-            frame = encode_command(RemotingCommand(code=0, opaque=request.opaque, flag=1, body=b"x" * 100))
-            sock.sendall(frame[:30])  # truncated
-            return
-        respond(sock, request, remark="fine")
+    script = truncating_script(b"")
     peer = peer_factory(script)
     pool = ConnectionPool()
     with pytest.raises(ConnectionLostError, match="closed by the server in the middle of a frame"):
@@ -314,13 +320,7 @@ def test_one_slow_connect_does_not_hold_up_other_addresses(peer_factory):
 # -- the direct connection (one reader's own, answers read on its thread) -----------------------------------------
 
 def test_a_direct_connection_closes_when_the_server_does_and_the_pool_dials_anew(peer_factory):
-    def script(sock):
-        request = read_request(sock)
-        if request.code == 99:
-            frame = encode_command(RemotingCommand(code=0, opaque=request.opaque, flag=1, body=b"x" * 100))
-            sock.sendall(frame[:30])  # truncated
-            return
-        respond(sock, request, remark="fine", body=b"y" * 300_000)
+    script = truncating_script(b"y" * 300_000)
     peer = peer_factory(script)
     pool = ConnectionPool()
     first = pool.dial(peer.address)
