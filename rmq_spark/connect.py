@@ -12,7 +12,7 @@ from typing import Iterator
 
 from rmq_spark.client.base import BaseClient
 from rmq_spark.client.grpc.client import GrpcClient
-from rmq_spark.client.remoting.acl import Credentials
+from rmq_spark.client.model import Credentials
 from rmq_spark.client.remoting.client import RemotingClient
 from rmq_spark.options import ConnectionOptions
 

@@ -5,9 +5,8 @@ from rmq_spark.client.errors import (AuthError, BrokerBusyError, BrokerError, Br
                                      ProtocolError, RequestTimeoutError, RocketMQError, TopicNotFoundError,
                                      UnsupportedError)
 from rmq_spark.client.grpc.client import GrpcClient
-from rmq_spark.client.model import (HalfMessage, Message, MessageQueue, OutgoingMessage, PullResult, PullStatus,
-                                    SendResult, TopicRoute)
-from rmq_spark.client.remoting.acl import Credentials
+from rmq_spark.client.model import (Credentials, HalfMessage, Message, MessageQueue, OutgoingMessage, PullResult,
+                                    PullStatus, SendResult, TopicRoute)
 from rmq_spark.client.remoting.client import RemotingClient
 from rmq_spark.client.tls import TlsConfig
 

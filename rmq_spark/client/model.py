@@ -39,6 +39,16 @@ class MessageQueue:
 
 
 @dataclass(frozen=True)
+class Credentials:
+    """An access key and its secret (never shown in ``repr``), with an optional security token; each transport
+    signs its requests with them in its own scheme."""
+
+    access_key: str
+    secret_key: str = field(repr=False)
+    security_token: str | None = field(default=None, repr=False)
+
+
+@dataclass(frozen=True)
 class BrokerData:
     """A broker group: its name and the address of each broker id (0 is the master)."""
 

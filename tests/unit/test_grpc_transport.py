@@ -12,8 +12,7 @@ from rmq_spark.client.grpc import messages, status
 from rmq_spark.client.grpc.auth import Metadata, signature
 from rmq_spark.client.grpc.client import GrpcClient, parse_endpoint, route_from_queues
 from rmq_spark.client.grpc.v2 import definition_pb2 as pb
-from rmq_spark.client.model import MessageQueue
-from rmq_spark.client.remoting.acl import Credentials
+from rmq_spark.client.model import Credentials, MessageQueue
 from rmq_spark.client.remoting.message_codec import OutgoingMessage
 
 MQ = MessageQueue("T", "broker-a", 2)

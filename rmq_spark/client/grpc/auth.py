@@ -8,7 +8,8 @@ import socket
 import time
 import uuid
 
-from rmq_spark.client.remoting.acl import Credentials
+from rmq_spark.client.model import Credentials
+
 
 ALGORITHM = "MQv2-HMAC-SHA1"
 DATE_TIME = "x-mq-date-time"

@@ -15,10 +15,9 @@ from rmq_spark.client.grpc import messages, status
 from rmq_spark.client.grpc.auth import Metadata
 from rmq_spark.client.grpc.v2 import definition_pb2 as pb
 from rmq_spark.client.grpc.v2 import service_pb2 as svc
-from rmq_spark.client.model import (PERM_READ, PERM_WRITE, BrokerData, Message, MessageQueue, OutgoingMessage,
-                                    PullResult, PullStatus, QueueData, SendResult, TopicRoute)
+from rmq_spark.client.model import (PERM_READ, PERM_WRITE, BrokerData, Credentials, Message, MessageQueue,
+                                    OutgoingMessage, PullResult, PullStatus, QueueData, SendResult, TopicRoute)
 from rmq_spark.client.range_reader import SLOT, RangeChunk, tag_set
-from rmq_spark.client.remoting.acl import Credentials
 from rmq_spark.client.tls import TlsConfig
 
 T = TypeVar("T")

@@ -4,8 +4,8 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-from dataclasses import dataclass, field
 
+from rmq_spark.client.model import Credentials
 from rmq_spark.client.remoting.frame import RemotingCommand
 
 ACCESS_KEY = "AccessKey"
@@ -13,21 +13,13 @@ SIGNATURE = "Signature"
 SECURITY_TOKEN = "SecurityToken"
 
 
-@dataclass(frozen=True)
-class Credentials:
-    """An access key and its secret (never shown in ``repr``), with an optional security token."""
-
-    access_key: str
-    secret_key: str = field(repr=False)
-    security_token: str | None = field(default=None, repr=False)
-
-    def sign(self, cmd: RemotingCommand) -> None:
-        """Add AccessKey (and SecurityToken) and the Signature of the command's fields and body to ext_fields."""
-        fields = cmd.ext_fields
-        fields.pop(SIGNATURE, None)
-        fields[ACCESS_KEY] = self.access_key
-        if self.security_token:
-            fields[SECURITY_TOKEN] = self.security_token
-        content = "".join(fields[k] for k in sorted(fields)).encode("utf-8") + (cmd.body or b"")
-        digest = hmac.new(self.secret_key.encode("utf-8"), content, hashlib.sha1).digest()
-        fields[SIGNATURE] = base64.b64encode(digest).decode("ascii")
+def sign(credentials: Credentials, cmd: RemotingCommand) -> None:
+    """Add AccessKey (and SecurityToken) and the Signature of the command's fields and body to ext_fields."""
+    fields = cmd.ext_fields
+    fields.pop(SIGNATURE, None)
+    fields[ACCESS_KEY] = credentials.access_key
+    if credentials.security_token:
+        fields[SECURITY_TOKEN] = credentials.security_token
+    content = "".join(fields[k] for k in sorted(fields)).encode("utf-8") + (cmd.body or b"")
+    digest = hmac.new(credentials.secret_key.encode("utf-8"), content, hashlib.sha1).digest()
+    fields[SIGNATURE] = base64.b64encode(digest).decode("ascii")

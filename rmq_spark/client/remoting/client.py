@@ -1,18 +1,19 @@
 """The remoting-protocol client: routes, offsets, pulls, consumer offsets and sends over name server and brokers."""
 from __future__ import annotations
 
+import functools
 import ssl
 from typing import Callable, Iterable, Sequence, TypeVar
 
 from rmq_spark.client.base import DEFAULT_GROUP, DEFAULT_PRODUCER_GROUP, BaseClient
 from rmq_spark.client.compression import DEFAULT_MAX_MESSAGE_BYTES
 from rmq_spark.client.errors import BrokerUnavailableError, ConnectionLostError, TopicNotFoundError
-from rmq_spark.client.model import (MASTER_ID, BrokerData, HalfMessage, Message, MessageQueue, OutgoingMessage,
+from rmq_spark.client.model import (MASTER_ID, BrokerData, Credentials, HalfMessage, Message, MessageQueue, OutgoingMessage,
                                     PullResult, TopicRoute)
 from rmq_spark.client.range_reader import PullSession, RangeChunk
 from rmq_spark.client.remoting import broker as req
 from rmq_spark.client.remoting import codes
-from rmq_spark.client.remoting.acl import Credentials
+from rmq_spark.client.remoting import acl
 from rmq_spark.client.remoting.connection import ConnectionPool, DirectConnection, PendingRequest
 from rmq_spark.client.remoting.frame import RemotingCommand
 from rmq_spark.client.remoting.message_codec import compressed_for_send, decode_messages
@@ -112,7 +113,7 @@ class RemotingClient(BaseClient):
         self.request_timeout = request_timeout
         self._pool = ConnectionPool(connect_timeout=connect_timeout, tls=_tls_context(tls),
                                     server_name=tls.server_name if isinstance(tls, TlsConfig) else None,
-                                    signer=credentials.sign if credentials else None)
+                                    signer=functools.partial(acl.sign, credentials) if credentials else None)
         self._namesrv = NameServerClient(self._pool, addresses, timeout=request_timeout)
         # the broker id each queue's broker last suggested for its next pull (PullAPIWrapper.pullFromWhichNodeTable)
         self._suggested: dict[MessageQueue, int] = {}
