@@ -1,6 +1,7 @@
 //! The Python module `rmq_spark._native`: the gatherer and the columns it hands to pyarrow, the frame codec and
 //! the pipe.
 
+use std::fmt::Write as _;
 use std::time::Duration;
 
 use pyo3::exceptions::{PyConnectionError, PyTimeoutError, PyUnicodeError, PyValueError};
@@ -153,6 +154,69 @@ fn decode_frame<'py>(py: Python<'py>, buf: &[u8]) -> PyResult<FrameParts<'py>> {
     frame_parts(py, header, &buf[start..])
 }
 
+/// A request sent many times with only a few integer fields changed (a range read's pulls): its ext fields are
+/// rendered to text once; `vary` names the fields each send sets.
+#[pyclass(module = "rmq_spark._native")]
+struct RequestTemplate {
+    #[pyo3(get)]
+    code: i64,
+    language: String,
+    version: i64,
+    serialize_type: u8,
+    ext: Vec<(String, String)>,
+    vary: Vec<usize>,
+}
+
+#[pymethods]
+impl RequestTemplate {
+    #[new]
+    fn new(
+        code: i64,
+        language: String,
+        version: i64,
+        ext: &Bound<'_, PyDict>,
+        vary: Vec<String>,
+        serialize_type: u8,
+    ) -> PyResult<Self> {
+        let ext = ext_text(ext)?;
+        let vary = vary
+            .iter()
+            .map(|name| {
+                ext.iter()
+                    .position(|(key, _)| key == name)
+                    .ok_or_else(|| PyValueError::new_err(format!("the template has no field {name:?}")))
+            })
+            .collect::<PyResult<Vec<usize>>>()?;
+        Ok(RequestTemplate { code, language, version, serialize_type, ext, vary })
+    }
+}
+
+impl RequestTemplate {
+    /// The frame of request `opaque` with the varying fields set to `values`, in `vary`'s order.
+    fn frame(&mut self, values: &[i64], opaque: i64) -> PyResult<Vec<u8>> {
+        if values.len() != self.vary.len() {
+            return Err(PyValueError::new_err(format!("{} values for {} fields", values.len(), self.vary.len())));
+        }
+        for (&at, value) in self.vary.iter().zip(values) {
+            let text = &mut self.ext[at].1;
+            text.clear();
+            let _ = write!(text, "{value}");
+        }
+        let cmd = Command {
+            code: self.code,
+            language: &self.language,
+            version: self.version,
+            opaque,
+            flag: 0,
+            remark: None,
+            ext: &self.ext,
+            body: &[],
+            serialize_type: self.serialize_type,
+        };
+        frame::encode(&cmd).map_err(PyValueError::new_err)
+    }
+}
+
 fn pipe_error(e: PipeError) -> PyErr {
     match e {
         PipeError::Lost(why) => PyConnectionError::new_err(why),
@@ -187,6 +251,20 @@ impl FramePipe {
         py.detach(|| pipe.send(frame, opaque, seconds(timeout))).map_err(pipe_error)
     }
 
+    /// Writes request `opaque` of `template` with its varying fields set to `values`, within `timeout` seconds.
+    fn send_templated(
+        &mut self,
+        py: Python<'_>,
+        mut template: PyRefMut<'_, RequestTemplate>,
+        values: Vec<i64>,
+        opaque: i32,
+        timeout: f64,
+    ) -> PyResult<()> {
+        let frame = template.frame(&values, opaque as i64)?;
+        let pipe = &mut self.pipe;
+        py.detach(|| pipe.send(&frame, opaque, seconds(timeout))).map_err(pipe_error)
+    }
+
     /// The response to request `opaque` as the parts `decode_frame` gives, within `timeout` seconds.
     fn receive<'py>(&mut self, py: Python<'py>, opaque: i32, timeout: f64) -> PyResult<FrameParts<'py>> {
         let pipe = &mut self.pipe;
@@ -215,6 +293,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<BlockGatherer>()?;
     m.add_class::<ArrowColumn>()?;
     m.add_class::<FramePipe>()?;
+    m.add_class::<RequestTemplate>()?;
     m.add_function(wrap_pyfunction!(encode_frame, m)?)?;
     m.add_function(wrap_pyfunction!(decode_frame, m)?)?;
     Ok(())

@@ -390,3 +390,49 @@ def test_range_reads_pull_over_direct_connections_unless_tls():
     mq = MessageQueue("T", "broker-a", 0)
     assert isinstance(RemotingClient("127.0.0.1:9876").pull_session(mq, group="g"), DirectPulls)
     assert isinstance(RemotingClient("127.0.0.1:9876", tls=True).pull_session(mq, group="g"), SharedPulls)
+
+
+def test_a_templated_pull_is_the_request_the_command_path_sends(peer_factory):
+    from rmq_spark.client.model import MessageQueue
+    from rmq_spark.client.remoting import broker as req
+    from rmq_spark.client.remoting.frame import request_template
+
+    received = []
+
+    def script(sock):
+        for _ in range(3):
+            received.append(read_request(sock))
+            respond(sock, received[-1], remark="ok")
+        time.sleep(0.5)
+    peer = peer_factory(script)
+    mq = MessageQueue("T", "broker-a", 3)
+    kw = {"group": "g", "expression": "TagA || TagB", "expression_type": "TAG"}
+    template = request_template(req.pull_request(mq, offset=0, max_nums=0, **kw), ("queueOffset", "maxMsgNums"))
+    conn = DirectConnection(peer.address)
+    sent = [(7, 32), (2**40 + 5, 1), (0, 0)]
+    for offset, count in sent:
+        assert conn.send_templated(template, (offset, count), timeout=5).result().remark == "ok"
+    conn.close()
+    assert len(received) == 3
+    for got, (offset, count) in zip(received, sent):
+        whole = req.pull_request(mq, offset=offset, max_nums=count, **kw)
+        whole.ext_fields["subVersion"] = got.ext_fields["subVersion"]  # a clock reading, taken once per template
+        assert (got.code, got.language, got.version, got.flag, got.remark, got.body) == (
+            whole.code, whole.language, whole.version, 0, None, b"")
+        assert got.ext_fields == whole.ext_fields
+    assert len({r.opaque for r in received}) == 3
+
+
+def test_a_signed_connection_refuses_a_template(peer_factory):
+    from rmq_spark.client.errors import RocketMQError
+    from rmq_spark.client.remoting.frame import request_template
+
+    peer = peer_factory(lambda sock: time.sleep(1))
+    conn = DirectConnection(peer.address, signer=lambda cmd: None)
+    assert conn.signs
+    template = request_template(RemotingCommand(code=11, ext_fields={"queueOffset": "0"}), ("queueOffset",))
+    with pytest.raises(RocketMQError, match="signed"):
+        conn.send_templated(template, (1,), timeout=1)
+    with pytest.raises(ValueError, match="no field"):
+        request_template(RemotingCommand(code=11, ext_fields={"a": "0"}), ("queueOffset",))
+    conn.close()

@@ -15,7 +15,7 @@ from rmq_spark.client.remoting import broker as req
 from rmq_spark.client.remoting import codes
 from rmq_spark.client.remoting import acl
 from rmq_spark.client.remoting.connection import ConnectionPool, DirectConnection, PendingRequest
-from rmq_spark.client.remoting.frame import RemotingCommand
+from rmq_spark.client.remoting.frame import RemotingCommand, request_template
 from rmq_spark.client.remoting.message_codec import compressed_for_send, decode_messages
 from rmq_spark.client.remoting.namesrv import NameServerClient, parse_name_servers
 from rmq_spark.client.tls import TlsConfig
@@ -23,6 +23,7 @@ from rmq_spark.client.tls import TlsConfig
 T = TypeVar("T")
 
 COMPACTION = ("cleanup.policy", "COMPACTION")
+_PULL_VARY = ("queueOffset", "maxMsgNums")
 
 
 class RemotingCall:
@@ -60,6 +61,8 @@ class DirectPulls:
         self._conn: DirectConnection | None = None
         self._replica = False
         self._suggested: int | None = None
+        # the pull request rendered once; each pull sets its offset and count (signed requests are built whole)
+        self._template = request_template(req.pull_request(mq, offset=0, max_nums=0, **pull_kw), _PULL_VARY)
 
     def _connection(self) -> DirectConnection:
         client, mq = self._client, self._mq
@@ -77,8 +80,11 @@ class DirectPulls:
         client, mq = self._client, self._mq
         try:
             conn = self._connection()
-            pending = conn.send(req.pull_request(mq, offset=offset, max_nums=max_nums, **self._kw),
-                                client.request_timeout)
+            if conn.signs:
+                pending = conn.send(req.pull_request(mq, offset=offset, max_nums=max_nums, **self._kw),
+                                    client.request_timeout)
+            else:
+                pending = conn.send_templated(self._template, (offset, max_nums), client.request_timeout)
         except ConnectionLostError:
             client.invalidate_route(mq.topic)
             raise

@@ -14,7 +14,7 @@ from typing import Callable, TypeVar
 from rmq_spark.client import hints
 from rmq_spark.client.errors import ConnectionLostError, ProtocolError, RequestTimeoutError, RocketMQError
 from rmq_spark.client.remoting.frame import RemotingCommand, command_of, decode_frame, encode_command
-from rmq_spark.compiled import FramePipe
+from rmq_spark.compiled import FramePipe, RequestTemplate
 
 # The broker's own limit (com.rocketmq.remoting.frameMaxLength); a larger length means a corrupt stream.
 MAX_FRAME_LENGTH = 16 * 1024 * 1024
@@ -323,6 +323,23 @@ class DirectConnection:
         except OSError as e:
             raise ConnectionLostError(f"connection to {self.address}: {e}") from None
         return DirectPending(self, cmd.code, cmd.opaque, deadline)
+
+    @property
+    def signs(self) -> bool:
+        """Whether requests are signed (then they cannot be sent from a template)."""
+        return self._signer is not None
+
+    def send_templated(self, template: RequestTemplate, values: tuple[int, ...], timeout: float) -> DirectPending:
+        """``send`` of the request ``template`` with its varying fields set to ``values``."""
+        if self._signer is not None:
+            raise RocketMQError("a signed request cannot be sent from a template")
+        opaque = next_opaque()
+        deadline = time.monotonic() + timeout
+        try:
+            self._pipe.send_templated(template, values, opaque, timeout)
+        except OSError as e:
+            raise ConnectionLostError(f"connection to {self.address}: {e}") from None
+        return DirectPending(self, template.code, opaque, deadline)
 
     def close(self) -> None:
         self._pipe.close()

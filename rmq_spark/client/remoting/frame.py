@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from rmq_spark.client.errors import ProtocolError
 from rmq_spark.compiled import decode_frame as _decode_frame
-from rmq_spark.compiled import encode_frame
+from rmq_spark.compiled import RequestTemplate, encode_frame
 
 # SerializeType codes (the high byte of the second frame int).
 JSON = 0
@@ -75,6 +75,12 @@ def command_of(parts: tuple) -> RemotingCommand:
     code, language, version, opaque, flag, remark, ext, stype, body = parts
     return RemotingCommand(code=code, opaque=opaque, flag=flag, remark=remark, ext_fields=ext, body=body,
                            language=language, version=version, serialize_type=stype)
+
+
+def request_template(cmd: RemotingCommand, vary: tuple[str, ...]) -> RequestTemplate:
+    """Request ``cmd`` as a template whose integer fields ``vary`` each send sets (unsigned requests only: a
+    signature covers every field)."""
+    return RequestTemplate(cmd.code, cmd.language, cmd.version, cmd.ext_fields, list(vary), cmd.serialize_type)
 
 
 def decode_frame(buf: bytes | bytearray | memoryview) -> RemotingCommand:
