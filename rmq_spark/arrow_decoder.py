@@ -9,15 +9,19 @@ once per batch.
 
 Blocks with a record whose body must be transformed first (compressed, or an inner batch to unwrap) are rare: they
 go through the reference decoder ``decode_messages`` and their rows are laid into the batch in order, so every
-row is the same as ``schema.to_record_batch(decode_messages(...))`` would give. Malformed input raises the
+row is the same as ``schema.to_record_batch(decode_messages(...))`` would give. Messages a transport delivers
+decoded (gRPC) are laid in the same way (``add_messages``), so one decoder serves every transport. Malformed input raises the
 ProtocolError ``decode_messages`` raises for it.
 """
 from __future__ import annotations
+
+from typing import Sequence
 
 import pyarrow as pa
 
 from rmq_spark.client.compression import DEFAULT_MAX_MESSAGE_BYTES
 from rmq_spark.client.errors import ProtocolError
+from rmq_spark.client.model import Message
 from rmq_spark.client.remoting.message_codec import as_byte_buffer, decode_messages
 from rmq_spark.compiled import BlockGatherer
 from rmq_spark.schema import ARROW_SCHEMA, COLUMNS, MessageBatcher, arrow_schema
@@ -52,19 +56,21 @@ class ArrowBatchDecoder:
         self.schema = arrow_schema(self.columns)
         self._gatherer = BlockGatherer([c for c in self.columns if c != "brokerName"],
                                        sorted(self._tag_set) if self._tag_set else None)
-        self._decoded = MessageBatcher(self.columns)  # blocks only the reference decoder can read
-        self._done: list[pa.RecordBatch] = []  # batches of the rows before the last such block, in order
-        self._done_bytes = 0  # the bytes of their blocks
+        # messages decoded already (blocks only the reference decoder reads, or a transport's decoded messages);
+        # at most one of it and the gatherer holds rows: adding to one seals the other into _done
+        self._decoded = MessageBatcher(self.columns)
+        self._done: list[pa.RecordBatch] = []  # sealed batches of the rows collected before, in order
+        self._done_bytes = 0  # the bytes they were collected from
 
     @property
     def rows(self) -> int:
         """Rows collected since the last flush (inside their windows and past the tag re-check)."""
-        return self._gatherer.rows + sum(b.num_rows for b in self._done)
+        return self._gatherer.rows + self._decoded.rows + sum(b.num_rows for b in self._done)
 
     @property
     def nbytes(self) -> int:
-        """Bytes of message blocks collected since the last flush."""
-        return self._gatherer.nbytes + self._done_bytes
+        """Bytes of message blocks (of bodies, for decoded messages) collected since the last flush."""
+        return self._gatherer.nbytes + self._decoded.nbytes + self._done_bytes
 
     def add(self, data: bytes | bytearray | memoryview, low: int | None = None, high: int | None = None) -> None:
         """Collect one PULL_MESSAGE body; only its messages with ``low <= queueOffset < high`` will be output.
@@ -74,6 +80,8 @@ class ArrowBatchDecoder:
             buf = bytes(buf)
         low = _MIN_OFFSET if low is None else low
         high = _MAX_OFFSET if high is None else high
+        if self._decoded.rows:
+            self._seal_decoded()
         try:
             plain = self._gatherer.add(buf, low, high)
         except ValueError as e:  # (UnicodeError is one: the reference names the codec's error)
@@ -84,22 +92,32 @@ class ArrowBatchDecoder:
             raise ProtocolError(str(e)) from None
         if plain:
             return
-        messages = decode_messages(buf, self.broker_name, tags=self._tag_set, max_body=self.max_body)
-        self._done_bytes += self._gatherer.nbytes + len(buf)
-        if self._gatherer.rows:
+        self.add_messages(decode_messages(buf, self.broker_name, tags=self._tag_set, max_body=self.max_body),
+                          low, high)
+
+    def add_messages(self, messages: Sequence[Message], low: int, high: int) -> None:
+        """Collect messages decoded already (by a transport that delivers them decoded, or by the reference
+        decoder), in order after what was collected before; those with ``low <= queueOffset < high`` are output."""
+        if self._gatherer.rows or self._gatherer.nbytes:
+            self._done_bytes += self._gatherer.nbytes
             self._done.append(self._gathered_batch())
         self._decoded.add(messages, low, high)
-        self._done.append(self._decoded.flush())
 
     def flush(self) -> pa.RecordBatch:
         """The collected messages inside their windows that pass the tag re-check, as one RecordBatch of
         the decoder's ``schema``; the decoder is empty again afterwards."""
+        if self._decoded.rows:
+            self._seal_decoded()
         batch = self._gathered_batch()
         if not self._done:
             return batch
         done, self._done, self._done_bytes = self._done, [], 0
         table = pa.Table.from_batches([*done, batch], schema=self.schema).combine_chunks()
         return table.to_batches()[0] if table.num_rows else batch
+
+    def _seal_decoded(self) -> None:
+        self._done_bytes += self._decoded.nbytes
+        self._done.append(self._decoded.flush())
 
     def _gathered_batch(self) -> pa.RecordBatch:
         n = self._gatherer.rows

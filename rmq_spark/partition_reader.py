@@ -11,7 +11,7 @@ from rmq_spark.client.range_reader import SLOT, RangeReader, tag_set
 from rmq_spark.connect import shared_client
 from rmq_spark.offsets import QueueRange
 from rmq_spark.options import SourceOptions
-from rmq_spark.schema import COLUMNS, MessageBatcher
+from rmq_spark.schema import COLUMNS
 
 log = logging.getLogger(__name__)
 
@@ -41,19 +41,12 @@ def _read(client, options: SourceOptions, qr: QueueRange, columns: tuple[str, ..
     # pull). Decoding before the next pull could take the batch past the limit keeps batches near `limit` rows
     # without copying; a batch that still runs over (inner batches unwrap into more rows) is sliced.
     flush_at = max(1, limit - SLOT + 1)
-    decoder: ArrowBatchDecoder | MessageBatcher | None = None
+    decoder = ArrowBatchDecoder(qr.queue.broker_name, tags=tags, max_body=options.max_message_bytes, columns=columns)
     for chunk in reader:
-        if chunk.messages is not None:  # a transport that delivers decoded messages (gRPC)
-            decoder = decoder or MessageBatcher(columns)
-            decoder.add(chunk.messages, chunk.low, chunk.high)
-        else:
-            decoder = decoder or ArrowBatchDecoder(qr.queue.broker_name, tags=tags, max_body=options.max_message_bytes,
-                                                  columns=columns)
-            decoder.add(chunk.body, chunk.low, chunk.high)
+        chunk.append_to(decoder)
         if decoder.rows >= flush_at or decoder.nbytes >= MAX_PENDING_BYTES:
             yield from _bounded(decoder.flush(), limit)
-    if decoder is not None:
-        yield from _bounded(decoder.flush(), limit)
+    yield from _bounded(decoder.flush(), limit)
     if reader.lost:
         log.warning("%s: %d offsets of [%d, %d) were no longer on the broker and were skipped",
                     qr.queue, reader.lost, qr.start, qr.end)

@@ -84,7 +84,8 @@ def to_record_batch(messages: Sequence[Message]) -> pa.RecordBatch:
 
 class MessageBatcher:
     """Collects already-decoded messages (a transport that delivers them decoded, e.g. gRPC) and turns them into
-    one RecordBatch of ``columns`` of ``ARROW_SCHEMA``: the counterpart of ``arrow_decoder.ArrowBatchDecoder`` for raw blocks."""
+    one RecordBatch of ``columns`` of ``ARROW_SCHEMA``; ``arrow_decoder.ArrowBatchDecoder`` collects decoded messages
+    through it."""
 
     def __init__(self, columns: Sequence[str] = COLUMNS) -> None:
         self._messages: list[Message] = []

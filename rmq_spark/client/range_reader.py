@@ -89,6 +89,22 @@ class RangeChunk:
     high: int
     messages: tuple[Message, ...] | None = None
 
+    def append_to(self, builder: "ChunkBuilder") -> None:
+        """Add what belongs to the range to ``builder``: a raw block through its record scan, decoded messages as
+        they are."""
+        if self.messages is None:
+            builder.add(self.body, self.low, self.high)
+        else:
+            builder.add_messages(self.messages, self.low, self.high)
+
+
+class ChunkBuilder(Protocol):
+    """What collects pulled chunks (``arrow_decoder.ArrowBatchDecoder``)."""
+
+    def add(self, block: bytes, low: int, high: int) -> None: ...
+
+    def add_messages(self, messages: tuple[Message, ...], low: int, high: int) -> None: ...
+
 
 class _Verdict(NamedTuple):
     chunk: RangeChunk | None  # what to yield

@@ -476,3 +476,22 @@ def test_a_raised_body_limit_holds_when_a_block_is_decoded_again_to_report_an_er
     with pytest.raises(ProtocolError) as e:
         decoder.add(block)
     assert type(e.value) is ProtocolError
+
+
+def test_raw_blocks_and_decoded_messages_keep_their_order_windows_and_byte_count():
+    """A transport's decoded messages (gRPC) and raw blocks (remoting) go into one builder, each in its window."""
+    blocks = [b"".join(encode_stored_message(body=b"m%d" % o, queue_offset=o, properties=TYPICAL)
+                       for o in range(first, first + 4)) for first in (0, 4, 8, 12)]
+    decoder = ArrowBatchDecoder("broker-a")
+    decoder.add(blocks[0], 1, 4)
+    decoder.add_messages(decode_messages(blocks[1], "broker-a"), 4, 7)
+    decoder.add_messages(decode_messages(blocks[2], "broker-a"), 8, 12)
+    assert decoder.rows == 3 + 3 + 4
+    assert decoder.nbytes == len(blocks[0]) + sum(len(b"m%d" % o) for o in (4, 5, 6, 8, 9, 10, 11))
+    decoder.add(blocks[3], 12, 14)
+    want = [m for i, (low, high) in enumerate([(1, 4), (4, 7), (8, 12), (12, 14)])
+            for m in decode_messages(blocks[i], "broker-a") if low <= m.queue_offset < high]
+    got = decoder.flush()
+    assert_same(got, to_record_batch(want))
+    assert got.column("queueOffset").to_pylist() == [1, 2, 3, 4, 5, 6, 8, 9, 10, 11, 12, 13]
+    assert decoder.rows == 0 and decoder.nbytes == 0
