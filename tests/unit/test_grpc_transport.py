@@ -3,15 +3,19 @@ from __future__ import annotations
 
 import gzip
 import re
+import threading
+import time
 
 import grpc
 import pytest
 
 from rmq_spark.client.errors import AuthError, ConnectionLostError, RocketMQError, TopicNotFoundError
+from rmq_spark.client.grpc import client as grpc_client
 from rmq_spark.client.grpc import messages, status
 from rmq_spark.client.grpc.auth import Metadata, signature
 from rmq_spark.client.grpc.client import GrpcClient, parse_endpoint, route_from_queues
 from rmq_spark.client.grpc.v2 import definition_pb2 as pb
+from rmq_spark.client.grpc.v2 import service_pb2 as svc
 from rmq_spark.client.model import Credentials, MessageQueue
 from rmq_spark.client.remoting.message_codec import OutgoingMessage
 
@@ -127,3 +131,27 @@ def test_a_channel_whose_tls_handshaker_could_not_be_built_is_replaced():
     assert client._open() is kept
     client.close()
     channel.close()
+
+
+def test_threads_making_their_first_calls_at_once_share_one_channel(monkeypatch):
+    opened = []
+    real = grpc.insecure_channel
+
+    def slow_channel(*args, **kwargs):  # widens the window between the check and the assignment
+        time.sleep(0.05)
+        opened.append(real(*args, **kwargs))
+        return opened[-1]
+    monkeypatch.setattr(grpc_client.grpc, "insecure_channel", slow_channel)
+    client = GrpcClient("127.0.0.1:1")
+    start = threading.Barrier(8)
+
+    def first_call():
+        start.wait()
+        client._method("QueryRoute", svc.QueryRouteResponse)
+    threads = [threading.Thread(target=first_call) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    client.close()
+    assert len(opened) == 1

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ipaddress
+import threading
 from typing import Callable, Iterable, Sequence, TypeVar
 
 import grpc
@@ -161,18 +162,21 @@ class GrpcClient(BaseClient):
         self._channel: grpc.Channel | None = None
         self._credentials: grpc.ChannelCredentials | None = None  # held as long as the channel
         self._methods: dict[str, Callable] = {}
+        self._lock = threading.Lock()  # the fan-out's threads make their first calls at once: one channel for all
 
     def close(self) -> None:
-        if self._channel is not None:
-            self._channel.close()
-            self._channel, self._credentials, self._methods = None, None, {}
+        with self._lock:
+            if self._channel is not None:
+                self._channel.close()
+                self._channel, self._credentials, self._methods = None, None, {}
 
     def rpc_error(self, e: grpc.RpcError, what: str) -> RocketMQError:
         """The error for a call of this client that failed as a call. When gRPC core could not build a TLS
         handshaker from certificates that OpenSSL accepted (seen intermittently in long-lived processes with
         grpcio 1.85), the channel is dropped, so that the next call, a retry, builds a new one."""
         if status.HANDSHAKER_FAILED in status.details_of(e):
-            self._channel, self._credentials, self._methods = None, None, {}  # its calls all fail; GC closes it
+            with self._lock:  # its calls all fail; GC closes it
+                self._channel, self._credentials, self._methods = None, None, {}
         return status.rpc_error(e, what, self.endpoint)
 
     # -- calls -----------------------------------------------------------------------------------------------
@@ -203,10 +207,11 @@ class GrpcClient(BaseClient):
     def _method(self, name: str, response, *, stream: bool = False) -> Callable:
         fn = self._methods.get(name)
         if fn is None:
-            channel = self._open()
-            make = channel.unary_stream if stream else channel.unary_unary
-            fn = self._methods[name] = make(SERVICE + name, request_serializer=lambda m: m.SerializeToString(),
-                                            response_deserializer=response.FromString)
+            with self._lock:
+                channel = self._open()
+                make = channel.unary_stream if stream else channel.unary_unary
+                fn = self._methods[name] = make(SERVICE + name, request_serializer=lambda m: m.SerializeToString(),
+                                                response_deserializer=response.FromString)
         return fn
 
     def _unary(self, name: str, response, request, what: str, *extra: tuple[str, str]):
