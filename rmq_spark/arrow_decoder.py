@@ -10,8 +10,8 @@ once per batch.
 Blocks with a record whose body must be transformed first (compressed, or an inner batch to unwrap) are rare: they
 go through the reference decoder ``decode_messages`` and their rows are laid into the batch in order, so every
 row is the same as ``schema.to_record_batch(decode_messages(...))`` would give. Messages a transport delivers
-decoded (gRPC) are laid in the same way (``add_messages``), so one decoder serves every transport. Malformed input raises the
-ProtocolError ``decode_messages`` raises for it.
+decoded (gRPC) are laid in the same way (``add_messages``), so one decoder serves every transport. Malformed input
+raises the ProtocolError ``decode_messages`` raises for it.
 """
 from __future__ import annotations
 

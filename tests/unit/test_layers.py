@@ -1,4 +1,5 @@
-"""The transports are siblings: neither imports the other, and what they share lives in client/ (model, base, errors)."""
+"""The transports are siblings: neither imports the other; what they share lives in client/ (model, base,
+errors)."""
 from __future__ import annotations
 
 import ast

@@ -10,7 +10,6 @@ import uuid
 
 from rmq_spark.client.model import Credentials
 
-
 ALGORITHM = "MQv2-HMAC-SHA1"
 DATE_TIME = "x-mq-date-time"
 

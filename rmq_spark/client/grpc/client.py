@@ -210,7 +210,8 @@ class GrpcClient(BaseClient):
             with self._lock:
                 channel = self._open()
                 make = channel.unary_stream if stream else channel.unary_unary
-                fn = self._methods[name] = make(SERVICE + name, request_serializer=lambda m: m.SerializeToString(),
+                fn = self._methods[name] = make(SERVICE + name,
+                                                request_serializer=lambda m: m.SerializeToString(),
                                                 response_deserializer=response.FromString)
         return fn
 

@@ -8,8 +8,8 @@ from typing import Callable, Iterable, Sequence, TypeVar
 from rmq_spark.client.base import DEFAULT_GROUP, DEFAULT_PRODUCER_GROUP, BaseClient
 from rmq_spark.client.compression import DEFAULT_MAX_MESSAGE_BYTES
 from rmq_spark.client.errors import BrokerUnavailableError, ConnectionLostError, TopicNotFoundError
-from rmq_spark.client.model import (MASTER_ID, BrokerData, Credentials, HalfMessage, Message, MessageQueue, OutgoingMessage,
-                                    PullResult, TopicRoute)
+from rmq_spark.client.model import (MASTER_ID, BrokerData, Credentials, HalfMessage, Message, MessageQueue,
+                                    OutgoingMessage, PullResult, TopicRoute)
 from rmq_spark.client.range_reader import PullSession, RangeChunk
 from rmq_spark.client.remoting import broker as req
 from rmq_spark.client.remoting import codes
