@@ -7,7 +7,7 @@ Three ways to read, all over exact ``[min, max)`` ranges taken before the clock 
 
 - ``decode``: ``RemotingClient.read_range`` (pulls in flight, decoded ``Message`` objects) — what an application
   using the client gets;
-- ``raw``: ``RangeReader`` only (pulled blocks, no decoding): the transport's share of the cost;
+- ``raw``: ``RangeReader`` only (pulled blocks walked, no column built): the transport's share of the cost;
 - ``arrow``: the connector's executor path, ``partition_reader.read_range`` (decode + Arrow batches of the output
   schema), without Spark.
 
@@ -51,6 +51,28 @@ def plan(source: dict[str, str], topic: str) -> list[Range]:
     return [Range(q.broker_name, q.queue_id, mins[q], maxs[q]) for q in queues]
 
 
+class Walked:
+    """A chunk builder that walks the records of each pulled block and builds no column: the pulls' share of the
+    executor path (rows in their windows, bytes of whole records)."""
+
+    def __init__(self) -> None:
+        from rmq_spark.compiled import BlockGatherer
+        self._gatherer = BlockGatherer([], None)
+
+    rows = property(lambda self: self._gatherer.rows)
+    nbytes = property(lambda self: self._gatherer.nbytes)
+
+    def native_target(self):
+        return self._gatherer
+
+    def add(self, block: bytes, low: int, high: int) -> None:
+        if not self._gatherer.add(block, low, high):
+            raise ValueError("the benchmark's blocks are plain records")
+
+    def take(self) -> None:
+        self._gatherer.take()
+
+
 def _read_one(client: BaseClient, topic: str, r: Range, depth: int, mode: str,
               source: dict[str, str]) -> tuple[int, int]:
     mq = MessageQueue(topic, r.broker, r.queue_id)
@@ -62,9 +84,11 @@ def _read_one(client: BaseClient, topic: str, r: Range, depth: int, mode: str,
             nbytes += len(m.body)
     elif mode == "raw":
         from rmq_spark.client.range_reader import RangeReader
-        for chunk in RangeReader(client, mq, r.start, r.end, depth=depth, group="rmq_spark_bench"):
-            n += chunk.high - chunk.low
-            nbytes += len(chunk.body)  # whole pulled records, not just bodies
+        walked = Walked()
+        for _ in RangeReader(client, mq, r.start, r.end, depth=depth, group="rmq_spark_bench").fill(walked, 8192):
+            n, nbytes = n + walked.rows, nbytes + walked.nbytes
+            walked.take()
+        n, nbytes = n + walked.rows, nbytes + walked.nbytes  # whole pulled records, not just bodies
     elif mode == "arrow":
         from rmq_spark.offsets import QueueRange
         from rmq_spark.partition_reader import read_range

@@ -95,6 +95,13 @@ class ArrowBatchDecoder:
         self.add_messages(decode_messages(buf, self.broker_name, tags=self._tag_set, max_body=self.max_body),
                           low, high)
 
+    def native_target(self) -> BlockGatherer:
+        """The gatherer a native pull loop adds plain blocks to directly, in order after what was collected
+        before."""
+        if self._decoded.rows:
+            self._seal_decoded()
+        return self._gatherer
+
     def add_messages(self, messages: Sequence[Message], low: int, high: int) -> None:
         """Collect messages decoded already (by a transport that delivers them decoded, or by the reference
         decoder), in order after what was collected before; those with ``low <= queueOffset < high`` are output."""

@@ -42,10 +42,8 @@ def _read(client, options: SourceOptions, qr: QueueRange, columns: tuple[str, ..
     # without copying; a batch that still runs over (inner batches unwrap into more rows) is sliced.
     flush_at = max(1, limit - SLOT + 1)
     decoder = ArrowBatchDecoder(qr.queue.broker_name, tags=tags, max_body=options.max_message_bytes, columns=columns)
-    for chunk in reader:
-        chunk.append_to(decoder)
-        if decoder.rows >= flush_at or decoder.nbytes >= MAX_PENDING_BYTES:
-            yield from _bounded(decoder.flush(), limit)
+    for _ in reader.fill(decoder, flush_at, MAX_PENDING_BYTES):
+        yield from _bounded(decoder.flush(), limit)
     yield from _bounded(decoder.flush(), limit)
     if reader.lost:
         log.warning("%s: %d offsets of [%d, %d) were no longer on the broker and were skipped",

@@ -58,6 +58,13 @@ pub struct Command<'a> {
 
 /// The whole frame of `cmd`, total length included; Err names what cannot be encoded.
 pub fn encode(cmd: &Command) -> Result<Vec<u8>, String> {
+    let mut out = Vec::new();
+    encode_into(cmd, &mut out)?;
+    Ok(out)
+}
+
+/// `encode`, appended to `out` (left as it was on an error).
+pub fn encode_into(cmd: &Command, out: &mut Vec<u8>) -> Result<(), String> {
     let header = match cmd.serialize_type {
         JSON => json_header(cmd),
         ROCKETMQ => binary_header(cmd)?,
@@ -68,12 +75,62 @@ pub fn encode(cmd: &Command) -> Result<Vec<u8>, String> {
     }
     let total = 4 + header.len() + cmd.body.len();
     let total = i32::try_from(total).map_err(|_| format!("frame of {total} bytes exceeds the 32-bit frame length"))?;
-    let mut out = Vec::with_capacity(4 + total as usize);
+    out.reserve(4 + total as usize);
     out.extend_from_slice(&total.to_be_bytes());
     out.extend_from_slice(&(((cmd.serialize_type as u32) << 24) | header.len() as u32).to_be_bytes());
     out.extend_from_slice(&header);
     out.extend_from_slice(cmd.body);
-    Ok(out)
+    Ok(())
+}
+
+/// A request sent many times with only a few integer fields changed (a range read's pulls): its ext fields are
+/// rendered to text once; `vary` names the fields each frame sets.
+#[derive(Debug, Clone)]
+pub struct Template {
+    pub code: i64,
+    pub language: String,
+    pub version: i64,
+    pub serialize_type: u8,
+    ext: Vec<(String, String)>,
+    vary: Vec<usize>,
+}
+
+impl Template {
+    /// Err names a field of `vary` that `ext` lacks.
+    pub fn new(code: i64, language: String, version: i64, serialize_type: u8, ext: Vec<(String, String)>,
+               vary: &[&str]) -> Result<Template, String> {
+        let vary = vary
+            .iter()
+            .map(|name| {
+                ext.iter().position(|(key, _)| key == name).ok_or_else(|| format!("the template has no field {name:?}"))
+            })
+            .collect::<Result<Vec<usize>, String>>()?;
+        Ok(Template { code, language, version, serialize_type, ext, vary })
+    }
+
+    /// Appends the frame of request `opaque` with the varying fields set to `values`, in `vary`'s order.
+    pub fn render_into(&mut self, values: &[i64], opaque: i64, out: &mut Vec<u8>) -> Result<(), String> {
+        if values.len() != self.vary.len() {
+            return Err(format!("{} values for {} fields", values.len(), self.vary.len()));
+        }
+        for (&at, value) in self.vary.iter().zip(values) {
+            let text = &mut self.ext[at].1;
+            text.clear();
+            let _ = write!(text, "{value}");
+        }
+        let cmd = Command {
+            code: self.code,
+            language: &self.language,
+            version: self.version,
+            opaque,
+            flag: 0,
+            remark: None,
+            ext: &self.ext,
+            body: &[],
+            serialize_type: self.serialize_type,
+        };
+        encode_into(&cmd, out)
+    }
 }
 
 fn json_string(out: &mut String, text: &str) {

@@ -6,8 +6,10 @@
 
 pub mod arrow;
 pub mod columns;
+pub mod cursor;
 pub mod frame;
 pub mod pipe;
+pub mod pulls;
 pub mod records;
 
 #[cfg(feature = "python")]

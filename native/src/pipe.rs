@@ -106,9 +106,15 @@ impl Pipe {
 
     /// Writes one whole frame (its request's id `opaque`) within `timeout`.
     pub fn send(&mut self, frame: &[u8], opaque: i32, timeout: Duration) -> Result<(), PipeError> {
+        self.send_frames(frame, &[opaque], timeout)
+    }
+
+    /// Writes whole frames laid one after the other (the requests `opaques`), in one write where the socket
+    /// takes them, within `timeout`.
+    pub fn send_frames(&mut self, frames: &[u8], opaques: &[i32], timeout: Duration) -> Result<(), PipeError> {
         self.check_open()?;
         let deadline = Instant::now() + timeout;
-        let mut rest = frame;
+        let mut rest = frames;
         while !rest.is_empty() {
             if passed(deadline) {
                 return Err(self.close(PipeError::Lost(format!(
@@ -124,7 +130,7 @@ impl Pipe {
                 Err(e) => return Err(self.close(PipeError::Lost(format!("broke while sending: {e}")))),
             }
         }
-        self.awaited.insert(opaque);
+        self.awaited.extend(opaques);
         Ok(())
     }
 

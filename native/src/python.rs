@@ -1,17 +1,19 @@
 //! The Python module `rmq_spark._native`: the gatherer and the columns it hands to pyarrow, the frame codec and
 //! the pipe.
 
-use std::fmt::Write as _;
 use std::time::Duration;
 
 use pyo3::exceptions::{PyConnectionError, PyTimeoutError, PyUnicodeError, PyValueError};
 use pyo3::prelude::*;
+use pyo3::IntoPyObjectExt;
 use pyo3::types::{PyBytes, PyCapsule, PyDict};
 
 use crate::arrow::{export_array, export_schema, release_unclaimed_array, release_unclaimed_schema, Column};
 use crate::columns::{AddError, Gathered, Wanted};
-use crate::frame::{self, Command, Header};
-use crate::pipe::{Pipe, PipeError};
+use crate::cursor::{Answer, Cursor, Fault, Settings, Status, Verdict};
+use crate::frame::{self, Command, Header, Template};
+use crate::pulls::{self, Limits, Step};
+use crate::pipe::{Pipe, PipeError, Response};
 
 /// One column, for `pyarrow.array(column)` (the `__arrow_c_array__` protocol); it can be taken once.
 #[pyclass(module = "rmq_spark._native", frozen)]
@@ -158,13 +160,7 @@ fn decode_frame<'py>(py: Python<'py>, buf: &[u8]) -> PyResult<FrameParts<'py>> {
 /// rendered to text once; `vary` names the fields each send sets.
 #[pyclass(module = "rmq_spark._native")]
 struct RequestTemplate {
-    #[pyo3(get)]
-    code: i64,
-    language: String,
-    version: i64,
-    serialize_type: u8,
-    ext: Vec<(String, String)>,
-    vary: Vec<usize>,
+    template: Template,
 }
 
 #[pymethods]
@@ -178,42 +174,15 @@ impl RequestTemplate {
         vary: Vec<String>,
         serialize_type: u8,
     ) -> PyResult<Self> {
-        let ext = ext_text(ext)?;
-        let vary = vary
-            .iter()
-            .map(|name| {
-                ext.iter()
-                    .position(|(key, _)| key == name)
-                    .ok_or_else(|| PyValueError::new_err(format!("the template has no field {name:?}")))
-            })
-            .collect::<PyResult<Vec<usize>>>()?;
-        Ok(RequestTemplate { code, language, version, serialize_type, ext, vary })
+        let vary: Vec<&str> = vary.iter().map(String::as_str).collect();
+        let template = Template::new(code, language, version, serialize_type, ext_text(ext)?, &vary)
+            .map_err(PyValueError::new_err)?;
+        Ok(RequestTemplate { template })
     }
-}
 
-impl RequestTemplate {
-    /// The frame of request `opaque` with the varying fields set to `values`, in `vary`'s order.
-    fn frame(&mut self, values: &[i64], opaque: i64) -> PyResult<Vec<u8>> {
-        if values.len() != self.vary.len() {
-            return Err(PyValueError::new_err(format!("{} values for {} fields", values.len(), self.vary.len())));
-        }
-        for (&at, value) in self.vary.iter().zip(values) {
-            let text = &mut self.ext[at].1;
-            text.clear();
-            let _ = write!(text, "{value}");
-        }
-        let cmd = Command {
-            code: self.code,
-            language: &self.language,
-            version: self.version,
-            opaque,
-            flag: 0,
-            remark: None,
-            ext: &self.ext,
-            body: &[],
-            serialize_type: self.serialize_type,
-        };
-        frame::encode(&cmd).map_err(PyValueError::new_err)
+    #[getter]
+    fn code(&self) -> i64 {
+        self.template.code
     }
 }
 
@@ -251,20 +220,6 @@ impl FramePipe {
         py.detach(|| pipe.send(frame, opaque, seconds(timeout))).map_err(pipe_error)
     }
 
-    /// Writes request `opaque` of `template` with its varying fields set to `values`, within `timeout` seconds.
-    fn send_templated(
-        &mut self,
-        py: Python<'_>,
-        mut template: PyRefMut<'_, RequestTemplate>,
-        values: Vec<i64>,
-        opaque: i32,
-        timeout: f64,
-    ) -> PyResult<()> {
-        let frame = template.frame(&values, opaque as i64)?;
-        let pipe = &mut self.pipe;
-        py.detach(|| pipe.send(&frame, opaque, seconds(timeout))).map_err(pipe_error)
-    }
-
     /// The response to request `opaque` as the parts `decode_frame` gives, within `timeout` seconds.
     fn receive<'py>(&mut self, py: Python<'py>, opaque: i32, timeout: f64) -> PyResult<FrameParts<'py>> {
         let pipe = &mut self.pipe;
@@ -288,12 +243,228 @@ impl FramePipe {
     }
 }
 
+/// The status name (`PullStatus.value`) of the response to a pull at `offset`; None for a code that is not a pull
+/// status.
+#[pyfunction]
+#[pyo3(signature = (code, remark, next_begin, offset))]
+fn pull_status(code: i32, remark: Option<&str>, next_begin: i64, offset: i64) -> Option<&'static str> {
+    pulls::status_of(code, remark, next_begin, offset).map(Status::name)
+}
+
+/// The queue offset of the first record of a pulled block (-1 when the block is too short to hold one).
+#[pyfunction]
+fn first_offset(block: &[u8]) -> i64 {
+    pulls::first_offset(block)
+}
+
+type Out<'py> = PyResult<Bound<'py, PyAny>>;
+
+fn fault_step(py: Python<'_>, fault: Fault) -> Out<'_> {
+    match fault {
+        Fault::Lost(text) => ("lost", text).into_bound_py_any(py),
+        Fault::Refused(text) => ("refused", text).into_bound_py_any(py),
+        Fault::Unavailable(text) => ("unavailable", text).into_bound_py_any(py),
+    }
+}
+
+/// One exact range read's rules (the cursor of `cursor.rs`) for a Python driver, and its native pull loop. Its
+/// steps are tuples named by their first item:
+/// `("take", low, high, body or None)`, `("skip",)`, `("gap",)`, `("retry", why)`, `("done",)`, `("full",)`,
+/// `("suggest", broker_id)`, `("failed", "connection" | "timeout" | "protocol", text)`,
+/// `("answer", offset, frame parts)`, and the faults `("lost" | "refused" | "unavailable", text)`.
+/// Offsets skipped for data loss are logged on the logger `rmq_spark.client.range_reader`.
+#[pyclass(module = "rmq_spark._native")]
+struct RangeCursor {
+    cursor: Cursor,
+    /// The response of a native run that waits for a gap check.
+    held: Option<Response>,
+}
+
+impl RangeCursor {
+    fn verdict<'py>(&mut self, py: Python<'py>, verdict: Result<Verdict, Fault>) -> Out<'py> {
+        self.log_notes(py)?;
+        match verdict {
+            Err(fault) => fault_step(py, fault),
+            Ok(Verdict::Take { low, high }) => {
+                let body = self.held.take().map(|r| PyBytes::new(py, r.body()));
+                ("take", low, high, body).into_bound_py_any(py)
+            }
+            Ok(Verdict::Skip) => ("skip",).into_bound_py_any(py),
+            Ok(Verdict::CheckGap) => ("gap",).into_bound_py_any(py),
+            Ok(Verdict::Retry(why)) => ("retry", why).into_bound_py_any(py),
+        }
+    }
+
+    fn log_notes(&mut self, py: Python<'_>) -> PyResult<()> {
+        let notes = self.cursor.take_notes();
+        if !notes.is_empty() {
+            let logger = py.import("logging")?.call_method1("getLogger", ("rmq_spark.client.range_reader",))?;
+            for note in notes {
+                logger.call_method1("warning", (note,))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[pymethods]
+impl RangeCursor {
+    #[new]
+    #[pyo3(signature = (queue, broker, start, end, *, depth, slot, filtered, sparse, fail_on_data_loss,
+                        retry_timeout))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        queue: String,
+        broker: String,
+        start: i64,
+        end: i64,
+        depth: usize,
+        slot: i64,
+        filtered: bool,
+        sparse: bool,
+        fail_on_data_loss: bool,
+        retry_timeout: f64,
+    ) -> PyResult<Self> {
+        let settings = Settings {
+            queue,
+            broker,
+            start,
+            end,
+            depth,
+            slot,
+            filtered,
+            sparse,
+            fail_on_data_loss,
+            retry_timeout: seconds(retry_timeout),
+        };
+        Ok(RangeCursor { cursor: Cursor::new(settings).map_err(PyValueError::new_err)?, held: None })
+    }
+
+    /// The pulls to send now, as (tag, offset, count).
+    fn next_pulls(&mut self) -> Vec<(i32, i64, i64)> {
+        std::iter::from_fn(|| self.cursor.next_pull()).map(|p| (p.tag, p.low, p.asked)).collect()
+    }
+
+    /// The tag of the pull whose answer comes next; None when the range is read.
+    #[getter]
+    fn head(&self) -> Option<i32> {
+        self.cursor.head().map(|p| p.tag)
+    }
+
+    /// Offsets skipped for data loss (failOnDataLoss=false).
+    #[getter]
+    fn lost(&self) -> i64 {
+        self.cursor.lost()
+    }
+
+    /// The step for the answer to the head pull (`status` is a `PullStatus` value; `nbytes` the size of its block,
+    /// 0 for messages delivered decoded).
+    #[pyo3(signature = (status, next_begin, min_offset, max_offset, first_offset, nbytes))]
+    #[allow(clippy::too_many_arguments)]
+    fn judge<'py>(
+        &mut self,
+        py: Python<'py>,
+        status: &str,
+        next_begin: i64,
+        min_offset: i64,
+        max_offset: i64,
+        first_offset: i64,
+        nbytes: usize,
+    ) -> Out<'py> {
+        let status =
+            Status::of_name(status).ok_or_else(|| PyValueError::new_err(format!("no pull status {status:?}")))?;
+        let answer = Answer { status, next_begin, min_offset, max_offset, first_offset, nbytes };
+        let verdict = self.cursor.judge(&answer);
+        self.verdict(py, verdict)
+    }
+
+    /// The step after a "gap" step, given the queue's first offset now.
+    fn gap<'py>(&mut self, py: Python<'py>, first: i64) -> Out<'py> {
+        let verdict = self.cursor.gap(first);
+        self.verdict(py, verdict)
+    }
+
+    /// The step after the head pull failed (a retryable error).
+    fn failed<'py>(&mut self, py: Python<'py>, why: String) -> Out<'py> {
+        self.held = None;
+        let verdict = Ok(self.cursor.failed(why));
+        self.verdict(py, verdict)
+    }
+
+    /// After a "retry" step: `("wait", seconds, tags of the dropped pulls)`, or the "unavailable" fault.
+    fn retry<'py>(&mut self, py: Python<'py>) -> Out<'py> {
+        match self.cursor.retry() {
+            Ok((wait, tags)) => ("wait", wait.as_secs_f64(), tags).into_bound_py_any(py),
+            Err(fault) => fault_step(py, fault),
+        }
+    }
+
+    /// Pull again from the first unread offset at once; the tags of the dropped pulls.
+    fn rewind(&mut self) -> Vec<i32> {
+        self.held = None;
+        self.cursor.rewind()
+    }
+
+    /// Pulls over `pipe` (requests from `template`, whose varying fields are the offset and the count), gathering
+    /// into `gatherer` until it gained `rows` rows or `nbytes` bytes or a step needs the caller; the GIL is
+    /// released meanwhile. `suggested` is the broker id the pipe's member was chosen by.
+    #[pyo3(signature = (pipe, template, gatherer, rows, nbytes, timeout, suggested))]
+    #[allow(clippy::too_many_arguments)]
+    fn run<'py>(
+        &mut self,
+        py: Python<'py>,
+        mut pipe: PyRefMut<'py, FramePipe>,
+        mut template: PyRefMut<'py, RequestTemplate>,
+        mut gatherer: Option<PyRefMut<'py, BlockGatherer>>,
+        rows: usize,
+        nbytes: usize,
+        timeout: f64,
+        suggested: i64,
+    ) -> Out<'py> {
+        self.held = None;
+        let cursor = &mut self.cursor;
+        let pipe = &mut pipe.pipe;
+        let template = &mut template.template;
+        let gathered = gatherer.as_deref_mut().map(|g| &mut g.gathered);
+        let limits = Limits { rows, bytes: nbytes };
+        let step = py.detach(|| pulls::run(cursor, pipe, template, gathered, limits, seconds(timeout), suggested));
+        self.log_notes(py)?;
+        match step {
+            Step::Done => ("done",).into_bound_py_any(py),
+            Step::Full => ("full",).into_bound_py_any(py),
+            Step::Take { low, high, response } => {
+                ("take", low, high, PyBytes::new(py, response.body())).into_bound_py_any(py)
+            }
+            Step::CheckGap(response) => {
+                self.held = Some(response);
+                ("gap",).into_bound_py_any(py)
+            }
+            Step::Retry(why) => ("retry", why).into_bound_py_any(py),
+            Step::Suggest(id) => ("suggest", id).into_bound_py_any(py),
+            Step::Failed(e) => match e {
+                PipeError::Lost(why) => ("failed", "connection", why).into_bound_py_any(py),
+                PipeError::Timeout => ("failed", "timeout", "no response in time").into_bound_py_any(py),
+                PipeError::Protocol(why) => ("failed", "protocol", why).into_bound_py_any(py),
+            },
+            Step::Answer { offset, response } => {
+                let start = response.header.body_start;
+                let parts = frame_parts(py, response.header, &response.frame[start..])?;
+                ("answer", offset, parts).into_bound_py_any(py)
+            }
+            Step::Fault(fault) => fault_step(py, fault),
+        }
+    }
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<BlockGatherer>()?;
     m.add_class::<ArrowColumn>()?;
     m.add_class::<FramePipe>()?;
     m.add_class::<RequestTemplate>()?;
+    m.add_class::<RangeCursor>()?;
+    m.add_function(wrap_pyfunction!(pull_status, m)?)?;
+    m.add_function(wrap_pyfunction!(first_offset, m)?)?;
     m.add_function(wrap_pyfunction!(encode_frame, m)?)?;
     m.add_function(wrap_pyfunction!(decode_frame, m)?)?;
     Ok(())

@@ -1,7 +1,7 @@
 """What every transport's client shares: the route cache (kept through a name-server outage), the per-queue
 fan-out with its one partial-failure policy, single-queue shortcuts, group creation on offset update and exact
 range reads. A transport supplies the primitives: ``_fetch_route``, one ``*_call`` per kind of per-queue request,
-``pull_async`` and ``_range_messages``."""
+``pull_async`` and, for a transport that pulls blocks of stored records, ``_block_messages``."""
 from __future__ import annotations
 
 import logging
@@ -16,8 +16,7 @@ from rmq_spark.client.errors import (RETRYABLE, BrokerError, BrokerUnavailableEr
 from rmq_spark.client.model import (HalfMessage, Message, MessageQueue, OutgoingMessage, PullResult, SendResult,
                                     TopicRoute)
 from rmq_spark.client.outages import OutageLog
-from rmq_spark.client.range_reader import (DEFAULT_RETRY_TIMEOUT, SLOT, PullSession, RangeChunk, RangeReader,
-                                           SharedPulls, tag_set)
+from rmq_spark.client.range_reader import DEFAULT_RETRY_TIMEOUT, SLOT, PullSession, RangeReader, SharedPulls, tag_set
 
 log = logging.getLogger(__name__)
 
@@ -116,10 +115,10 @@ class BaseClient:
         """Make the broker of ``mq`` know ``group`` the way brokers create groups: by a pull in its name."""
         self.pull(mq, offset, 1, group=group)
 
-    def _range_messages(self, chunk: RangeChunk, mq: MessageQueue,
-                        tags: frozenset[str] | None) -> Sequence[Message]:
-        """The messages of one pulled chunk (all of them; the caller keeps those in the chunk's window)."""
-        raise NotImplementedError
+    def _block_messages(self, block: bytes, mq: MessageQueue, tags: frozenset[str] | None) -> Sequence[Message]:
+        """The messages of one pulled block of stored records that pass the tag re-check (a transport whose pulls
+        deliver messages decoded has none)."""
+        raise UnsupportedError(f"{type(self).__name__} pulls no blocks of stored records")
 
     def pull_async(self, mq: MessageQueue, offset: int, max_nums: int = SLOT, *, group: str = DEFAULT_GROUP,
                    expression: str = "*", expression_type: str = "TAG", suspend_ms: int = 0):
@@ -347,7 +346,34 @@ class BaseClient:
         reader = RangeReader(self, mq, start, end, depth=depth, group=group, expression=expression,
                              expression_type=expression_type, fail_on_data_loss=fail_on_data_loss,
                              retry_timeout=retry_timeout, sparse=sparse)
-        for chunk in reader:
-            for m in self._range_messages(chunk, mq, tags):
-                if chunk.low <= m.queue_offset < chunk.high:
-                    yield m
+        collected = _Collected(self, mq, tags)
+        for _ in reader.fill(collected):
+            yield from collected.take()
+        yield from collected.take()
+
+
+class _Collected:
+    """The messages of pulled chunks inside their windows, in order: the chunk builder of ``read_range``."""
+
+    nbytes = 0
+
+    def __init__(self, client: BaseClient, mq: MessageQueue, tags: frozenset[str] | None) -> None:
+        self._client, self._mq, self._tags = client, mq, tags
+        self._messages: list[Message] = []
+
+    @property
+    def rows(self) -> int:
+        return len(self._messages)
+
+    def native_target(self) -> None:
+        return None  # every block through add: messages, not columns
+
+    def add(self, block: bytes, low: int, high: int) -> None:
+        self.add_messages(self._client._block_messages(block, self._mq, self._tags), low, high)
+
+    def add_messages(self, messages: Sequence[Message], low: int, high: int) -> None:
+        self._messages.extend(m for m in messages if low <= m.queue_offset < high)
+
+    def take(self) -> list[Message]:
+        taken, self._messages = self._messages, []
+        return taken

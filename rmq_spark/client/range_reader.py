@@ -1,42 +1,34 @@
-"""Read one queue's offset range ``[start, end)`` exactly, with several pulls in flight.
+"""Read one queue's offset range ``[start, end)`` exactly, with several pulls in flight, into a chunk builder.
 
-Queue offsets are dense, so the range is cut into slots of ``slot`` offsets and a pull is sent for each of the next
-``depth`` slots at once. A pull answers from its slot's first offset; it may stop short (broker size limits, disk
-reads) — the rest of the slot is pulled again before the next slot is used — or, with a filter, run past the slot —
-messages past the slot are dropped because the next slot's pull returns them. Each slot's messages therefore come
-exactly once and in order. A second pull for a slot waits for the first, so slots are sized to what the broker
-serves in one pull: a short answer (its byte limit: 256 KiB from memory; its limits from disk: 8 messages, 64 KiB)
-shrinks the slot to what came (the same short count twice caps it there for the rest of the read); within the cap
-the slot follows the messages' size (larger messages, smaller slots) and grows back after a run of full answers.
+The rules of the read are the native core's range cursor (``native/src/cursor.rs``; DESIGN.md §2, §10): which
+pulls to send (slots of dense offsets, ``depth`` in flight, sized to what one pull serves), what each answer means
+for the range (a short answer's rest pulled next, a filter's span skipped), when data is lost (only when the broker
+proves it: its first held offset is past the one asked for, its last offset fell below it, or a gap in an
+unfiltered read while the queue's first offset moved past it), and how long a broker that does not serve is
+waited for (backoff up to ``retry_timeout``). This module drives the cursor over a transport:
 
-Every answer is judged by the fault model (DESIGN.md §10). A broker that does not answer, asks to back off or
-asks to pull the same offset again (PULL_RETRY_IMMEDIATELY that is not a filter span) is retried with backoff until
-``retry_timeout``. Data is lost only when the broker proves it: its first held offset is past the one asked for,
-or its last offset fell below it. A gap in an unfiltered read (the first record returned lies past the offset asked
-for) is never accepted as it stands: it is data loss when the queue's first offset moved past it, else the offset
-is pulled again (a commit-log file being deleted under the consume queue answers that way until the broker
-corrects the queue). Compaction topics (``sparse``) have gaps by design.
+- a pull session with a native loop (remoting over plain TCP, unsigned) pulls, judges and gathers in the core
+  until the builder holds a batch or a step needs Python (a gap to check, a wait, another member of the broker
+  group, a block the gatherer does not take, an error response);
+- any other session (gRPC, TLS, signed requests) sends each pull through Python and hands each answer to the same
+  cursor.
 """
 from __future__ import annotations
 
-import logging
 import time
-from collections import deque
 from dataclasses import dataclass
-from typing import Iterator, NamedTuple, Protocol
+from typing import Iterator, Protocol
 
 from rmq_spark.client.errors import RETRYABLE, BrokerUnavailableError, DataLossError, RocketMQError
-from rmq_spark.client.model import Message, MessageQueue, PullResult, PullStatus
-
-log = logging.getLogger(__name__)
+from rmq_spark.client.model import Message, MessageQueue, PullResult
+from rmq_spark.compiled import BlockGatherer, RangeCursor
 
 SLOT = 32  # the broker's default maximum messages per pull
-# What a slot's messages may weigh: most of the broker's 256 KiB per pull from memory (maxTransferBytesOnMessage-
-# InMemory), the rest a margin for messages of uneven size.
-SLOT_BYTES = (256 << 10) * 9 // 10
 # How long a task waits for a broker that went away (restart, commit-log recovery, fail-over) before it fails.
 DEFAULT_RETRY_TIMEOUT = 600.0
-_FIRST_BACKOFF_S, _MAX_BACKOFF_S = 0.05, 2.0
+_NO_LIMIT = 1 << 62
+# The cursor's faults, as errors.
+_FAULTS = {"lost": DataLossError, "refused": RocketMQError, "unavailable": BrokerUnavailableError}
 
 
 def tag_set(expression: str) -> frozenset[str] | None:
@@ -52,7 +44,11 @@ class _Pending(Protocol):
 
 
 class PullSession(Protocol):
-    """The pulls of one range read: of one queue, with one subscription."""
+    """The pulls of one range read: of one queue, with one subscription. ``native`` is true for a session whose
+    pulls the core sends itself (then it has ``run``, ``forget``, ``suggest``, ``failure`` and ``answer``, as
+    ``DirectPulls``)."""
+
+    native: bool
 
     def pull_async(self, offset: int, max_nums: int) -> _Pending: ...
 
@@ -69,6 +65,8 @@ class Puller(Protocol):
 class SharedPulls:
     """A PullSession over the client's shared connections (its ``pull_async``)."""
 
+    native = False
+
     def __init__(self, client, mq: MessageQueue, pull_kw: dict) -> None:
         self._client, self._mq, self._kw = client, mq, pull_kw
 
@@ -77,6 +75,21 @@ class SharedPulls:
 
     def close(self) -> None:
         pass
+
+
+class ChunkBuilder(Protocol):
+    """What collects pulled chunks (``arrow_decoder.ArrowBatchDecoder``): blocks of stored records, or messages a
+    transport delivers decoded, each with the window of queue offsets ``[low, high)`` that belongs to the range."""
+
+    rows: int
+    nbytes: int
+
+    def add(self, block: bytes, low: int, high: int) -> None: ...
+
+    def add_messages(self, messages: tuple[Message, ...], low: int, high: int) -> None: ...
+
+    def native_target(self) -> BlockGatherer | None:
+        """The gatherer a native loop may add plain blocks to directly (None: every block through ``add``)."""
 
 
 @dataclass(frozen=True)
@@ -89,7 +102,7 @@ class RangeChunk:
     high: int
     messages: tuple[Message, ...] | None = None
 
-    def append_to(self, builder: "ChunkBuilder") -> None:
+    def append_to(self, builder: ChunkBuilder) -> None:
         """Add what belongs to the range to ``builder``: a raw block through its record scan, decoded messages as
         they are."""
         if self.messages is None:
@@ -98,47 +111,8 @@ class RangeChunk:
             builder.add_messages(self.messages, self.low, self.high)
 
 
-class ChunkBuilder(Protocol):
-    """What collects pulled chunks (``arrow_decoder.ArrowBatchDecoder``)."""
-
-    def add(self, block: bytes, low: int, high: int) -> None: ...
-
-    def add_messages(self, messages: tuple[Message, ...], low: int, high: int) -> None: ...
-
-
-class _Verdict(NamedTuple):
-    chunk: RangeChunk | None  # what to yield
-    covered: int | None  # the slot is read up to here; None: pull the slot's first offset again
-    why: str = ""  # for None: what the broker answered
-
-
-class Backoff:
-    """Waits between attempts that made no progress, doubling up to 2 s, until ``timeout`` seconds have passed
-    since the first of them; ``reset()`` after progress."""
-
-    def __init__(self, timeout: float) -> None:
-        self.timeout = timeout
-        self._since: float | None = None
-        self._attempts = 0
-
-    def reset(self) -> None:
-        self._since, self._attempts = None, 0
-
-    def wait(self) -> float | None:
-        """Sleep before the next attempt; return the seconds waited so far when the deadline has passed instead."""
-        now = time.monotonic()
-        if self._since is None:
-            self._since = now
-        elapsed = now - self._since
-        if elapsed >= self.timeout:
-            return elapsed
-        time.sleep(min(_MAX_BACKOFF_S, _FIRST_BACKOFF_S * 2 ** self._attempts, self.timeout - elapsed))
-        self._attempts += 1
-        return None
-
-
 class RangeReader:
-    """Iterate the pulled blocks of ``[start, end)``; ``lost`` counts offsets skipped for data loss."""
+    """Reads ``[start, end)`` of ``mq`` into a builder (``fill``); ``lost`` counts offsets skipped for data loss."""
 
     def __init__(self, client: Puller, mq: MessageQueue, start: int, end: int, *, depth: int = 8,
                  slot: int = SLOT, group: str, expression: str = "*", expression_type: str = "TAG",
@@ -147,149 +121,115 @@ class RangeReader:
         if start < 0 or end < start:
             raise ValueError(f"bad range [{start}, {end}) for {mq}")
         self.client, self.mq, self.start, self.end = client, mq, start, end
-        self.depth, self.slot = max(1, depth), max(1, slot)
-        self._max_slot = self.slot
-        self._full_answers = 0
-        self._last_short = 0
         self.pull_kw = {"group": group, "expression": expression, "expression_type": expression_type}
-        self.filtered = expression_type.upper() != "TAG" or tag_set(expression) is not None
-        self.sparse = sparse
-        self.fail_on_data_loss = fail_on_data_loss
-        self.retry_timeout = retry_timeout
-        self.lost = 0
-        self._backoff = Backoff(retry_timeout)
+        filtered = expression_type.upper() != "TAG" or tag_set(expression) is not None
+        self._cursor = RangeCursor(str(mq), mq.broker_name, start, end, depth=depth, slot=slot, filtered=filtered,
+                                   sparse=sparse, fail_on_data_loss=fail_on_data_loss, retry_timeout=retry_timeout)
 
-    def _send(self, pulls: PullSession, low: int, high: int) -> tuple[int, int, int, _Pending]:
-        """A pull for ``[low, high)``: at most a slot's worth is asked; what the answer leaves is pulled next."""
-        asked = min(self.slot, high - low)
-        return low, high, asked, pulls.pull_async(low, asked)
+    @property
+    def lost(self) -> int:
+        return self._cursor.lost
 
-    def __iter__(self) -> Iterator[RangeChunk]:
+    def fill(self, builder: ChunkBuilder, rows: int = 1, nbytes: int = _NO_LIMIT) -> Iterator[None]:
+        """Add every message of the range to ``builder``, in order; yield whenever it holds ``rows`` rows or
+        ``nbytes`` bytes (the caller takes them out), and return when the range is read."""
         pulls = self.client.pull_session(self.mq, **self.pull_kw)
         try:
-            yield from self._read(pulls)
+            step = self._native_step if pulls.native else self._python_step()
+            while step(pulls, builder, rows, nbytes):
+                if builder.rows >= rows or builder.nbytes >= nbytes:
+                    yield
         finally:
             pulls.close()
 
-    def _read(self, pulls: PullSession) -> Iterator[RangeChunk]:
-        inflight: deque[tuple[int, int, int, _Pending]] = deque()
-        next_slot = self.start
-        rest: tuple[int, int] | None = None  # the unread end of the slot just answered, pulled before any other
-        while inflight or next_slot < self.end or rest:
+    # -- the two drivers: each call takes one step of the read and says whether there is more ---------------------
+    def _native_step(self, pulls, builder: ChunkBuilder, rows: int, nbytes: int) -> bool:
+        """One run of the core's pull loop, and what it hands back."""
+        cursor, result = self._cursor, None
+        try:
+            step = pulls.run(cursor, builder.native_target(), max(1, rows - builder.rows),
+                             max(1, nbytes - builder.nbytes))
+            kind = step[0]
+            if kind == "done":
+                return False
+            if kind == "full":
+                return True
+            if kind == "suggest":
+                pulls.suggest(step[1])
+                pulls.forget(cursor.rewind())
+                return True
+            if kind == "failed":
+                raise pulls.failure(step[1], step[2])
+            if kind == "answer":
+                result = pulls.answer(step[1], step[2])
+                step = self._judge(result)
+        except RETRYABLE as e:
+            step = cursor.failed(str(e))
+        self._take(self._settle(step, pulls.forget), result, builder)
+        return True
+
+    def _python_step(self):
+        """A step function over a transport's own calls: one answer a call."""
+        cursor = self._cursor
+        pending: dict[int, _Pending] = {}
+
+        def cancel(tags: list[int]) -> None:
+            for tag in tags:
+                call = pending.pop(tag, None)
+                if call is not None:
+                    call.cancel()
+
+        def step(pulls: PullSession, builder: ChunkBuilder, rows: int, nbytes: int) -> bool:
+            result = None
             try:
-                if rest is not None:
-                    inflight.appendleft(self._send(pulls, *rest))
-                    rest = None
-                while len(inflight) < self.depth and next_slot < self.end:
-                    high = min(next_slot + self.slot, self.end)
-                    inflight.append(self._send(pulls, next_slot, high))
-                    next_slot = high
-                low, high, asked, pending = inflight[0]
-                verdict = self._judge(low, high, pending.result())
+                for tag, offset, count in cursor.next_pulls():
+                    pending[tag] = pulls.pull_async(offset, count)
+                tag = cursor.head
+                if tag is None:
+                    return False
+                result = pending.pop(tag).result()
+                verdict = self._judge(result)
             except RETRYABLE as e:
-                first = rest or (inflight[0] if inflight else (next_slot,))
-                verdict, low, rest = _Verdict(None, None, str(e)), first[0], None
-            if verdict.covered is None:
-                # Pull again from the first unread offset (maybe from another member of the broker group), after
-                # a pause; the pulls in flight behind it are sent again too.
-                self._wait(low, verdict.why)
-                for *_, pending in inflight:
-                    pending.cancel()
-                inflight.clear()
-                next_slot = low
-                continue
-            inflight.popleft()
-            self._backoff.reset()
-            chunk = verdict.chunk
-            if chunk is not None:
-                if chunk.body and not (self.filtered or self.sparse) and chunk.high > chunk.low:
-                    self._fit(asked, chunk.high - chunk.low, len(chunk.body))
-                yield chunk
-            if verdict.covered < high:
-                rest = (verdict.covered, high)
+                verdict = cursor.failed(str(e))
+            self._take(self._settle(verdict, cancel), result, builder)
+            return True
+        return step
 
-    def _fit(self, asked: int, got: int, nbytes: int) -> None:
-        """Size the next slots after an answer of ``got`` of ``asked`` offsets in ``nbytes``."""
-        fits = max(1, int(SLOT_BYTES * got // nbytes))
-        if got < asked:  # the broker stopped short: by bytes, or by count (a read from disk)
-            if got == self._last_short:  # the same count twice: the broker's limit, not a one-off (a file's end)
-                self._max_slot = got
-            self._last_short = got
-            self.slot, self._full_answers = max(1, min(got, fits)), 0
+    # -- shared by both ------------------------------------------------------------------------------------------
+    def _judge(self, r: PullResult):
+        return self._cursor.judge(r.status.value, r.next_begin_offset, r.min_offset, r.max_offset, r.first_offset,
+                                  len(r.body))
+
+    def _settle(self, step: tuple, cancel) -> tuple:
+        """Follow ``step`` through the gap check and the wait it may ask for; raise its fault. Returns a "take" or
+        a "skip" step."""
+        cursor = self._cursor
+        while True:
+            kind = step[0]
+            if kind == "gap":
+                try:
+                    step = cursor.gap(self.client.min_offset(self.mq))
+                except RETRYABLE as e:
+                    step = cursor.failed(str(e))
+            elif kind == "retry":
+                wait = cursor.retry()
+                if wait[0] != "wait":
+                    raise _FAULTS[wait[0]](wait[1])
+                cancel(wait[2])
+                time.sleep(wait[1])
+                return ("skip",)
+            elif kind in _FAULTS:
+                raise _FAULTS[kind](step[1])
+            else:
+                return step
+
+    @staticmethod
+    def _take(step: tuple, result: PullResult | None, builder: ChunkBuilder) -> None:
+        """Add what a "take" step keeps of the answer (its block from the core, or ``result``) to ``builder``."""
+        if step[0] != "take":
             return
-        self._full_answers += 1
-        if self._full_answers >= self.depth:  # a run of full answers: try a larger slot again
-            self.slot, self._full_answers = min(self._max_slot, fits, self.slot + max(1, self.slot // 4)), 0
+        _, low, high, block = step
+        if block is not None:
+            builder.add(block, low, high)
         else:
-            self.slot = min(self.slot, fits)
-
-    def _judge(self, low: int, high: int, r: PullResult) -> _Verdict:
-        """What the answer to a pull of ``[low, high)`` means for the range."""
-        status = r.status
-        if status is PullStatus.OFFSET_ILLEGAL:
-            if r.min_offset > low:
-                return _Verdict(None, self._lose(low, min(r.min_offset, high), r.min_offset))
-            if 0 <= r.max_offset < low:
-                what = (f"{self.mq}: the broker's last offset is {r.max_offset}, below offset {low} of the range "
-                        f"[{self.start}, {self.end}): the queue was reset (the topic deleted and recreated?), so "
-                        f"messages [{low}, {high}) are gone")
-                return _Verdict(None, self._lose(low, high, what=what))
-            raise RocketMQError(f"{self.mq}: the broker refuses offset {low} (it holds [{r.min_offset}, "
-                                f"{r.max_offset})); the queue may have been reset")
-        if r.min_offset > low:  # any other answer: the head of the slot was deleted meanwhile
-            low = self._lose(low, min(r.min_offset, high), r.min_offset)
-            if low >= high:
-                return _Verdict(None, high)
-        if status is PullStatus.FOUND:
-            if r.next_begin_offset <= low:
-                raise RocketMQError(f"{self.mq}: the broker answered a pull at offset {low} with next offset "
-                                    f"{r.next_begin_offset}; the queue does not advance")
-            gap = None
-            if r.first_offset >= r.next_begin_offset:
-                # a healthy broker returns records of [low, next) only: these come from another commit-log file,
-                # because the one under the consume queue is being deleted
-                gap = self._gap(low, high, f"the broker answered offsets [{low}, {r.next_begin_offset}) with a "
-                                           f"record of offset {r.first_offset}")
-            elif r.first_offset > low and not (self.filtered or self.sparse):
-                gap = self._gap(low, high, f"the broker returned offsets from {r.first_offset}, not from {low}")
-            if gap is not None:
-                if gap.covered is None or gap.covered >= high:
-                    return gap
-                low = gap.covered
-            return _Verdict(RangeChunk(r.body, low, min(high, r.next_begin_offset), r.messages),
-                            max(low, min(high, r.next_begin_offset)))
-        if status is PullStatus.NO_MATCHED_MSG and r.next_begin_offset > low:
-            if self.filtered or self.sparse:
-                return _Verdict(None, min(high, r.next_begin_offset))
-            return self._gap(low, high, f"the broker skipped offsets [{low}, {r.next_begin_offset}) of an "
-                                        "unfiltered read")
-        # NO_NEW_MSG, RETRY_IMMEDIATELY (a slave that cannot serve the offset, a commit-log file being deleted):
-        # the same offset again, until the broker serves it or proves it gone.
-        return _Verdict(None, None, f"{status.value} at offset {low} (broker max offset {r.max_offset})")
-
-    def _gap(self, low: int, high: int, what: str) -> _Verdict:
-        """A gap where an unfiltered read must find offset ``low``: lost if the queue's first offset is past
-        ``low`` now, else pull ``low`` again."""
-        first = self.client.min_offset(self.mq)
-        if first > low:
-            return _Verdict(None, self._lose(low, min(first, high), first))
-        return _Verdict(None, None, f"{what}, while its first offset is {first}")
-
-    def _lose(self, low: int, upto: int, available: int = -1, *, what: str = "") -> int:
-        """Offsets ``[low, upto)`` are gone: raise DataLossError under failOnDataLoss, else count, log, skip."""
-        what = what or (f"{self.mq}: messages [{low}, {upto}) are gone from the broker (its first available offset "
-                        f"is {available}); they were deleted before they were read")
-        if self.fail_on_data_loss:
-            raise DataLossError(what + ". Set failOnDataLoss=false to skip them (they are counted and logged).")
-        self.lost += upto - low
-        log.warning("%s; skipping %d offsets (failOnDataLoss=false)", what, upto - low)
-        return upto
-
-    def _wait(self, offset: int, why: str) -> None:
-        waited = self._backoff.wait()
-        if waited is None:
-            return
-        raise BrokerUnavailableError(
-            f"{self.mq}: broker {self.mq.broker_name} did not serve offset {offset} for {waited:.0f} s (last: {why}); "
-            f"gave up after brokerRetryTimeoutMs={self.retry_timeout * 1000:.0f}. Spark retries the task; raise that "
-            "option to wait longer for a broker restart or fail-over")
+            RangeChunk(result.body, low, high, result.messages).append_to(builder)

@@ -16,7 +16,7 @@ from rmq_spark.client import ConnectionLostError, MessageQueue, RemotingClient
 from rmq_spark.client.compression import MessageTooLargeError
 from rmq_spark.client.remoting import broker as req
 from rmq_spark.client.remoting import connection
-from rmq_spark.client.remoting.message_codec import OutgoingMessage
+from rmq_spark.client.remoting.message_codec import OutgoingMessage, decode_messages
 from tests.conftest import TRANSPORTS, record_error, transport_options
 
 ZSTD_BODY = 0x1 | (2 << 8)  # sysFlag: COMPRESSED, compression type zstd
@@ -74,8 +74,10 @@ def test_an_invalid_sql92_filter_is_refused_before_anything_is_read(spark, rocke
 def test_request_ids_past_two_to_the_31_keep_matching(rocketmq, topic, monkeypatch):
     monkeypatch.setattr(connection, "_opaques", itertools.count(2 ** 31 - 5))
     rocketmq.produce(topic, [{"body": f"m{i}", "broker": "broker-a", "queueId": 2} for i in range(300)])
-    with RemotingClient(rocketmq.name_server) as client:
-        got = [m.queue_offset for m in client.read_range(MessageQueue(topic, "broker-a", 2), 0, 300, depth=8)]
+    mq = MessageQueue(topic, "broker-a", 2)
+    with RemotingClient(rocketmq.name_server) as client:  # single pulls go over the shared connection
+        calls = [client.pull_async(mq, offset, 32) for offset in range(0, 300, 32)]
+        got = [m.queue_offset for c in calls for m in decode_messages(c.result().body, "broker-a")]
     assert got == list(range(300))
     assert next(connection._opaques) > 2 ** 31 + 5  # the ids passed 2^31 - 1 and wrapped to 1, 2, ... on the wire
 

@@ -382,36 +382,44 @@ def test_a_direct_dial_honours_the_pools_cooldown():
     assert pool.recently_failed("127.0.0.1:1")
 
 
-def test_range_reads_pull_over_direct_connections_unless_tls():
-    from rmq_spark.client.model import MessageQueue
+def test_range_reads_pull_over_direct_connections_unless_tls_and_natively_unless_signed():
+    from rmq_spark.client.model import Credentials, MessageQueue
     from rmq_spark.client.range_reader import SharedPulls
     from rmq_spark.client.remoting.client import DirectPulls, RemotingClient
 
     mq = MessageQueue("T", "broker-a", 0)
-    assert isinstance(RemotingClient("127.0.0.1:9876").pull_session(mq, group="g"), DirectPulls)
+    plain = RemotingClient("127.0.0.1:9876").pull_session(mq, group="g")
+    assert isinstance(plain, DirectPulls) and plain.native
+    signed = RemotingClient("127.0.0.1:9876", credentials=Credentials("ak", "sk")).pull_session(mq, group="g")
+    assert isinstance(signed, DirectPulls) and not signed.native  # a signature covers every field: no template
     assert isinstance(RemotingClient("127.0.0.1:9876", tls=True).pull_session(mq, group="g"), SharedPulls)
 
 
-def test_a_templated_pull_is_the_request_the_command_path_sends(peer_factory):
+def test_a_native_pull_is_the_request_the_command_path_sends(peer_factory):
     from rmq_spark.client.model import MessageQueue
     from rmq_spark.client.remoting import broker as req
     from rmq_spark.client.remoting.frame import request_template
+    from rmq_spark.compiled import RangeCursor
 
     received = []
 
     def script(sock):
-        for _ in range(3):
+        while True:
             received.append(read_request(sock))
-            respond(sock, received[-1], remark="ok")
-        time.sleep(0.5)
+            # PULL_NOT_FOUND: nothing there yet, the cursor asks for a wait
+            sock.sendall(encode_command(RemotingCommand(code=19, opaque=received[-1].opaque, flag=1,
+                                                        ext_fields={"nextBeginOffset": "0"})))
     peer = peer_factory(script)
     mq = MessageQueue("T", "broker-a", 3)
     kw = {"group": "g", "expression": "TagA || TagB", "expression_type": "TAG"}
     template = request_template(req.pull_request(mq, offset=0, max_nums=0, **kw), ("queueOffset", "maxMsgNums"))
     conn = DirectConnection(peer.address)
-    sent = [(7, 32), (2**40 + 5, 1), (0, 0)]
+    sent = [(7, 32), (2**40 + 5, 1), (0, 3)]
     for offset, count in sent:
-        assert conn.send_templated(template, (offset, count), timeout=5).result().remark == "ok"
+        cursor = RangeCursor(str(mq), mq.broker_name, offset, offset + count, depth=1, slot=32, filtered=True,
+                             sparse=False, fail_on_data_loss=True, retry_timeout=5)
+        step = cursor.run(conn.pipe, template, None, 1, 1, 5, 0)
+        assert step[0] == "retry" and step[1].startswith(f"NO_NEW_MSG at offset {offset}"), step
     conn.close()
     assert len(received) == 3
     for got, (offset, count) in zip(received, sent):
@@ -420,19 +428,5 @@ def test_a_templated_pull_is_the_request_the_command_path_sends(peer_factory):
         assert (got.code, got.language, got.version, got.flag, got.remark, got.body) == (
             whole.code, whole.language, whole.version, 0, None, b"")
         assert got.ext_fields == whole.ext_fields
-    assert len({r.opaque for r in received}) == 3
-
-
-def test_a_signed_connection_refuses_a_template(peer_factory):
-    from rmq_spark.client.errors import RocketMQError
-    from rmq_spark.client.remoting.frame import request_template
-
-    peer = peer_factory(lambda sock: time.sleep(1))
-    conn = DirectConnection(peer.address, signer=lambda cmd: None)
-    assert conn.signs
-    template = request_template(RemotingCommand(code=11, ext_fields={"queueOffset": "0"}), ("queueOffset",))
-    with pytest.raises(RocketMQError, match="signed"):
-        conn.send_templated(template, (1,), timeout=1)
     with pytest.raises(ValueError, match="no field"):
         request_template(RemotingCommand(code=11, ext_fields={"a": "0"}), ("queueOffset",))
-    conn.close()

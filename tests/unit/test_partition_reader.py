@@ -1,5 +1,6 @@
-"""partition_reader.read_range over a scripted broker that answers pulls with real message blocks: the rows of the
-per-message path, in batches of at most rowsPerBatch rows."""
+"""partition_reader.read_range over a scripted broker that answers pulls with real message blocks (plain, compressed
+and inner batches), through both pull drivers: the rows of the per-message path, in batches of at most
+rowsPerBatch rows."""
 from __future__ import annotations
 
 import contextlib
@@ -15,11 +16,8 @@ from rmq_spark.offsets import QueueRange
 from rmq_spark.options import parse_options
 from rmq_spark.schema import ARROW_SCHEMA, to_record_batch
 
-try:
-    from .stored_messages import INNER_BATCH, NEED_UNWRAP, encode_batch_record, encode_stored_message
-except ImportError:  # tests/unit run as plain directory
-    from stored_messages import (INNER_BATCH, NEED_UNWRAP, encode_batch_record,  # type: ignore
-                                 encode_stored_message)
+from tests.unit.scripted_remoting import ScriptedRemoting
+from tests.unit.stored_messages import INNER_BATCH, NEED_UNWRAP, encode_batch_record, encode_stored_message
 
 MQ = MessageQueue("T", "broker-a", 1)
 
@@ -37,7 +35,8 @@ class Done:
 
 class ScriptedBroker:
     """One queue of stored records (one per offset); a pull scans at most 32 offsets, skips the records whose tag
-    does not match (as the broker's tag-hash filter does) and returns at most max_nums of them."""
+    does not match (as the broker's tag-hash filter does) and returns at most max_nums of them, and no more than
+    256 KiB unless a single record is larger (the broker's limit per pull from memory)."""
 
     def __init__(self, records: list[bytes], tags: list[str]):
         self.records, self.tags = records, tags
@@ -51,9 +50,13 @@ class ScriptedBroker:
             return Done(PullResult(PullStatus.NO_NEW_MSG, offset, 0, high))
         wanted = tag_set(expression)
         found, o = [], offset
+        size = 0
         while o < high and o - offset < 32 and len(found) < max_nums:
             if wanted is None or self.tags[o] in wanted:
+                if found and size + len(self.records[o]) > 256 << 10:
+                    break
                 found.append(self.records[o])
+                size += len(self.records[o])
             o += 1
         if not found:
             return Done(PullResult(PullStatus.NO_MATCHED_MSG, o, 0, high))
@@ -78,12 +81,29 @@ def _queue(n: int) -> ScriptedBroker:
     return ScriptedBroker(records, tags)
 
 
+@pytest.fixture(params=["python", "native"])
+def serve(request, monkeypatch):
+    """serve(broker) -> the nameServer option of a source that reads ``broker``: through the Python driver over
+    the scripted broker's own calls, or through a RemotingClient's native pull loop over a scripted remoting peer
+    that serves it."""
+    peers = []
+
+    def serve(broker: ScriptedBroker) -> str:
+        if request.param == "python":
+            monkeypatch.setattr(partition_reader, "shared_client", lambda options: contextlib.nullcontext(broker))
+            return "127.0.0.1:9876"
+        peers.append(ScriptedRemoting(broker, queues=MQ.queue_id + 1))
+        return peers[-1].address
+    yield serve
+    for peer in peers:
+        peer.close()
+
+
 @pytest.mark.parametrize("rows_per_batch", [1, 7, 31, 32, 33, 100, 8192])
 @pytest.mark.parametrize("expression", ["*", "A || C"])
-def test_read_range_batches(monkeypatch, rows_per_batch, expression):
+def test_read_range_batches(serve, rows_per_batch, expression):
     broker = _queue(400)
-    monkeypatch.setattr(partition_reader, "shared_client", lambda options: contextlib.nullcontext(broker))
-    options = parse_options({"nameServer": "127.0.0.1:9876", "topic": "T", "rowsPerBatch": str(rows_per_batch),
+    options = parse_options({"nameServer": serve(broker), "topic": "T", "rowsPerBatch": str(rows_per_batch),
                              "subExpression": expression, "pullDepth": "3"})
     batches = list(partition_reader.read_range(options, QueueRange(MQ, 5, 390)))
     assert batches and all(0 < b.num_rows <= rows_per_batch for b in batches)
@@ -95,11 +115,10 @@ def test_read_range_batches(monkeypatch, rows_per_batch, expression):
     assert got.equals(pa.Table.from_batches([want]))
 
 
-def test_read_range_flushes_large_blocks_early(monkeypatch):
+def test_read_range_flushes_large_blocks_early(serve, monkeypatch):
     broker = ScriptedBroker([encode_stored_message(queue_offset=i, body=bytes(1 << 20)) for i in range(40)],
                             ["A"] * 40)
-    monkeypatch.setattr(partition_reader, "shared_client", lambda options: contextlib.nullcontext(broker))
     monkeypatch.setattr(partition_reader, "MAX_PENDING_BYTES", 4 << 20)
-    options = parse_options({"nameServer": "127.0.0.1:9876", "topic": "T"})
+    options = parse_options({"nameServer": serve(broker), "topic": "T"})
     batches = list(partition_reader.read_range(options, QueueRange(MQ, 0, 40)))
     assert sum(b.num_rows for b in batches) == 40 and len(batches) > 1

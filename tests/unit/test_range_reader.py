@@ -1,9 +1,11 @@
-"""RangeReader's slot logic and fault rules against a scripted queue that follows the broker's pull rules (short
-answers, filters that run past a slot, deleted heads, commit-log files removed under the consume queue, slaves
-that redirect, outages). The real broker is exercised in tests/integration."""
+"""RangeReader's slot logic and fault rules (the native core's range cursor) against a scripted queue that follows
+the broker's pull rules (short answers, filters that run past a slot, deleted heads, commit-log files removed under
+the consume queue, slaves that redirect, outages), through both drivers: the Python one over a transport's own
+calls, and the native pull loop of a RemotingClient over a scripted remoting peer serving the same queue. The real
+broker is exercised in tests/integration."""
 from __future__ import annotations
 
-import json
+from functools import lru_cache
 
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -11,8 +13,13 @@ from hypothesis import given, settings, strategies as st
 from rmq_spark.client.errors import BrokerBusyError, BrokerUnavailableError, ConnectionLostError, DataLossError
 from rmq_spark.client.model import MessageQueue, PullResult, PullStatus
 from rmq_spark.client.range_reader import RangeReader, SharedPulls, tag_set
+from rmq_spark.client.remoting.client import RemotingClient
+from rmq_spark.client.remoting.message_codec import decode_messages
+from tests.unit.scripted_remoting import ScriptedRemoting
+from tests.unit.stored_messages import encode_stored_message
 
 MQ = MessageQueue("T", "broker-a", 0)
+DRIVERS = ("python", "native")
 
 
 class Done:
@@ -26,6 +33,14 @@ class Done:
 
     def cancel(self):
         pass
+
+
+@lru_cache(maxsize=None)
+def _record(offset: int, tag: str, size: int) -> bytes:
+    """A stored record of queue offset ``offset`` with tag ``tag``, of ``size`` bytes in all (at least its
+    header's)."""
+    empty = encode_stored_message(queue_offset=offset, body=b"", properties={"TAGS": tag})
+    return encode_stored_message(queue_offset=offset, body=b"x" * max(0, size - len(empty)), properties={"TAGS": tag})
 
 
 class ScriptedQueue:
@@ -77,43 +92,87 @@ class ScriptedQueue:
         if not found:
             status = PullStatus.RETRY_IMMEDIATELY if offset < self.removed else PullStatus.NO_MATCHED_MSG
             return Done(PullResult(status, o, self.low, high))
-        body = json.dumps(found).encode().ljust(len(found) * self.record_bytes)  # (JSON allows the padding)
+        body = b"".join(_record(f, self.tags[f], self.record_bytes) for f in found)
         return Done(PullResult(PullStatus.FOUND, o, self.low, high, body=body, first_offset=found[0]))
 
 
-def read(queue, start, end, **kw):
-    kw.setdefault("retry_timeout", 5)
-    reader = RangeReader(queue, MQ, start, end, group="g", **kw)
-    out = []
-    for chunk in reader:
-        out.extend(o for o in json.loads(chunk.body) if chunk.low <= o < chunk.high)
-    return out, reader
+class Offsets:
+    """A chunk builder that keeps the queue offsets of the records in each chunk's window."""
+
+    nbytes = 0
+
+    def __init__(self):
+        self.got = []
+
+    @property
+    def rows(self):
+        return len(self.got)
+
+    def native_target(self):
+        return None
+
+    def add(self, block, low, high):
+        self.got.extend(m.queue_offset for m in decode_messages(block, "broker-a") if low <= m.queue_offset < high)
+
+
+@pytest.fixture(scope="module")
+def native_peer():
+    """One scripted remoting peer and a client of it for the module; each read sets the peer's queue."""
+    with ScriptedRemoting(None) as peer, RemotingClient(peer.address, request_timeout=5) as client:
+        yield peer, client
+
+
+@pytest.fixture(params=DRIVERS)
+def read(request, native_peer):
+    """read(queue, start, end, **RangeReader options) -> (offsets read, reader), through the driver of the
+    parameter."""
+    def read(queue, start, end, **kw):
+        kw.setdefault("retry_timeout", 5)
+        client = queue
+        if request.param == "native":
+            peer, client = native_peer
+            peer.fake = queue
+        reader = RangeReader(client, MQ, start, end, group="g", **kw)
+        out = Offsets()
+        for _ in reader.fill(out):
+            pass
+        return out.got, reader
+    return read
 
 
 @given(st.lists(st.sampled_from("AB"), min_size=1, max_size=400), st.integers(1, 40), st.integers(1, 12),
-       st.integers(1, 40), st.data())
+       st.integers(1, 40), st.sampled_from(DRIVERS), st.data())
 @settings(max_examples=200, deadline=None)
-def test_every_matching_offset_once_in_order(tags, scan, depth, slot, data):
+def test_every_matching_offset_once_in_order(native_peer, tags, scan, depth, slot, driver, data):
     start = data.draw(st.integers(0, len(tags)))
     end = data.draw(st.integers(start, len(tags)))
     expression = data.draw(st.sampled_from(["*", "A", "B", "A || B"]))
-    got, _ = read(ScriptedQueue(tags, scan=scan), start, end, depth=depth, slot=slot, expression=expression)
+    client = queue = ScriptedQueue(tags, scan=scan)
+    if driver == "native":
+        peer, client = native_peer
+        peer.fake = queue
+    reader = RangeReader(client, MQ, start, end, group="g", depth=depth, slot=slot, expression=expression,
+                         retry_timeout=5)
+    got = Offsets()
+    for _ in reader.fill(got, rows=data.draw(st.integers(1, 50))):
+        pass
     wanted = tag_set(expression)
-    assert got == [o for o in range(start, end) if wanted is None or tags[o] in wanted]
+    assert got.got == [o for o in range(start, end) if wanted is None or tags[o] in wanted]
 
 
-def test_pulls_are_pipelined():
+def test_pulls_are_pipelined(read):
     q = ScriptedQueue(["A"] * 320)
     read(q, 0, 320, depth=4)
     assert q.pulls[:4] == [(0, 32), (32, 32), (64, 32), (96, 32)]
     assert len(q.pulls) == 10
 
 
-@pytest.mark.parametrize("queue, served", [
-    (ScriptedQueue(["A"] * 3000, scan=8), 8),  # a read from disk: at most 8 messages a pull
-    (ScriptedQueue(["A"] * 3000, record_bytes=10240), 25),  # 10 KiB messages: 25 fit in 256 KiB
+@pytest.mark.parametrize("kind, served", [
+    ({"scan": 8}, 8),  # a read from disk: at most 8 messages a pull
+    ({"record_bytes": 10240}, 25),  # 10 KiB messages: 25 fit in 256 KiB
 ])
-def test_slots_shrink_to_what_one_pull_serves(queue, served):
+def test_slots_shrink_to_what_one_pull_serves(read, kind, served):
+    queue = ScriptedQueue(["A"] * 3000, **kind)
     got, reader = read(queue, 0, 3000, depth=8)
     assert got == list(range(3000))
     asked_more = sum(1 for _, n in queue.pulls if n > served)  # each such pull needs another for its slot's rest
@@ -121,7 +180,7 @@ def test_slots_shrink_to_what_one_pull_serves(queue, served):
     assert len(queue.pulls) <= 1.2 * 3000 / served
 
 
-def test_deleted_head_fails_or_is_skipped():
+def test_deleted_head_fails_or_is_skipped(read):
     q = ScriptedQueue(["A"] * 100, low=40)
     with pytest.raises(DataLossError, match=r"messages \[0, 32\) are gone.*first available offset is 40"
                                              r".*failOnDataLoss=false"):
@@ -130,21 +189,21 @@ def test_deleted_head_fails_or_is_skipped():
     assert got == list(range(40, 100)) and reader.lost == 40
 
 
-def test_outage_is_retried_from_the_first_unread_offset():
+def test_outage_is_retried_from_the_first_unread_offset(read):
     got, _ = read(ScriptedQueue(["A"] * 100, faults=[ConnectionLostError("broker restarting")] * 3), 0, 100, depth=4)
     assert got == list(range(100))
 
 
 @pytest.mark.parametrize("fault", [PullStatus.RETRY_IMMEDIATELY, PullStatus.NO_NEW_MSG,
                                    BrokerBusyError("[REJECTREQUEST]system busy", code=2)])
-def test_pull_again_answers_are_retried_at_the_same_offset(fault):
+def test_pull_again_answers_are_retried_at_the_same_offset(read, fault):
     q = ScriptedQueue(["A"] * 100, faults=[fault] * 3)
     got, reader = read(q, 0, 100, depth=1)
     assert got == list(range(100)) and reader.lost == 0
     assert [offset for offset, _ in q.pulls[:4]] == [0, 0, 0, 0]  # never moved on to the "next" a redirect named
 
 
-def test_a_broker_that_never_serves_fails_at_the_deadline_naming_broker_and_option():
+def test_a_broker_that_never_serves_fails_at_the_deadline_naming_broker_and_option(read):
     q = ScriptedQueue(["A"] * 100, faults=[PullStatus.RETRY_IMMEDIATELY] * 10_000)
     with pytest.raises(BrokerUnavailableError, match=r"broker broker-a did not serve offset 0.*RETRY_IMMEDIATELY"
                                                      r".*brokerRetryTimeoutMs=300"):
@@ -154,7 +213,7 @@ def test_a_broker_that_never_serves_fails_at_the_deadline_naming_broker_and_opti
 
 
 @pytest.mark.parametrize("expression", ["*", "A"])
-def test_a_removed_commit_log_is_no_silent_skip(expression):
+def test_a_removed_commit_log_is_no_silent_skip(read, expression):
     # offsets [0, 40) point into a deleted commit-log file; the broker corrects its min offset after 6 pulls
     with pytest.raises(DataLossError, match=r"messages \[0, 32\) are gone.*first available offset is 40"):
         read(ScriptedQueue(["A"] * 100, removed=40, correct_after=6), 0, 100)
@@ -163,7 +222,7 @@ def test_a_removed_commit_log_is_no_silent_skip(expression):
     assert got == list(range(40, 100)) and reader.lost == 40
 
 
-def test_an_unfiltered_gap_is_checked_against_the_min_offset():
+def test_an_unfiltered_gap_is_checked_against_the_min_offset(read):
     # the first pull reaches past the removed records: FOUND from 40 while the queue still says it starts at 0
     q = ScriptedQueue(["A"] * 100, removed=10, correct_after=4, scan=64)
     got, reader = read(q, 0, 100, depth=1, slot=64, fail_on_data_loss=False)
@@ -171,14 +230,14 @@ def test_an_unfiltered_gap_is_checked_against_the_min_offset():
     assert q.min_queries >= 1 and q.pulls[0][0] == q.pulls[1][0] == 0
 
 
-def test_a_filtered_span_is_checked_against_the_min_offset_it_carries():
+def test_a_filtered_span_is_checked_against_the_min_offset_it_carries(read):
     q = ScriptedQueue(["B"] * 50 + ["A"] * 50, faults=[PullStatus.NO_MATCHED_MSG])
     q.low = 3  # the span's answer says the queue now starts at 3
     with pytest.raises(DataLossError, match=r"messages \[0, 3\) are gone"):
         read(q, 0, 100, expression="A", depth=1)
 
 
-def test_a_reset_queue_is_data_loss():
+def test_a_reset_queue_is_data_loss(read):
     q = ScriptedQueue(["A"] * 10)  # offsets beyond 10 asked for: the queue was recreated with fewer messages
     with pytest.raises(DataLossError, match="last offset is 10, below offset 50.*reset"):
         read(q, 50, 60)
@@ -186,7 +245,7 @@ def test_a_reset_queue_is_data_loss():
     assert got == [] and reader.lost == 10
 
 
-def test_compaction_topics_have_gaps_by_design():
+def test_compaction_topics_have_gaps_by_design(read):
     q = ScriptedQueue(["A"] * 100, sparse=range(10, 30))
     got, reader = read(q, 0, 100, sparse=True)
     assert got == [o for o in range(100) if not 10 <= o < 30] and reader.lost == 0 and q.min_queries == 0

@@ -18,7 +18,7 @@ from rmq_spark.client.grpc.v2 import definition_pb2 as pb
 from rmq_spark.client.grpc.v2 import service_pb2 as svc
 from rmq_spark.client.model import (PERM_READ, PERM_WRITE, BrokerData, Credentials, Message, MessageQueue,
                                     OutgoingMessage, PullResult, PullStatus, QueueData, SendResult, TopicRoute)
-from rmq_spark.client.range_reader import SLOT, RangeChunk, tag_set
+from rmq_spark.client.range_reader import SLOT, tag_set
 from rmq_spark.client.tls import TlsConfig
 
 T = TypeVar("T")
@@ -312,10 +312,6 @@ class GrpcClient(BaseClient):
             raise self.rpc_error(e, f"pull of {mq} at offset {offset}") from None
         tags = tag_set(expression) if kind == "TAG" else None
         return PendingGrpcPull(self, mq, offset, max_nums, call, tags)
-
-    def _range_messages(self, chunk: RangeChunk, mq: MessageQueue,
-                        tags: frozenset[str] | None) -> Sequence[Message]:
-        return chunk.messages or ()  # decoded and tag-checked by the pull
 
     # -- produce ---------------------------------------------------------------------------------------------
     def send_async(self, mq: MessageQueue, batch: Sequence[OutgoingMessage], *, group: str = DEFAULT_PRODUCER_GROUP,

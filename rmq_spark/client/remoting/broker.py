@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import struct
 import time
 from dataclasses import dataclass, fields
 
@@ -15,17 +14,7 @@ from rmq_spark.client.remoting.message_codec import (PROPERTY_PRODUCER_GROUP, PR
                                                      TRANSACTION_ROLLBACK_TYPE, OutgoingMessage, commit_log_offset,
                                                      encode_batch, encode_properties)
 from rmq_spark.client.remoting.status import check
-
-_PULL_STATUS = {
-    codes.SUCCESS: PullStatus.FOUND,
-    codes.PULL_NOT_FOUND: PullStatus.NO_NEW_MSG,
-    codes.PULL_RETRY_IMMEDIATELY: PullStatus.RETRY_IMMEDIATELY,
-    codes.PULL_OFFSET_MOVED: PullStatus.OFFSET_ILLEGAL,
-}
-# A stored message record begins with totalSize, magicCode, bodyCRC, queueId, flag, then its queue offset.
-_RECORD_QUEUE_OFFSET = struct.Struct(">q")
-_QUEUE_OFFSET_AT = 20
-
+from rmq_spark.compiled import first_offset, pull_status
 
 def _queue_fields(mq: MessageQueue) -> dict[str, str]:
     return {"topic": mq.topic, "queueId": str(mq.queue_id)}
@@ -43,35 +32,24 @@ def pull_request(mq: MessageQueue, group: str, offset: int, max_nums: int, *, ex
 
 
 def pull_result(response: RemotingCommand, mq: MessageQueue, address: str, offset: int) -> PullResult:
-    """The PullResult of a pull at ``offset``. PULL_RETRY_IMMEDIATELY is a filter span only when the broker says
-    NO_MATCHED_MESSAGE and moved on; any other cause (a slave that cannot serve the offset, a commit-log file being
-    deleted) means the same offset must be pulled again."""
-    status = _PULL_STATUS.get(response.code)
-    if status is None:
-        check(response, f"pull of {mq}", address)
-        raise RocketMQError(f"pull of {mq} at {address}: unexpected response code {response.code}",
-                            code=response.code, remark=response.remark)
+    """The PullResult of a pull at ``offset``; its status is the compiled core's reading of the code and remark
+    (the one the native pull loop uses). An error code raises the error it maps to."""
     h = response.ext_fields
     try:
         next_offset = int(h.get("nextBeginOffset", -1))
-        if (status is PullStatus.RETRY_IMMEDIATELY and next_offset > offset
-                and response.remark in (codes.NO_MATCHED_MESSAGE, None, "")):
-            status = PullStatus.NO_MATCHED_MSG
-        found = status is PullStatus.FOUND
-        return PullResult(status=status, next_begin_offset=next_offset,
+        status = pull_status(response.code, response.remark, next_offset, offset)
+        if status is None:
+            check(response, f"pull of {mq}", address)
+            raise RocketMQError(f"pull of {mq} at {address}: unexpected response code {response.code}",
+                                code=response.code, remark=response.remark)
+        found = status == PullStatus.FOUND.value
+        return PullResult(status=PullStatus(status), next_begin_offset=next_offset,
                           min_offset=int(h.get("minOffset", -1)), max_offset=int(h.get("maxOffset", -1)),
                           body=response.body if found else b"",
                           suggest_which_broker_id=int(h.get("suggestWhichBrokerId", 0)),
-                          first_offset=_first_offset(response.body) if found else -1)
+                          first_offset=first_offset(response.body) if found else -1)
     except ValueError as e:
         raise RocketMQError(f"pull of {mq} at {address}: malformed response header {h!r}") from e
-
-
-def _first_offset(block: bytes) -> int:
-    """The queue offset of the first record of a pulled block (-1 when the block is too short to hold one)."""
-    if len(block) < _QUEUE_OFFSET_AT + 8:
-        return -1
-    return _RECORD_QUEUE_OFFSET.unpack_from(block, _QUEUE_OFFSET_AT)[0]
 
 
 def offset_request(code: int, mq: MessageQueue, **extra: str) -> RemotingCommand:

@@ -7,17 +7,18 @@ from typing import Callable, Iterable, Sequence, TypeVar
 
 from rmq_spark.client.base import DEFAULT_GROUP, DEFAULT_PRODUCER_GROUP, BaseClient
 from rmq_spark.client.compression import DEFAULT_MAX_MESSAGE_BYTES
-from rmq_spark.client.errors import BrokerUnavailableError, ConnectionLostError, TopicNotFoundError
+from rmq_spark.client.errors import BrokerUnavailableError, ConnectionLostError, RocketMQError, TopicNotFoundError
 from rmq_spark.client.model import (MASTER_ID, BrokerData, Credentials, HalfMessage, Message, MessageQueue,
                                     OutgoingMessage, PullResult, TopicRoute)
-from rmq_spark.client.range_reader import PullSession, RangeChunk
+from rmq_spark.client.range_reader import PullSession
 from rmq_spark.client.remoting import broker as req
 from rmq_spark.client.remoting import codes
 from rmq_spark.client.remoting import acl
-from rmq_spark.client.remoting.connection import ConnectionPool, DirectConnection, PendingRequest
-from rmq_spark.client.remoting.frame import RemotingCommand, request_template
+from rmq_spark.client.remoting.connection import ConnectionPool, DirectConnection, PendingRequest, pipe_failure
+from rmq_spark.client.remoting.frame import RemotingCommand, command_of, request_template
 from rmq_spark.client.remoting.message_codec import compressed_for_send, decode_messages
 from rmq_spark.client.remoting.namesrv import NameServerClient, parse_name_servers
+from rmq_spark.compiled import BlockGatherer, RangeCursor
 from rmq_spark.client.tls import TlsConfig
 
 T = TypeVar("T")
@@ -51,40 +52,70 @@ class RemotingCall:
 
 class DirectPulls:
     """The pulls of one range read over direct connections of its own (one per member of the queue's broker group
-    it reads from): answers are read on the reader's thread, with the GIL released, with no hand-off from a
-    reader thread. The member is chosen as for any read, again whenever its connection closed or the broker
-    suggested another member."""
+    it reads from). Unsigned, the core's native loop sends them from a template rendered once (each pull sets its
+    offset and count) and reads the answers with the GIL released (``run``); signed requests (ACL: the signature
+    covers every field) are built whole and sent one by one (``pull_async``). The member is chosen as for any read,
+    again whenever its connection closed or the broker suggested another member."""
 
     def __init__(self, client: "RemotingClient", mq: MessageQueue, pull_kw: dict) -> None:
         self._client, self._mq, self._kw = client, mq, pull_kw
         self._conns: dict[str, DirectConnection] = {}
         self._conn: DirectConnection | None = None
         self._replica = False
-        self._suggested: int | None = None
-        # the pull request rendered once; each pull sets its offset and count (signed requests are built whole)
+        self._suggested = MASTER_ID
+        self.native = not client._pool.signs
         self._template = request_template(req.pull_request(mq, offset=0, max_nums=0, **pull_kw), _PULL_VARY)
 
     def _connection(self) -> DirectConnection:
         client, mq = self._client, self._mq
         suggested = client._suggested.get(mq, MASTER_ID)
         if self._conn is None or self._conn.closed or suggested != self._suggested:
-            address, self._replica = client._read_address(mq)
-            self._suggested = suggested
-            conn = self._conns.get(address)
-            if conn is None or conn.closed:
-                conn = self._conns[address] = client._pool.dial(address)
+            try:
+                address, self._replica = client._read_address(mq)
+                self._suggested = suggested
+                conn = self._conns.get(address)
+                if conn is None or conn.closed:
+                    conn = self._conns[address] = client._pool.dial(address)
+            except ConnectionLostError:
+                client.invalidate_route(mq.topic)
+                raise
             self._conn = conn
         return self._conn
 
+    def run(self, cursor: RangeCursor, gatherer: BlockGatherer | None, rows: int, nbytes: int) -> tuple:
+        """The core's pull loop for ``cursor`` (``RangeCursor.run``) over the member's connection."""
+        conn = self._connection()
+        return cursor.run(conn.pipe, self._template, gatherer, rows, nbytes, self._client.request_timeout,
+                          self._suggested)
+
+    def forget(self, tags: list[int]) -> None:
+        """Drop the answers of the pulls ``tags`` when they come."""
+        if self._conn is not None:
+            for tag in tags:
+                self._conn.pipe.forget(tag)
+
+    def suggest(self, broker_id: int) -> None:
+        """The broker suggests member ``broker_id`` for the queue's next pulls."""
+        self._client._suggested[self._mq] = broker_id
+
+    def failure(self, kind: str, text: str) -> RocketMQError:
+        """The error of a failed connection (``run``'s "failed" step)."""
+        error = pipe_failure(kind, text, self._conn.address, codes.PULL_MESSAGE)
+        if isinstance(error, ConnectionLostError):
+            self._client.invalidate_route(self._mq.topic)
+        return error
+
+    def answer(self, offset: int, parts: tuple) -> PullResult:
+        """The PullResult of a response to the pull at ``offset`` that the core left to Python (``run``'s "answer"
+        step): raises the error an error code maps to."""
+        return self._client._pull_parse(self._mq, offset)(command_of(parts), self._conn.address)
+
     def pull_async(self, offset: int, max_nums: int) -> RemotingCall:
         client, mq = self._client, self._mq
+        conn = self._connection()
         try:
-            conn = self._connection()
-            if conn.signs:
-                pending = conn.send(req.pull_request(mq, offset=offset, max_nums=max_nums, **self._kw),
-                                    client.request_timeout)
-            else:
-                pending = conn.send_templated(self._template, (offset, max_nums), client.request_timeout)
+            pending = conn.send(req.pull_request(mq, offset=offset, max_nums=max_nums, **self._kw),
+                                client.request_timeout)
         except ConnectionLostError:
             client.invalidate_route(mq.topic)
             raise
@@ -288,8 +319,8 @@ class RemotingClient(BaseClient):
             return DirectPulls(self, mq, kw)
         return super().pull_session(mq, **kw)
 
-    def _range_messages(self, chunk: RangeChunk, mq: MessageQueue, tags: frozenset[str] | None) -> list[Message]:
-        return decode_messages(chunk.body, mq.broker_name, tags=tags, max_body=self.max_message_bytes)
+    def _block_messages(self, block: bytes, mq: MessageQueue, tags: frozenset[str] | None) -> list[Message]:
+        return decode_messages(block, mq.broker_name, tags=tags, max_body=self.max_message_bytes)
 
     # -- admin and produce (tests, benchmarks, the later sink) ----------------------------------------------
     def create_topic(self, topic: str, queues: int = 4, *, broker_names: Iterable[str] | None = None,

@@ -14,7 +14,7 @@ from typing import Callable, TypeVar
 from rmq_spark.client import hints
 from rmq_spark.client.errors import ConnectionLostError, ProtocolError, RequestTimeoutError, RocketMQError
 from rmq_spark.client.remoting.frame import RemotingCommand, command_of, decode_frame, encode_command
-from rmq_spark.compiled import FramePipe, RequestTemplate
+from rmq_spark.compiled import FramePipe
 
 # The broker's own limit (com.rocketmq.remoting.frameMaxLength); a larger length means a corrupt stream.
 MAX_FRAME_LENGTH = 16 * 1024 * 1024
@@ -270,6 +270,17 @@ class Connection:
                 raise
 
 
+def pipe_failure(kind: str, text: str, address: str, code: int) -> RocketMQError:
+    """The error for a direct connection that failed (and closed itself) on request ``code``: ``kind`` is
+    ``connection``, ``timeout`` or ``protocol``, as the compiled core reports it."""
+    if kind == "timeout":
+        return RequestTimeoutError(f"request code {code} to {address} got no response in time; the connection was "
+                                   "closed and will be reopened")
+    if kind == "protocol":
+        return ProtocolError(f"{address}: {text}")
+    return ConnectionLostError(f"connection to {address}: {text}")
+
+
 class DirectPending:
     """A request sent on a DirectConnection; ``result()`` reads until its answer comes or its deadline passes."""
 
@@ -281,68 +292,56 @@ class DirectPending:
     def result(self) -> RemotingCommand:
         c = self.connection
         try:
-            return command_of(c._pipe.receive(self.opaque, max(0.0, self.deadline - time.monotonic())))
+            return command_of(c.pipe.receive(self.opaque, max(0.0, self.deadline - time.monotonic())))
         except TimeoutError:
-            raise RequestTimeoutError(f"request code {self.code} to {c.address} got no response in time; the "
-                                      "connection was closed and will be reopened") from None
+            raise pipe_failure("timeout", "", c.address, self.code) from None
         except ConnectionError as e:
-            raise ConnectionLostError(f"connection to {c.address}: {e}") from None
+            raise pipe_failure("connection", str(e), c.address, self.code) from None
         except ValueError as e:
-            raise ProtocolError(f"{c.address}: {e}") from None
+            raise pipe_failure("protocol", str(e), c.address, self.code) from None
 
     def cancel(self) -> None:
         """Nobody waits for the answer any more: it is dropped when it comes."""
-        self.connection._pipe.forget(self.opaque)
+        self.connection.pipe.forget(self.opaque)
 
 
 class DirectConnection:
     """A connection of one reader's own over plain TCP (the compiled core's FramePipe): requests are sent and their
-    answers read on the caller's thread with the GIL released, no reader thread in between. One thread uses it at
-    a time (another thread touching it meanwhile gets a RuntimeError). A late answer, a send that does not finish in time, a malformed frame or a broken socket closes it;
-    the owner opens a new one."""
+    answers read on the caller's thread with the GIL released, no reader thread in between; a range read's native
+    loop pulls over its ``pipe`` directly. One thread uses it at a time (another thread touching it meanwhile gets
+    a RuntimeError). A late answer, a send that does not finish in time, a malformed frame or a broken socket
+    closes it; the owner opens a new one."""
 
     def __init__(self, address: str, *, connect_timeout: float = 5.0, signer: Signer | None = None) -> None:
         self.address = address
         self._signer = signer
         host, port = split_address(address)
         try:
-            self._pipe = FramePipe(host, port, connect_timeout, MAX_FRAME_LENGTH)
+            self.pipe = FramePipe(host, port, connect_timeout, MAX_FRAME_LENGTH)
         except OSError as e:
             raise ConnectionLostError(_cannot_connect(address, e)) from None
 
     @property
     def closed(self) -> bool:
-        return self._pipe.closed
+        return self.pipe.closed
+
+    @property
+    def signs(self) -> bool:
+        """Whether requests are signed (then the core cannot render them from a template)."""
+        return self._signer is not None
 
     def send(self, cmd: RemotingCommand, timeout: float) -> DirectPending:
         """Send a request (within ``timeout``) and return at once; ``result()`` of the answer waits for it."""
         frame = _request_frame(cmd, self._signer)
         deadline = time.monotonic() + timeout
         try:
-            self._pipe.send(frame, cmd.opaque, timeout)
+            self.pipe.send(frame, cmd.opaque, timeout)
         except OSError as e:
             raise ConnectionLostError(f"connection to {self.address}: {e}") from None
         return DirectPending(self, cmd.code, cmd.opaque, deadline)
 
-    @property
-    def signs(self) -> bool:
-        """Whether requests are signed (then they cannot be sent from a template)."""
-        return self._signer is not None
-
-    def send_templated(self, template: RequestTemplate, values: tuple[int, ...], timeout: float) -> DirectPending:
-        """``send`` of the request ``template`` with its varying fields set to ``values``."""
-        if self._signer is not None:
-            raise RocketMQError("a signed request cannot be sent from a template")
-        opaque = next_opaque()
-        deadline = time.monotonic() + timeout
-        try:
-            self._pipe.send_templated(template, values, opaque, timeout)
-        except OSError as e:
-            raise ConnectionLostError(f"connection to {self.address}: {e}") from None
-        return DirectPending(self, template.code, opaque, deadline)
-
     def close(self) -> None:
-        self._pipe.close()
+        self.pipe.close()
 
 
 def _set_tick(sock: socket.socket, tls: bool) -> None:
@@ -381,6 +380,11 @@ class ConnectionPool:
     def direct(self) -> bool:
         """Whether readers may open direct connections of their own (plain TCP only)."""
         return self._tls is None
+
+    @property
+    def signs(self) -> bool:
+        """Whether requests are signed (ACL credentials)."""
+        return self._signer is not None
 
     def _check_cooldown(self, address: str) -> None:
         """Raise while ``address`` is cooling down after a failed connect."""
