@@ -5,6 +5,7 @@ from typing import Sequence
 
 import pyarrow as pa
 
+from rmq_spark.client.errors import ProtocolError
 from rmq_spark.client.model import Message
 from rmq_spark.options import OptionError
 
@@ -17,6 +18,7 @@ COLUMN_TYPES = (  # name and Spark SQL type of each column, in order
 SCHEMA_DDL = ", ".join(f"{name} {ddl}" for name, ddl in COLUMN_TYPES)
 
 _TS = pa.timestamp("us", tz="UTC")
+_MS_RANGE = range(-((1 << 63) // 1000), ((1 << 63) - 1) // 1000 + 1)  # milliseconds an int64 of microseconds holds
 ARROW_SCHEMA = pa.schema([
     ("topic", pa.string()), ("brokerName", pa.string()), ("queueId", pa.int32()), ("queueOffset", pa.int64()),
     ("msgId", pa.string()), ("tags", pa.string()), ("keys", pa.list_(pa.field("element", pa.string()))),
@@ -97,11 +99,15 @@ class MessageBatcher:
         return len(self._messages)
 
     def add(self, messages: Sequence[Message], low: int, high: int) -> None:
-        """Collect the messages with ``low <= queueOffset < high``."""
-        for m in messages:
-            if low <= m.queue_offset < high:
-                self._messages.append(m)
-                self.nbytes += len(m.body)
+        """Collect the messages with ``low <= queueOffset < high``. ProtocolError for one with a timestamp that no
+        microsecond timestamp holds (then none is collected)."""
+        kept = [m for m in messages if low <= m.queue_offset < high]
+        for m in kept:
+            if m.born_timestamp not in _MS_RANGE or m.store_timestamp not in _MS_RANGE:
+                raise ProtocolError(f"message at queue offset {m.queue_offset} of topic {m.topic!r}: a timestamp "
+                                    "is out of the range of microsecond timestamps")
+        self._messages.extend(kept)
+        self.nbytes += sum(len(m.body) for m in kept)
 
     def flush(self) -> pa.RecordBatch:
         batch = to_record_batch(self._messages)

@@ -276,11 +276,18 @@ def test_not_a_byte_buffer():
     same_error("text")  # type: ignore[arg-type]
 
 
-def test_unrepresentable_timestamp_is_protocol_error():
-    rec = encode_stored_message(born_timestamp=(1 << 62))
+@pytest.mark.parametrize("compression", [None, "zlib"])  # compressed: through the reference decoder
+def test_unrepresentable_timestamp_is_protocol_error(compression):
+    rec = encode_stored_message(born_timestamp=(1 << 62), compression=compression)
     decode_messages(rec, "b")  # decodes, but no microsecond timestamp holds it
     with pytest.raises(ProtocolError, match="timestamp"):
         decode_to_arrow(rec, "b")
+    decoder = ArrowBatchDecoder("b")
+    good = encode_stored_message(queue_offset=1, compression=compression)
+    decoder.add(good)
+    with pytest.raises(ProtocolError, match="timestamp"):
+        decoder.add(rec)
+    assert_same(decoder.flush(), expected(good, "b"))  # the failed block was not collected
 
 
 def test_failed_add_leaves_the_decoder_as_it_was():
