@@ -79,7 +79,9 @@ def _instructions(path: str, messages: int, decode: bool) -> int:
                "benchmarks.instructions", "--worker", path, "--messages", str(messages)]
         if decode:
             cmd.append("--decode")
-        env = {**os.environ, "PYTHONHASHSEED": "0"}
+        # one BLAS thread: numpy (imported by pyarrow) otherwise starts OpenBLAS's pool, whose idle threads spin
+        # for a while and add instructions that depend on how long the run takes
+        env = {**os.environ, "PYTHONHASHSEED": "0", "OPENBLAS_NUM_THREADS": "1"}
         proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
         if proc.returncode != 0:
             raise RuntimeError(f"callgrind run failed ({proc.returncode}):\n{proc.stderr[-3000:]}")

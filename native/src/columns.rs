@@ -44,9 +44,12 @@ impl Strings {
         self.data.truncate(*self.offsets.last().unwrap() as usize);
     }
 
+    /// The offsets and data; the next ones start with room for as many (batches are of a similar size).
     fn take(&mut self) -> (Vec<i32>, Vec<u8>) {
-        let taken = std::mem::replace(self, Strings::new());
-        (taken.offsets, taken.data)
+        let mut offsets = Vec::with_capacity(self.offsets.len());
+        offsets.push(0);
+        let data = Vec::with_capacity(self.data.len());
+        (std::mem::replace(&mut self.offsets, offsets), std::mem::replace(&mut self.data, data))
     }
 }
 
@@ -144,8 +147,12 @@ impl Wanted {
 /// first position and its last value. Each pair is (name, value).
 fn parse_properties<'a>(text: &'a [u8], pairs: &mut Vec<(&'a [u8], &'a [u8])>) {
     pairs.clear();
-    for item in text.split(|&b| b == 2) {
-        let Some(cut) = item.iter().position(|&b| b == 1) else { continue };
+    let mut rest = text;
+    while !rest.is_empty() {
+        let end = memchr::memchr(2, rest).unwrap_or(rest.len());
+        let item = &rest[..end];
+        rest = rest.get(end + 1..).unwrap_or_default();
+        let Some(cut) = memchr::memchr(1, item) else { continue };
         let (name, value) = (&item[..cut], &item[cut + 1..]);
         if name.is_empty() || value.is_empty() {
             continue;
@@ -168,6 +175,19 @@ fn push_offset_message_id(store_host: &[u8], physic_offset: i64, out: &mut Vec<u
         out.push(HEX[(b >> 4) as usize]);
         out.push(HEX[(b & 15) as usize]);
     }
+}
+
+/// The values of `v`, which starts again with room for as many.
+fn renew<T>(v: &mut Vec<T>) -> Vec<T> {
+    let room = Vec::with_capacity(v.len());
+    std::mem::replace(v, room)
+}
+
+/// The offsets of `v`, which starts again at a single 0 with room for as many.
+fn renew_offsets(v: &mut Vec<i32>) -> Vec<i32> {
+    let mut room = Vec::with_capacity(v.len());
+    room.push(0);
+    std::mem::replace(v, room)
 }
 
 /// The gathered rows of the blocks added since the last `take`.
@@ -396,20 +416,20 @@ impl Gathered {
             out.push(("topic", text(&mut self.topic)));
         }
         if w.queue_id {
-            out.push(("queueId", Column::Int32(std::mem::take(&mut self.queue_id))));
+            out.push(("queueId", Column::Int32(renew(&mut self.queue_id))));
         }
         if w.queue_offset {
-            out.push(("queueOffset", Column::Int64(std::mem::take(&mut self.queue_offset))));
+            out.push(("queueOffset", Column::Int64(renew(&mut self.queue_offset))));
         }
         if w.body {
             let (offsets, data) = self.body.take();
             out.push(("body", Column::Binary { offsets, data }));
         }
         if w.born_ts {
-            out.push(("bornTimestamp", Column::Timestamp(std::mem::take(&mut self.born_ts))));
+            out.push(("bornTimestamp", Column::Timestamp(renew(&mut self.born_ts))));
         }
         if w.store_ts {
-            out.push(("storeTimestamp", Column::Timestamp(std::mem::take(&mut self.store_ts))));
+            out.push(("storeTimestamp", Column::Timestamp(renew(&mut self.store_ts))));
         }
         if w.born_host {
             out.push(("bornHost", text(&mut self.born_host.strings)));
@@ -418,23 +438,23 @@ impl Gathered {
             out.push(("storeHost", text(&mut self.store_host.strings)));
         }
         if w.reconsume {
-            out.push(("reconsumeTimes", Column::Int32(std::mem::take(&mut self.reconsume))));
+            out.push(("reconsumeTimes", Column::Int32(renew(&mut self.reconsume))));
         }
         if w.flag {
-            out.push(("flag", Column::Int32(std::mem::take(&mut self.flag))));
+            out.push(("flag", Column::Int32(renew(&mut self.flag))));
         }
         if w.properties {
-            out.push(("propertyOffsets", Column::Int32(std::mem::replace(&mut self.property_offsets, vec![0]))));
+            out.push(("propertyOffsets", Column::Int32(renew_offsets(&mut self.property_offsets))));
             out.push(("propertyNames", text(&mut self.property_names)));
             out.push(("propertyValues", text(&mut self.property_values)));
         }
         if w.tags {
             let (offsets, data) = self.tags.take();
-            let valid = std::mem::take(&mut self.tags_valid);
+            let valid = renew(&mut self.tags_valid);
             out.push(("tags", Column::NullableUtf8 { offsets, data, valid }));
         }
         if w.keys {
-            out.push(("keyOffsets", Column::Int32(std::mem::replace(&mut self.key_offsets, vec![0]))));
+            out.push(("keyOffsets", Column::Int32(renew_offsets(&mut self.key_offsets))));
             out.push(("keyWords", text(&mut self.keys)));
         }
         if w.msg_id {
