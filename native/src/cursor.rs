@@ -204,6 +204,10 @@ impl Cursor {
         })
     }
 
+    pub fn depth(&self) -> usize {
+        self.s.depth
+    }
+
     /// Offsets skipped for data loss (failOnDataLoss=false).
     pub fn lost(&self) -> i64 {
         self.lost
@@ -232,6 +236,12 @@ impl Cursor {
             return Some(pull);
         }
         None
+    }
+
+    /// Whether to send what `next_pull` gives now, when pulls are sent `group` at a time: a slot's rest or an
+    /// empty pipeline cannot wait, other pulls wait until `group` of them are due.
+    pub fn sends_due(&self, group: usize) -> bool {
+        self.rest.is_some() || self.inflight.is_empty() || self.inflight.len() + group <= self.s.depth
     }
 
     fn pull(&mut self, low: i64, high: i64) -> Pull {
@@ -519,6 +529,24 @@ mod tests {
         assert_eq!(c.gap(8), Ok(Verdict::Take { low: 8, high: 32 }));
         assert_eq!(c.lost(), 8);
         assert!(c.take_notes()[0].contains("messages [0, 8) are gone"));
+    }
+
+    #[test]
+    fn pulls_are_due_in_groups_but_a_rest_or_an_empty_pipeline_at_once() {
+        let mut c = cursor(0, 1000, 8, 32);
+        assert!(c.sends_due(4));
+        assert_eq!(drain(&mut c).len(), 8);
+        for _ in 0..3 {
+            c.judge(&found(c.head().unwrap().high, c.head().unwrap().low, 3200)).unwrap();
+            assert!(!c.sends_due(4));
+        }
+        c.judge(&found(c.head().unwrap().high, c.head().unwrap().low, 3200)).unwrap();
+        assert!(c.sends_due(4));
+        assert_eq!(drain(&mut c).len(), 4);
+        let head = c.head().unwrap();
+        c.judge(&found(head.low + 10, head.low, 1000)).unwrap(); // a short answer: its rest cannot wait
+        assert!(c.sends_due(4));
+        assert_eq!(drain(&mut c)[0].0, head.low + 10);
     }
 
     #[test]

@@ -112,16 +112,19 @@ pub fn run(
     suggested: i64,
 ) -> Step {
     let start = gathered.as_ref().map_or((0, 0), |g| (g.rows(), g.bytes()));
+    let group = (cursor.depth() / 2).max(1);
     let mut frames = Vec::new();
     let mut tags = Vec::new();
     loop {
         frames.clear();
         tags.clear();
-        while let Some(pull) = cursor.next_pull() {
-            if let Err(why) = template.render_into(&[pull.low, pull.asked], pull.tag as i64, &mut frames) {
-                return Step::Failed(PipeError::Protocol(why));
+        if cursor.sends_due(group) {
+            while let Some(pull) = cursor.next_pull() {
+                if let Err(why) = template.render_into(&[pull.low, pull.asked], pull.tag as i64, &mut frames) {
+                    return Step::Failed(PipeError::Protocol(why));
+                }
+                tags.push(pull.tag);
             }
-            tags.push(pull.tag);
         }
         if !tags.is_empty() {
             if let Err(e) = pipe.send_frames(&frames, &tags, timeout) {
