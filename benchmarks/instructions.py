@@ -1,20 +1,31 @@
-"""Instructions per message of the executor's decode path, counted by callgrind: a figure that does not move with
-the machine's load, to track between commits.
+"""Instructions per message of the executor path, counted by callgrind: a figure that does not move with the
+machine's load, to track between commits.
 
-Each path turns the same recorded pull bodies (32 messages of 100-byte bodies with typical properties per body,
-as the broker answers a pull) into Arrow batches of 4,096 rows, as ``partition_reader`` flushes them:
+The decode paths turn the same recorded pull bodies (32 messages of 100-byte bodies with typical properties per
+body, as the broker answers a pull) into Arrow batches of 4,096 rows, as ``partition_reader`` flushes them:
 
 - ``native``: ``ArrowBatchDecoder`` (the native core's gather, then the Arrow kernels), every column;
 - ``native-narrow``: the same with the columns ``queueOffset, body`` only;
 - ``reference``: the pure-Python codec (``decode_messages`` into ``Message`` objects, then
   ``schema.to_record_batch``), kept as the test oracle.
 
-A path's count is (build and decode) minus (build only), over the message count; both runs decode the first body
-once, so the interpreter's start-up, the imports, first-call set-up and the building of the bodies cancel out. Run: ``python -m benchmarks.instructions [--messages 100000]``.
+The executor paths read messages loaded into the embedded RocketMQ (``produce_bulk``: 100-byte bodies, three
+tags, a key each, in 4 queues) through ``partition_reader.read_range``, the code a Spark task runs: the native pull
+loop (requests, answers, the cursor's verdicts) and the decode into Arrow batches of ``rowsPerBatch`` rows. Only
+the reading process is counted, in user space (the kernel's share of its system calls and the broker are not):
+
+- ``executor``: every column;
+- ``executor-narrow``: ``queueOffset, body``.
+
+A path's count is (set-up and work) minus (set-up only), over the message count; both runs do the work once on a
+little data first (the first body; one message of each queue), so the interpreter's start-up, the imports,
+first-call set-up, the connections and the building of the bodies cancel out. Run:
+``python -m benchmarks.instructions [--messages 100000] [--paths native,executor]``.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -24,7 +35,8 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PATHS = ("native", "native-narrow", "reference")
+PATHS = ("native", "native-narrow", "reference", "executor", "executor-narrow")
+NARROW = ("queueOffset", "body")
 PER_BODY = 32
 FLUSH_ROWS = 4096
 PROPERTIES = {"TAGS": "TagA", "KEYS": "order-1 order-2", "UNIQ_KEY": "7F00000100002A9F0000000000000001",
@@ -55,7 +67,7 @@ def _decode(path: str, bodies: list[bytes]) -> int:
         return rows + (to_record_batch(pending).num_rows if pending else 0)
     from rmq_spark.arrow_decoder import ArrowBatchDecoder
 
-    columns = ("queueOffset", "body") if path == "native-narrow" else None
+    columns = NARROW if path == "native-narrow" else None
     decoder = ArrowBatchDecoder("broker-a", **({"columns": columns} if columns else {}))
     for body in bodies:
         decoder.add(body, 0, 1 << 62)
@@ -64,7 +76,34 @@ def _decode(path: str, bodies: list[bytes]) -> int:
     return rows + decoder.flush().num_rows
 
 
-def _worker(path: str, messages: int, decode: bool) -> None:
+def _read(source: dict[str, str], narrow: bool, first_only: bool) -> int:
+    """Messages read from every queue of the source's topic through partition_reader (one of each queue with
+    ``first_only``)."""
+    from rmq_spark.connect import shared_client
+    from rmq_spark.offsets import QueueRange
+    from rmq_spark.options import parse_options
+    from rmq_spark.partition_reader import read_range
+    from rmq_spark.schema import COLUMNS
+
+    options = parse_options(source)
+    with shared_client(options) as client:
+        queues = client.queues(options.topics[0])
+        starts, ends = client.min_offsets(queues), client.max_offsets(queues)
+    rows = 0
+    for q in queues:
+        end = min(ends[q], starts[q] + 1) if first_only else ends[q]
+        for batch in read_range(options, QueueRange(q, starts[q], end), NARROW if narrow else COLUMNS):
+            rows += batch.num_rows
+    return rows
+
+
+def _worker(path: str, messages: int, decode: bool, source: dict[str, str]) -> None:
+    if path.startswith("executor"):
+        _read(source, path == "executor-narrow", first_only=True)
+        if decode:
+            rows = _read(source, path == "executor-narrow", first_only=False)
+            assert rows == messages, f"{path} read {rows} of {messages} messages"
+        return
     bodies = _bodies(messages)
     _decode(path, bodies[:1])  # in both runs: imports and first-call set-up cancel out
     if decode:
@@ -72,11 +111,12 @@ def _worker(path: str, messages: int, decode: bool) -> None:
         assert rows == messages, f"{path} decoded {rows} of {messages} messages"
 
 
-def _instructions(path: str, messages: int, decode: bool) -> int:
+def _instructions(path: str, messages: int, decode: bool, source: dict[str, str]) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "callgrind.out"
         cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable, "-m",
-               "benchmarks.instructions", "--worker", path, "--messages", str(messages)]
+               "benchmarks.instructions", "--worker", path, "--messages", str(messages),
+               "--source", json.dumps(source)]
         if decode:
             cmd.append("--decode")
         # one BLAS thread: numpy (imported by pyarrow) otherwise starts OpenBLAS's pool, whose idle threads spin
@@ -97,15 +137,27 @@ def main() -> None:
     ap.add_argument("--paths", default=",".join(PATHS))
     ap.add_argument("--worker", choices=PATHS, help=argparse.SUPPRESS)
     ap.add_argument("--decode", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--source", default="{}", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
-        _worker(args.worker, args.messages, args.decode)
+        _worker(args.worker, args.messages, args.decode, json.loads(args.source))
         return
+    paths = args.paths.split(",")
     report = {"messages": args.messages}
-    for path in args.paths.split(","):
-        total = _instructions(path, args.messages, True) - _instructions(path, args.messages, False)
-        report[path] = round(total / args.messages)
-        print(f"{path}: {report[path]:,} instructions per message", flush=True)
+    with contextlib.ExitStack() as stack:
+        source: dict[str, str] = {}
+        if any(p.startswith("executor") for p in paths):
+            from rmq_spark.embedded import EmbeddedRocketMQ
+
+            mq = stack.enter_context(EmbeddedRocketMQ(brokers=1))
+            mq.create_topic("instructions", queues=4)
+            mq.produce_bulk("instructions", args.messages, 100, tags=["TagA", "TagB", "TagC"])
+            source = {"nameServer": mq.name_server, "topic": "instructions"}
+        for path in paths:
+            total = (_instructions(path, args.messages, True, source)
+                     - _instructions(path, args.messages, False, source))
+            report[path] = round(total / args.messages)
+            print(f"{path}: {report[path]:,} instructions per message", flush=True)
     if "native" in report and "reference" in report:
         report["reference_over_native"] = round(report["reference"] / report["native"], 2)
     print(json.dumps(report))

@@ -134,7 +134,13 @@ impl Template {
 }
 
 fn json_string(out: &mut String, text: &str) {
-    out.push_str(&serde_json::to_string(text).expect("a str always serializes"));
+    if text.bytes().any(|c| c < 0x20 || c == b'"' || c == b'\\') {
+        out.push_str(&serde_json::to_string(text).expect("a str always serializes"));
+    } else {
+        out.push('"');
+        out.push_str(text);
+        out.push('"');
+    }
 }
 
 fn json_header(cmd: &Command) -> Vec<u8> {
@@ -243,6 +249,14 @@ fn int_field(obj: &serde_json::Map<String, Value>, name: &str) -> Result<i32, St
 
 fn json_decode(header: &[u8]) -> Result<Header, String> {
     let text = std::str::from_utf8(header).map_err(|e| format!("JSON header is not valid UTF-8: {e}"))?;
+    match crate::json_header::read(text) {
+        Some(header) => Ok(header),
+        None => json_decode_value(text),
+    }
+}
+
+/// The JSON header read as a JSON value: any valid JSON, with an error that names what does not fit.
+pub fn json_decode_value(text: &str) -> Result<Header, String> {
     let value: Value = serde_json::from_str(text).map_err(|e| format!("JSON header is not valid JSON: {e}"))?;
     let Value::Object(obj) = value else {
         return Err(format!("JSON header is a {}, not an object", type_name(&value)));
@@ -385,6 +399,38 @@ mod tests {
             body: b"xyz",
             serialize_type: stype,
         }
+    }
+
+    #[test]
+    fn strings_are_written_as_serde_json_writes_them() {
+        let texts = ["plain", "", "TagA || TagB", "a\"b", "back\\slash", "tab\tnew\nline\u{1}", "caf\u{e9} \u{7f}"];
+        for text in texts {
+            let mut out = String::new();
+            json_string(&mut out, text);
+            assert_eq!(out, serde_json::to_string(text).unwrap());
+        }
+    }
+
+    #[test]
+    fn a_template_renders_the_frame_encode_gives() {
+        let field = |name: &str, value: &str| (name.to_owned(), value.to_owned());
+        let ext = vec![field("queueOffset", "0"), field("subscription", "a \"b\"")];
+        let mut template = Template::new(11, "PYTHON".into(), 473, JSON, ext, &["queueOffset"]).unwrap();
+        let mut out = Vec::new();
+        template.render_into(&[1 << 40], 9, &mut out).unwrap();
+        let set = vec![field("queueOffset", &(1i64 << 40).to_string()), field("subscription", "a \"b\"")];
+        let cmd = Command {
+            code: 11,
+            language: "PYTHON",
+            version: 473,
+            opaque: 9,
+            flag: 0,
+            remark: None,
+            ext: &set,
+            body: &[],
+            serialize_type: JSON,
+        };
+        assert_eq!(out, encode(&cmd).unwrap());
     }
 
     #[test]

@@ -8,6 +8,7 @@ pub mod arrow;
 pub mod columns;
 pub mod cursor;
 pub mod frame;
+pub mod json_header;
 pub mod pipe;
 pub mod pulls;
 pub mod records;
