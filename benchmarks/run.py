@@ -233,6 +233,8 @@ class Harness:
                                    seconds=self.args.latency_seconds)
             r["rss"] = sampler.peaks.as_dict()
             self.log(f"latency: {r['latency_ms']} ({r['messages']:,} of {r['sent']:,} received)")
+            self.log("latency by birth time: " + ", ".join(
+                f"{w['from_s']}s p50 {w['p50']:.0f} p99 {w['p99']:.0f}" for w in r["latency_ms_by_born_window"]))
             return r
         except Exception as e:
             self.log(f"latency: FAILED {type(e).__name__}: {e}")

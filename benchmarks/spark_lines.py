@@ -86,12 +86,16 @@ def _percentile(sorted_values: list[float], p: float) -> float:
     return sorted_values[k]
 
 
+WINDOW_S = 5  # latency is also reported per window of this many seconds of birth time (start-up vs steady state)
+
+
 def stream_latency(spark, mq, topic: str, *, rate: int, seconds: float, body_size: int = 100,
                    warmup_seconds: float = 5.0, options: dict[str, str] | None = None) -> dict:
     """A streaming query (default trigger) into a foreachBatch sink while the shim's producer sends ``rate``
     messages/s for ``seconds``. Latency of a message = the wall-clock time its micro-batch has been fetched into
     the driver's sink minus its bornTimestamp (the producer's send time, same host clock). Messages born in the
-    first ``warmup_seconds`` are left out of the percentiles."""
+    first ``warmup_seconds`` are left out of the percentiles; the percentiles per ``WINDOW_S`` seconds of birth
+    time (all messages) show the start-up apart from the steady state."""
     checkpoint = tempfile.mkdtemp(prefix="rmq-bench-lat-")
     latencies: list[float] = []
     received = [0]
@@ -127,11 +131,18 @@ def stream_latency(spark, mq, topic: str, *, rate: int, seconds: float, body_siz
             time.sleep(0.1)
         q.stop()
         with lock:
-            start_ms = (born_min[0] or 0) + warmup_seconds * 1000.0
+            first = born_min[0] or 0
+            start_ms = first + warmup_seconds * 1000.0
             steady = sorted(lat for born, lat in latencies if born >= start_ms)
+            windows: dict[int, list[float]] = {}
+            for born, lat in latencies:
+                windows.setdefault(int((born - first) // (WINDOW_S * 1000)), []).append(lat)
         return {"messages": received[0], "sent": produced["acked"], "rate": rate, "seconds": seconds,
                 "latency_ms": {"p50": round(_percentile(steady, 50), 1), "p90": round(_percentile(steady, 90), 1),
                                "p99": round(_percentile(steady, 99), 1), "max": round(steady[-1], 1) if steady
-                               else None, "measured": len(steady)}}
+                               else None, "measured": len(steady)},
+                "latency_ms_by_born_window": [
+                    {"from_s": w * WINDOW_S, "messages": len(lats), "p50": round(_percentile(sorted(lats), 50), 1),
+                     "p99": round(_percentile(sorted(lats), 99), 1)} for w, lats in sorted(windows.items())]}
     finally:
         shutil.rmtree(checkpoint, ignore_errors=True)
