@@ -9,7 +9,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
 
 from rmq_spark.connect import new_client
-from rmq_spark.offsets import OffsetResolver, QueueRange, split_ranges
+from rmq_spark.offsets import OffsetResolver, QueueRange, plan_partitions
 from rmq_spark.options import ByTimestamp, OptionError, SourceOptions, SpecificOffsets
 from rmq_spark.partition_reader import read_range
 from rmq_spark.planning import check_filter, compacted_topics, plan_ranges, resolve_queues
@@ -19,9 +19,25 @@ from rmq_spark.schema import COLUMNS
 
 @dataclass(frozen=True)
 class RangePartition(InputPartition):
-    """One task's work: a contiguous offset range of one queue."""
+    """One task's work: contiguous offset ranges of queues, read one after the other."""
 
-    range: QueueRange
+    ranges: tuple[QueueRange, ...]
+
+
+def partitions_of(ranges: list[QueueRange], options: SourceOptions) -> list[RangePartition]:
+    """The tasks that read ``ranges`` (split and grouped as the options say)."""
+    return [RangePartition(task) for task in plan_partitions(
+        ranges, min_partitions=options.min_partitions, max_per_partition=options.max_messages_per_partition,
+        min_per_partition=options.min_messages_per_partition)]
+
+
+def read_partition(options: SourceOptions, partition: InputPartition,
+                   columns: tuple[str, ...]) -> Iterator[pa.RecordBatch]:
+    """The batches of a task's ranges, in order (nothing for the one InputPartition(None) Spark plans for an empty
+    query)."""
+    if isinstance(partition, RangePartition):
+        for r in partition.ranges:
+            yield from read_range(options, r, columns)
 
 
 class RocketMQBatchReader(DataSourceReader):
@@ -33,8 +49,8 @@ class RocketMQBatchReader(DataSourceReader):
         self.narrowing = Narrowing()
 
     def plan(self) -> list[QueueRange]:
-        """Resolve queues, start and end offsets, and split the ranges into partitions. A broker that cannot answer
-        fails the plan with an error naming it (a backfill never leaves a queue out silently)."""
+        """Resolve queues, start and end offsets: the ranges to read. A broker that cannot answer fails the plan
+        with an error naming it (a backfill never leaves a queue out silently)."""
         o, n = self.options, self.narrowing
         if n.empty:
             return []
@@ -51,15 +67,13 @@ class RocketMQBatchReader(DataSourceReader):
             sparse = compacted_topics(client, {mq.topic for mq in queues})
             by_time = _time_bounds(client, queues, n.time_range_ms)
         planned = plan_ranges(starts, ends, mins, fail_on_data_loss=o.fail_on_data_loss, sparse_topics=sparse)
-        ranges = [n.clip(r, by_time.get(r.queue)) for r in planned]
-        return split_ranges(ranges, min_partitions=o.min_partitions, max_per_partition=o.max_messages_per_partition)
+        return [n.clip(r, by_time.get(r.queue)) for r in planned]
 
     def partitions(self) -> Sequence[InputPartition]:
-        return [RangePartition(r) for r in self.plan()]
+        return partitions_of(self.plan(), self.options)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        if isinstance(partition, RangePartition):  # Spark plans an empty query as one InputPartition(None)
-            yield from read_range(self.options, partition.range, self.columns)
+        yield from read_partition(self.options, partition, self.columns)
 
 
 class RocketMQPushdownBatchReader(RocketMQBatchReader):

@@ -113,6 +113,41 @@ def _check_known(name: str, wanted: Iterable[MessageQueue], queues: Iterable[Mes
                               "its queues are " + ", ".join(q.key for q in sorted(known) if q.topic == mq.topic))
 
 
+def group_ranges(parts: list[QueueRange], *, min_per_partition: int,
+                 max_per_partition: int | None = None) -> list[tuple[QueueRange, ...]]:
+    """The parts, in order, as the work of tasks: consecutive parts of fewer than ``min_per_partition`` messages go
+    to one task until it holds that many (never more than ``max_per_partition``); a larger part is a task of its
+    own. 0 gives every part its own task."""
+    tasks: list[tuple[QueueRange, ...]] = []
+    group: list[QueueRange] = []
+    size = 0
+    for part in parts:
+        if part.size >= min_per_partition:
+            tasks.append((part,))
+            continue
+        if group and max_per_partition and size + part.size > max_per_partition:
+            tasks.append(tuple(group))
+            group, size = [], 0
+        group.append(part)
+        size += part.size
+        if size >= min_per_partition:
+            tasks.append(tuple(group))
+            group, size = [], 0
+    if group:
+        tasks.append(tuple(group))
+    return tasks
+
+
+def plan_partitions(ranges: list[QueueRange], *, min_partitions: int | None, max_per_partition: int | None,
+                    min_per_partition: int) -> list[tuple[QueueRange, ...]]:
+    """The ranges of a query (or micro-batch) as the work of its tasks: split (``split_ranges``), then small parts
+    grouped (``group_ranges``), unless ``min_partitions`` asks for parallelism."""
+    parts = split_ranges(ranges, min_partitions=min_partitions, max_per_partition=max_per_partition)
+    if min_partitions:
+        return [(part,) for part in parts]
+    return group_ranges(parts, min_per_partition=min_per_partition, max_per_partition=max_per_partition)
+
+
 def split_ranges(ranges: list[QueueRange], *, min_partitions: int | None = None,
                  max_per_partition: int | None = None) -> list[QueueRange]:
     """Empty ranges dropped; ranges above ``max_per_partition`` cut evenly; then, while there are fewer parts

@@ -58,6 +58,8 @@ KNOWN_OPTIONS: dict[str, str] = {
     "consumerGroup": "consumer group for 'committed' and for offsets mirrored to the broker",
     "minPartitions": "minimum number of Spark partitions",
     "maxMessagesPerPartition": "split queue ranges larger than this",
+    "minMessagesPerPartition": "read smaller queue ranges together in one task, up to this many, default 16384; 0: "
+                               "one task per range",
     "failOnDataLoss": "true (default) or false",
     "pullDepth": "pulls in flight per task, default 8",
     "rowsPerBatch": "rows per Arrow batch a task yields, default 8192",
@@ -247,6 +249,9 @@ class SourceOptions(ConnectionOptions):
     consumer_group: str | None = None
     min_partitions: int | None = None
     max_messages_per_partition: int | None = None
+    # A task of a Python data source costs Spark about 100 ms whatever it reads, more than reading thousands of
+    # messages: smaller parts are read together by one task (two Arrow batches of the default size).
+    min_messages_per_partition: int = 16384
     fail_on_data_loss: bool = True
     pull_depth: int = 8
     rows_per_batch: int = 8192
@@ -283,6 +288,7 @@ class SinkOptions(ConnectionOptions):
 # option -> (field, minimum); the defaults are the fields'
 _INT_OPTIONS = {
     "minPartitions": ("min_partitions", 1), "maxMessagesPerPartition": ("max_messages_per_partition", 1),
+    "minMessagesPerPartition": ("min_messages_per_partition", 0),
     "pullDepth": ("pull_depth", 1), "rowsPerBatch": ("rows_per_batch", 1),
     "requestTimeoutMs": ("request_timeout_ms", 1), "connectTimeoutMs": ("connect_timeout_ms", 1),
     "maxMessagesPerTrigger": ("max_messages_per_trigger", 1), "minMessagesPerTrigger": ("min_messages_per_trigger", 1),

@@ -16,14 +16,13 @@ from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadMaxRows, ReadMinRows,
                                               SupportsTriggerAvailableNow)
 
-from rmq_spark.batch import RangePartition
+from rmq_spark.batch import partitions_of, read_partition
 from rmq_spark.client.errors import DataLossError, RocketMQError, UnsupportedError
 from rmq_spark.client.model import MessageQueue
 from rmq_spark.connect import new_client
 from rmq_spark.offset_store import OffsetStore
-from rmq_spark.offsets import OffsetResolver, offsets_from_json, offsets_to_json, split_ranges
+from rmq_spark.offsets import OffsetResolver, offsets_from_json, offsets_to_json
 from rmq_spark.options import Committed, Earliest, OptionError, SourceOptions
-from rmq_spark.partition_reader import read_range
 from rmq_spark.planning import plan_ranges, query_topics
 from rmq_spark.queue_watch import QueueWatch
 from rmq_spark.schema import COLUMNS
@@ -138,13 +137,10 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         mins = self.client.min_offsets(list(moved), partial=True) if moved else {}
         ranges = plan_ranges(begin, moved, mins, fail_on_data_loss=self.options.fail_on_data_loss,
                              sparse_topics=self.watch.sparse_topics)
-        o = self.options
-        return [RangePartition(r) for r in split_ranges(ranges, min_partitions=o.min_partitions,
-                                                        max_per_partition=o.max_messages_per_partition)]
+        return partitions_of(ranges, self.options)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        if isinstance(partition, RangePartition):  # Spark plans an empty query as one InputPartition(None)
-            yield from read_range(self.options, partition.range, self.columns)
+        yield from read_partition(self.options, partition, self.columns)
 
     def commit(self, end: dict) -> None:
         self._mirror(offsets_from_json(end))

@@ -74,7 +74,9 @@ def test_reads_every_message_with_every_column(spark, rocketmq, transport, loade
         assert int(r["bornTimestamp"].timestamp() * 1000) == j["bornTimestamp"]
         assert r["bornHost"] == j["bornHost"] and r["storeHost"] == j["storeHost"]
         assert r["properties"]["n"] == j["properties"]["n"] and r["reconsumeTimes"] == 0 and r["flag"] == 0
-    assert df.rdd.getNumPartitions() == 8
+    assert df.rdd.getNumPartitions() == 1  # the small ranges of the 8 queues are read by one task
+    each = _read(spark, rocketmq, transport, topic, minMessagesPerPartition="0")
+    assert each.rdd.getNumPartitions() == 8 and _keys(each.collect()) == _java_keys(java)
 
 
 def test_json_offsets_select_exact_ranges(spark, rocketmq, transport, loaded):

@@ -6,7 +6,8 @@ import json
 from hypothesis import given, strategies as st
 
 from rmq_spark.client.model import MessageQueue
-from rmq_spark.offsets import QueueRange, canonical_json, offsets_from_json, split_ranges
+from rmq_spark.offsets import (QueueRange, canonical_json, group_ranges, offsets_from_json, plan_partitions,
+                               split_ranges)
 
 
 def mq(b, q, t="T"):
@@ -46,3 +47,36 @@ def test_splitting_covers_every_offset_exactly_once(spans, min_parts, max_per):
     assert all(p.size > 0 for p in parts)
     if max_per:
         assert all(p.size <= max_per for p in parts)
+
+
+def test_small_parts_are_read_together_large_ones_alone():
+    small = [QueueRange(mq("a", i), 0, 300) for i in range(5)]
+    large = QueueRange(mq("b", 0), 0, 5000)
+    tasks = group_ranges([*small[:2], large, *small[2:]], min_per_partition=1000)
+    assert tasks == [(large,), (small[0], small[1], small[2], small[3]), (small[4],)]
+    assert group_ranges(small, min_per_partition=1000, max_per_partition=700) == [
+        (small[0], small[1]), (small[2], small[3]), (small[4],)]
+    assert group_ranges(small, min_per_partition=0) == [(r,) for r in small]
+
+
+def test_min_partitions_is_never_undone_by_grouping():
+    ranges = [QueueRange(mq("a", i), 0, 10) for i in range(4)]
+    assert plan_partitions(ranges, min_partitions=8, max_per_partition=None, min_per_partition=1000) == [
+        (p,) for p in split_ranges(ranges, min_partitions=8)]
+    assert plan_partitions(ranges, min_partitions=None, max_per_partition=None, min_per_partition=1000) == [
+        tuple(ranges)]
+
+
+@given(st.lists(st.tuples(st.integers(0, 1000), st.integers(0, 500)), min_size=1, max_size=8),
+       st.one_of(st.none(), st.integers(1, 200)), st.integers(0, 600))
+def test_grouping_keeps_every_part_once_in_order_within_the_limits(spans, max_per, min_per):
+    ranges = [QueueRange(mq("b", i), s, s + n) for i, (s, n) in enumerate(spans)]
+    parts = split_ranges(ranges, max_per_partition=max_per)
+    tasks = plan_partitions(ranges, min_partitions=None, max_per_partition=max_per, min_per_partition=min_per)
+    assert sorted(p for task in tasks for p in task) == sorted(parts)
+    for task in tasks:
+        assert list(task) == sorted(task)  # a task reads its parts in the planned order
+        size = sum(p.size for p in task)
+        if len(task) > 1:
+            assert all(p.size < min_per for p in task) and sum(p.size for p in task[:-1]) < min_per
+            assert not max_per or size <= max_per
