@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import json
 import socket
-import struct
-import threading
 
 from rmq_spark.client.errors import ConnectionLostError, RocketMQError
 from rmq_spark.client.model import MessageQueue, PullStatus
 from rmq_spark.client.remoting import codes
-from rmq_spark.client.remoting.frame import RemotingCommand, decode_frame, encode_command
+from rmq_spark.client.remoting.frame import RemotingCommand, encode_command
+from tests.unit.loopback_peer import Peer, read_request
 
 _CODES = {
     PullStatus.FOUND: (codes.SUCCESS, None),
@@ -27,33 +26,17 @@ _CODES = {
 }
 
 
-def _read_frame(sock: socket.socket) -> RemotingCommand | None:
-    def exact(n: int) -> bytes | None:
-        buf = b""
-        while len(buf) < n:
-            chunk = sock.recv(n - len(buf))
-            if not chunk:
-                return None
-            buf += chunk
-        return buf
-    head = exact(4)
-    body = head and exact(struct.unpack(">i", head)[0])
-    return decode_frame(body) if body else None
-
-
 class ScriptedRemoting:
     """Serves ``fake`` (an object with ``pull_async(mq, offset, max_nums, **subscription)`` answering pendings of
     PullResult, and ``min_offset(mq)``) for queues ``broker_name``/0..``queues``-1 of any topic."""
 
     def __init__(self, fake, *, broker_name: str = "broker-a", queues: int = 1) -> None:
         self.fake, self.broker_name, self.queues = fake, broker_name, queues
-        self._server = socket.create_server(("127.0.0.1", 0))
-        self.address = f"127.0.0.1:{self._server.getsockname()[1]}"
-        self.connections = 0
-        threading.Thread(target=self._accept, daemon=True).start()
+        self._peer = Peer(self._serve)
+        self.address = self._peer.address
 
     def close(self) -> None:
-        self._server.close()
+        self._peer.close()
 
     def __enter__(self) -> "ScriptedRemoting":
         return self
@@ -61,26 +44,14 @@ class ScriptedRemoting:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _accept(self) -> None:
-        while True:
-            try:
-                sock, _ = self._server.accept()
-            except OSError:
-                return
-            self.connections += 1
-            threading.Thread(target=self._serve, args=(sock,), daemon=True).start()
-
     def _serve(self, sock: socket.socket) -> None:
-        with sock:
-            try:
-                while (request := _read_frame(sock)) is not None:
-                    response = self._answer(request)
-                    if response is None:
-                        return  # the fake's outage: the connection breaks
-                    response.opaque, response.flag = request.opaque, 1
-                    sock.sendall(encode_command(response))
-            except OSError:
-                return
+        while True:
+            request = read_request(sock)  # OSError once the client closed it: the peer ends the connection
+            response = self._answer(request)
+            if response is None:
+                return  # the fake's outage: the connection breaks
+            response.opaque, response.flag = request.opaque, 1
+            sock.sendall(encode_command(response))
 
     def _answer(self, request: RemotingCommand) -> RemotingCommand | None:
         ext = request.ext_fields

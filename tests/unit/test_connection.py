@@ -14,52 +14,9 @@ import pytest
 
 from rmq_spark.client.errors import ConnectionLostError, ProtocolError, RequestTimeoutError
 from rmq_spark.client.remoting.connection import Connection, ConnectionPool, DirectConnection
-from rmq_spark.client.remoting.frame import RemotingCommand, decode_frame, encode_command
+from rmq_spark.client.remoting.frame import RemotingCommand, encode_command
 from tests.conftest import record_error
-
-
-class Peer:
-    """Accepts connections on 127.0.0.1 and runs ``script(sock)`` for each one."""
-
-    def __init__(self, script):
-        self.server = socket.create_server(("127.0.0.1", 0))
-        self.address = f"127.0.0.1:{self.server.getsockname()[1]}"
-        self.script = script
-        self.accepted = 0
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def _serve(self):
-        while True:
-            try:
-                sock, _ = self.server.accept()
-            except OSError:
-                return
-            self.accepted += 1
-            threading.Thread(target=self._run, args=(sock,), daemon=True).start()
-
-    def _run(self, sock):
-        try:
-            self.script(sock)
-        except OSError:
-            pass
-        finally:
-            sock.close()
-
-    def close(self):
-        self.server.close()
-
-
-def read_request(sock) -> RemotingCommand:
-    def exact(n):
-        buf = b""
-        while len(buf) < n:
-            chunk = sock.recv(n - len(buf))
-            if not chunk:
-                raise OSError("closed")
-            buf += chunk
-        return buf
-    (length,) = struct.unpack(">i", exact(4))
-    return decode_frame(exact(length))
+from tests.unit.loopback_peer import Peer, read_request
 
 
 def respond(sock, request: RemotingCommand, **fields) -> None:
