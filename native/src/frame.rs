@@ -87,10 +87,10 @@ pub fn encode_into(cmd: &Command, out: &mut Vec<u8>) -> Result<(), String> {
 /// rendered to text once; `vary` names the fields each frame sets.
 #[derive(Debug, Clone)]
 pub struct Template {
-    pub code: i64,
-    pub language: String,
-    pub version: i64,
-    pub serialize_type: u8,
+    code: i64,
+    language: String,
+    version: i64,
+    serialize_type: u8,
     ext: Vec<(String, String)>,
     vary: Vec<usize>,
 }

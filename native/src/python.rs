@@ -179,11 +179,6 @@ impl RequestTemplate {
             .map_err(PyValueError::new_err)?;
         Ok(RequestTemplate { template })
     }
-
-    #[getter]
-    fn code(&self) -> i64 {
-        self.template.code
-    }
 }
 
 fn pipe_error(e: PipeError) -> PyErr {
