@@ -28,7 +28,7 @@ from rmq_spark.client.model import PROPERTY_UNIQ_KEY, HalfMessage, MessageQueue,
 ROW_KEY_PROPERTY = "rmqSparkRow"
 MARKER_SUFFIX = "_commits"  # the marker group: producerGroup + this
 SCAN_SUFFIX = "_commit_scan"  # the group holding where a recovery scans each target queue from
-_BACKOFF_S = (0.05, 0.1, 0.2, 0.5, 1.0)
+_BACKOFF_S = (0.05, 0.1, 0.2, 0.5, 1.0)  # then 1 s apart, until the deadline
 
 
 class CommitError(RocketMQError):
@@ -58,16 +58,20 @@ class RowKeys:
         return f"{self._prefix}{digest}/{n}"
 
 
-def end_halves(client: BaseClient, halves: Sequence[HalfMessage], *, commit: bool, group: str) -> None:
+def end_halves(client: BaseClient, halves: Sequence[HalfMessage], *, commit: bool, group: str,
+               retry_timeout: float) -> None:
     """Commit or roll back ``halves``: the queues in parallel, each queue's halves one at a time in order (the broker
-    ends transactions on a thread pool, so two in flight for one queue could land out of order). A broker that
-    refused (busy) is asked again; any other failure of a commit raises CommitError, since a commit whose answer was
-    lost may have been applied and must not be sent twice."""
+    ends transactions on a thread pool, so two in flight for one queue could land out of order). A request that
+    could not be sent (the broker is away: restarting, not in the route), a broker that asked to back off, and any
+    failed rollback are asked again with backoff for up to ``retry_timeout`` seconds; a commit that was sent and
+    failed raises CommitError, since a commit whose answer was lost may have been applied and must not be sent
+    twice."""
     per_queue: dict[MessageQueue, list[HalfMessage]] = defaultdict(list)
     for h in halves:
         per_queue[h.queue].append(h)
     position = {mq: 0 for mq in per_queue}
     attempts: dict[MessageQueue, int] = defaultdict(int)
+    failing_since: dict[MessageQueue, float] = {}
     while position:
         calls = []
         for mq, i in position.items():
@@ -82,16 +86,20 @@ def end_halves(client: BaseClient, halves: Sequence[HalfMessage], *, commit: boo
                     raise call
                 call.result()
             except RETRYABLE as e:
-                if commit and not isinstance(e, BrokerBusyError):
-                    raise CommitError(f"committing the half messages for {mq} stopped at "
-                                      f"{position[mq]} of {len(per_queue[mq])}: {e}", code=e.code,
-                                      remark=e.remark) from e
-                if attempts[mq] >= len(_BACKOFF_S):
-                    raise
-                time.sleep(_BACKOFF_S[attempts[mq]])
+                done_here = f"{position[mq]} of {len(per_queue[mq])}"
+                if commit and not isinstance(call, Exception) and not isinstance(e, BrokerBusyError):
+                    raise CommitError(f"committing the half messages for {mq} stopped at {done_here}: {e}",
+                                      code=e.code, remark=e.remark) from e
+                waited = time.monotonic() - failing_since.setdefault(mq, time.monotonic())
+                if waited >= retry_timeout:
+                    raise type(e)(f"ending the half messages for {mq} stopped at {done_here}: {e}; gave up after "
+                                  f"brokerRetryTimeoutMs={retry_timeout * 1000:.0f}", code=e.code,
+                                  remark=e.remark) from e
+                time.sleep(_BACKOFF_S[min(attempts[mq], len(_BACKOFF_S) - 1)])
                 attempts[mq] += 1
                 continue
             attempts[mq] = 0
+            failing_since.pop(mq, None)
             position[mq] += 1
             if position[mq] == len(per_queue[mq]):
                 del position[mq]
@@ -143,9 +151,10 @@ class CommitMarker:
 
 
 def commit_batch(marker: CommitMarker, batch_id: int, halves: Sequence[tuple[str, HalfMessage]],
-                 target_queues: Iterable[MessageQueue], group: str) -> str:
+                 target_queues: Iterable[MessageQueue], group: str, retry_timeout: float) -> str:
     """Commit streaming batch ``batch_id`` exactly once; answers what happened: committed, replayed (already
-    committed: the halves were rolled back) or recovered (part had been committed by an earlier attempt)."""
+    committed: the halves were rolled back) or recovered (part had been committed by an earlier attempt). A broker
+    that is away is waited for up to ``retry_timeout`` seconds (``end_halves``)."""
     state = marker.read()
     handles = [h for _, h in halves]
     if state is not None and state > done(batch_id):
@@ -154,17 +163,18 @@ def commit_batch(marker: CommitMarker, batch_id: int, halves: Sequence[tuple[str
                           "another query uses this producerGroup. Give each exactly_once query its own "
                           "producerGroup, kept across restarts")
     if state is not None and state >= done(batch_id):
-        end_halves(marker.client, handles, commit=False, group=group)
+        end_halves(marker.client, handles, commit=False, group=group, retry_timeout=retry_timeout)
         return "replayed"
     outcome = "committed"
     if state == started(batch_id):
         already = marker.committed_rows(target_queues)
-        end_halves(marker.client, [h for key, h in halves if key in already], commit=False, group=group)
+        end_halves(marker.client, [h for key, h in halves if key in already], commit=False, group=group,
+                   retry_timeout=retry_timeout)
         handles = [h for key, h in halves if key not in already]
         outcome = "recovered"
     else:
         marker.record_starts(target_queues)
         marker.write(started(batch_id))
-    end_halves(marker.client, handles, commit=True, group=group)
+    end_halves(marker.client, handles, commit=True, group=group, retry_timeout=retry_timeout)
     marker.write(done(batch_id))
     return outcome

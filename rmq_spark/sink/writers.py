@@ -81,13 +81,15 @@ class RocketMQWriter(DataSourceArrowWriter):
         halves = _halves(messages)
         if halves:
             with shared_client(self.options) as client:
-                end_halves(client, [h for _, h in halves], commit=True, group=self.options.producer_group)
+                end_halves(client, [h for _, h in halves], commit=True, group=self.options.producer_group,
+                           retry_timeout=self.options.broker_retry_timeout)
 
     def abort(self, messages: Sequence[WriterCommitMessage | None]) -> None:
         halves = _halves(messages)
         if halves:
             with shared_client(self.options) as client:
-                end_halves(client, [h for _, h in halves], commit=False, group=self.options.producer_group)
+                end_halves(client, [h for _, h in halves], commit=False, group=self.options.producer_group,
+                           retry_timeout=self.options.broker_retry_timeout)
 
 
 class RocketMQStreamWriter(DataSourceStreamArrowWriter):
@@ -113,7 +115,7 @@ class RocketMQStreamWriter(DataSourceStreamArrowWriter):
             for topic in sorted({h.queue.topic for _, h in halves}):
                 targets.update(client.route(topic).write_queues())
             marker = CommitMarker(client, o.producer_group, client.route(o.topic).write_queues()[0])
-            outcome = commit_batch(marker, batchId, halves, targets, o.producer_group)
+            outcome = commit_batch(marker, batchId, halves, targets, o.producer_group, o.broker_retry_timeout)
         if outcome != "committed":
             log.warning("rocketmq sink: batch %d was %s (%d half messages)", batchId, outcome, len(halves))
 
@@ -121,4 +123,5 @@ class RocketMQStreamWriter(DataSourceStreamArrowWriter):
         halves = _halves(messages)
         if halves:
             with shared_client(self.options) as client:
-                end_halves(client, [h for _, h in halves], commit=False, group=self.options.producer_group)
+                end_halves(client, [h for _, h in halves], commit=False, group=self.options.producer_group,
+                           retry_timeout=self.options.broker_retry_timeout)

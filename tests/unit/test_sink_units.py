@@ -4,7 +4,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from rmq_spark.client.errors import BrokerBusyError, RequestTimeoutError
+from rmq_spark.client.errors import BrokerBusyError, BrokerUnavailableError, RequestTimeoutError
 from rmq_spark.client.model import HalfMessage, MessageQueue, OutgoingMessage
 from rmq_spark.options import OptionError, parse_sink_options
 from rmq_spark.sink.columns import check_columns, to_rows
@@ -67,12 +67,15 @@ def test_row_keys_name_content_not_position():
 
 
 class _Ending:
-    """Records END_TRANSACTION calls; ``fail`` maps a half's msg_id to the errors its next attempts raise."""
+    """Records END_TRANSACTION calls; ``fail`` maps a half's msg_id to the errors its next answers raise, ``away``
+    to the errors its next sends raise (the request never left: its broker is not in the route)."""
 
-    def __init__(self, fail=None):
-        self.ended, self.fail, self.in_flight = [], dict(fail or {}), []
+    def __init__(self, fail=None, away=None):
+        self.ended, self.fail, self.away = [], dict(fail or {}), dict(away or {})
 
     def end_transaction_async(self, half, *, commit, group):
+        if self.away.get(half.msg_id):
+            raise self.away[half.msg_id].pop(0)
         errors = self.fail.get(half.msg_id)
         client = self
 
@@ -91,7 +94,7 @@ def _halves(spec):
 def test_end_halves_keeps_each_queue_in_order_and_retries_a_busy_broker():
     halves = _halves([(0, 3), (1, 2)])
     client = _Ending({"0-1": [BrokerBusyError("busy")]})
-    end_halves(client, halves, commit=True, group="g")
+    end_halves(client, halves, commit=True, group="g", retry_timeout=5)
     assert [m for m, _ in client.ended if m.startswith("0-")] == ["0-0", "0-1", "0-2"]
     assert [m for m, _ in client.ended if m.startswith("1-")] == ["1-0", "1-1"]
 
@@ -99,10 +102,21 @@ def test_end_halves_keeps_each_queue_in_order_and_retries_a_busy_broker():
 def test_a_commit_whose_answer_was_lost_is_not_sent_again():
     client = _Ending({"0-1": [RequestTimeoutError("lost")]})
     with pytest.raises(CommitError, match="stopped at 1 of 3"):
-        end_halves(client, _halves([(0, 3)]), commit=True, group="g")
+        end_halves(client, _halves([(0, 3)]), commit=True, group="g", retry_timeout=5)
     rollback = _Ending({"0-1": [RequestTimeoutError("lost")]})
-    end_halves(rollback, _halves([(0, 3)]), commit=False, group="g")  # a rollback is safe to repeat
+    end_halves(rollback, _halves([(0, 3)]), commit=False, group="g", retry_timeout=5)  # safe to repeat
     assert [m for m, _ in rollback.ended] == ["0-0", "0-1", "0-2"]
+
+
+def test_a_commit_that_could_not_be_sent_waits_for_its_broker_until_the_deadline():
+    restarting = BrokerUnavailableError("broker 'b' is not in the route of topic 't' now")
+    client = _Ending(away={"0-1": [restarting] * 4})
+    end_halves(client, _halves([(0, 3)]), commit=True, group="g", retry_timeout=5)
+    assert [m for m, _ in client.ended] == ["0-0", "0-1", "0-2"]  # each committed once, in order
+    gone = _Ending(away={"0-1": [restarting] * 1000})
+    with pytest.raises(BrokerUnavailableError, match=r"stopped at 1 of 3.*brokerRetryTimeoutMs=300"):
+        end_halves(gone, _halves([(0, 3)]), commit=True, group="g", retry_timeout=0.3)
+    assert [m for m, _ in gone.ended] == ["0-0"]
 
 
 def test_sink_options():
