@@ -4,18 +4,17 @@ exactly-once mode every message is a transaction's half message (the broker take
 returns their handles for the driver to commit."""
 from __future__ import annotations
 
-import time
 from collections import deque
 from dataclasses import dataclass, field
 
 from rmq_spark.client.base import BaseClient, Call
 from rmq_spark.client.errors import RETRYABLE, RocketMQError
 from rmq_spark.client.model import HalfMessage, MessageQueue, OutgoingMessage
+from rmq_spark.sink.retry import Retries
 
 BATCH_MESSAGES = 256  # messages per SEND_BATCH_MESSAGE at most
 BATCH_BYTES = 1 << 20  # body bytes per send at most (the broker takes up to maxMessageSize, 4 MiB by default)
 MAX_IN_FLIGHT = 16  # sends in flight per task
-_BACKOFF_S = (0.05, 0.1, 0.2, 0.5, 1.0, 2.0)
 
 
 @dataclass
@@ -27,8 +26,7 @@ class _Send:
     sys_flag: int
     seq: int = -1  # the row sequence of a half message
     call: Call | None = None
-    failing_since: float | None = None
-    attempt: int = 0
+    retries: Retries | None = None
 
 
 @dataclass
@@ -124,14 +122,8 @@ class Sender:
                 result = send.call.result()
                 break
             except RETRYABLE as e:
-                now = time.monotonic()
-                send.failing_since = send.failing_since or now
-                if now - send.failing_since > self._retry_timeout:
-                    raise type(e)(f"sending to {send.mq} kept failing for {now - send.failing_since:.0f} s, past "
-                                  f"option brokerRetryTimeoutMs ({self._retry_timeout * 1000:.0f} ms): {e}",
-                                  code=e.code, remark=e.remark) from e
-                time.sleep(_BACKOFF_S[min(send.attempt, len(_BACKOFF_S) - 1)])
-                send.attempt += 1
+                send.retries = send.retries or Retries(self._retry_timeout)
+                send.retries.wait(e, f"sending to {send.mq}")
                 self._start(send)
         if self._busy.get(send.mq) is send:
             del self._busy[send.mq]

@@ -17,18 +17,17 @@ identical rows), so it holds when a replayed partition yields the same rows, in 
 from __future__ import annotations
 
 import hashlib
-import time
 from collections import defaultdict
 from typing import Iterable, Sequence
 
 from rmq_spark.client.base import BaseClient
 from rmq_spark.client.errors import BrokerBusyError, RETRYABLE, RocketMQError
 from rmq_spark.client.model import PROPERTY_UNIQ_KEY, HalfMessage, MessageQueue, OutgoingMessage
+from rmq_spark.sink.retry import Retries
 
 ROW_KEY_PROPERTY = "rmqSparkRow"
 MARKER_SUFFIX = "_commits"  # the marker group: producerGroup + this
 SCAN_SUFFIX = "_commit_scan"  # the group holding where a recovery scans each target queue from
-_BACKOFF_S = (0.05, 0.1, 0.2, 0.5, 1.0)  # then 1 s apart, until the deadline
 
 
 class CommitError(RocketMQError):
@@ -70,8 +69,7 @@ def end_halves(client: BaseClient, halves: Sequence[HalfMessage], *, commit: boo
     for h in halves:
         per_queue[h.queue].append(h)
     position = {mq: 0 for mq in per_queue}
-    attempts: dict[MessageQueue, int] = defaultdict(int)
-    failing_since: dict[MessageQueue, float] = {}
+    retries = {mq: Retries(retry_timeout) for mq in per_queue}
     while position:
         calls = []
         for mq, i in position.items():
@@ -90,16 +88,9 @@ def end_halves(client: BaseClient, halves: Sequence[HalfMessage], *, commit: boo
                 if commit and not isinstance(call, Exception) and not isinstance(e, BrokerBusyError):
                     raise CommitError(f"committing the half messages for {mq} stopped at {done_here}: {e}",
                                       code=e.code, remark=e.remark) from e
-                waited = time.monotonic() - failing_since.setdefault(mq, time.monotonic())
-                if waited >= retry_timeout:
-                    raise type(e)(f"ending the half messages for {mq} stopped at {done_here}: {e}; gave up after "
-                                  f"brokerRetryTimeoutMs={retry_timeout * 1000:.0f}", code=e.code,
-                                  remark=e.remark) from e
-                time.sleep(_BACKOFF_S[min(attempts[mq], len(_BACKOFF_S) - 1)])
-                attempts[mq] += 1
+                retries[mq].wait(e, f"ending the half messages for {mq} (stopped at {done_here})")
                 continue
-            attempts[mq] = 0
-            failing_since.pop(mq, None)
+            retries[mq].reset()
             position[mq] += 1
             if position[mq] == len(per_queue[mq]):
                 del position[mq]
