@@ -18,8 +18,8 @@ from rmq_spark.client.remoting.connection import ConnectionPool, DirectConnectio
 from rmq_spark.client.remoting.frame import RemotingCommand, command_of, request_template
 from rmq_spark.client.remoting.message_codec import compressed_for_send, decode_messages
 from rmq_spark.client.remoting.namesrv import NameServerClient, parse_name_servers
-from rmq_spark.compiled import BlockGatherer, RangeCursor
 from rmq_spark.client.tls import TlsConfig
+from rmq_spark.compiled import BlockGatherer, RangeCursor
 
 T = TypeVar("T")
 
