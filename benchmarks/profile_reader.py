@@ -127,7 +127,7 @@ class _Blocks:
 
 def profile(name_server: str, topic: str, messages: int = 500_000, out_dir: Path | None = None,
             depth: int = 8) -> dict:
-    from rmq_spark.client.range_reader import RangeReader, tag_set
+    from rmq_spark.client.range_reader import RangeReader
     from rmq_spark.client.remoting.message_codec import decode_messages
     from rmq_spark.offsets import QueueRange
     from rmq_spark.options import parse_options
@@ -178,7 +178,7 @@ def profile(name_server: str, topic: str, messages: int = 500_000, out_dir: Path
         decoded = []
         t0 = time.perf_counter()
         for mq, c in chunks:
-            for m in decode_messages(c.body, mq.broker_name, tags=tag_set("*")):
+            for m in decode_messages(c.body, mq.broker_name, tags=None):
                 if c.low <= m.queue_offset < c.high:
                     decoded.append(m)
         decode_s = time.perf_counter() - t0

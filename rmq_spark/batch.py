@@ -82,10 +82,7 @@ class RocketMQPushdownBatchReader(RocketMQBatchReader):
 
     def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
         self.narrowing, rest = push(list(filters), self.options)
-        tags = self.narrowing.tags_within(self.options)
-        if tags:
-            self.options = dataclasses.replace(self.options, sub_expression=" || ".join(sorted(tags)),
-                                               expression_type="TAG")
+        self.options = dataclasses.replace(self.options, filter=self.narrowing.filter_within(self.options.filter))
         return rest
 
 

@@ -10,10 +10,10 @@ from dataclasses import dataclass, field
 from typing import Mapping, Union
 
 from rmq_spark.client.errors import RocketMQError
-from rmq_spark.client.base import DEFAULT_GROUP, DEFAULT_PRODUCER_GROUP
 from rmq_spark.client.compression import DEFAULT_MAX_MESSAGE_BYTES
 from rmq_spark.client.grpc.client import parse_endpoint
-from rmq_spark.client.model import MessageQueue
+from rmq_spark.client.model import (DEFAULT_GROUP, DEFAULT_PRODUCER_GROUP, EVERY_MESSAGE, FILTER_TYPES,
+                                    FilterExpression, MessageQueue)
 from rmq_spark.client.range_reader import DEFAULT_RETRY_TIMEOUT
 from rmq_spark.client.tls import TlsConfig
 
@@ -242,8 +242,7 @@ class SourceOptions(ConnectionOptions):
 
     topics: tuple[str, ...] = ()
     topic_pattern: str | None = None
-    sub_expression: str = "*"
-    expression_type: str = "TAG"
+    filter: FilterExpression = EVERY_MESSAGE  # subExpression and expressionType
     starting: OffsetSpec = Earliest()
     ending: OffsetSpec = Latest()
     consumer_group: str | None = None
@@ -407,8 +406,8 @@ def parse_options(raw: Mapping[str, str], *, streaming: bool = False) -> SourceO
         topics = tuple(sorted({_topic_name(chosen[0], t.strip())
                                for t in opts[chosen[0]].split(",") if t.strip()}))
 
-    expression_type = _parse_choice("expressionType", opts.get("expressionType", "TAG"), ("TAG", "SQL92"))
-    sub_expression = opts.get("subExpression", "*").strip() or "*"
+    expression = FilterExpression(opts.get("subExpression", "*"),
+                                  _parse_choice("expressionType", opts.get("expressionType", "TAG"), FILTER_TYPES))
 
     consumer_group = opts.get("consumerGroup", "").strip() or None
     if streaming:
@@ -431,8 +430,7 @@ def parse_options(raw: Mapping[str, str], *, streaming: bool = False) -> SourceO
     parsed = SourceOptions(
         topics=topics,
         topic_pattern=pattern,
-        sub_expression=sub_expression,
-        expression_type=expression_type,
+        filter=expression,
         starting=starting,
         ending=ending,
         consumer_group=consumer_group,

@@ -7,7 +7,8 @@ from typing import Iterator
 import pyarrow as pa
 
 from rmq_spark.arrow_decoder import ArrowBatchDecoder
-from rmq_spark.client.range_reader import SLOT, RangeReader, tag_set
+from rmq_spark.client.model import SLOT
+from rmq_spark.client.range_reader import RangeReader
 from rmq_spark.connect import shared_client
 from rmq_spark.offsets import QueueRange
 from rmq_spark.options import SourceOptions
@@ -31,17 +32,15 @@ def read_range(options: SourceOptions, qr: QueueRange, columns: tuple[str, ...] 
 
 
 def _read(client, options: SourceOptions, qr: QueueRange, columns: tuple[str, ...]) -> Iterator[pa.RecordBatch]:
-    tags = tag_set(options.sub_expression) if options.expression_type == "TAG" else None
     reader = RangeReader(client, qr.queue, qr.start, qr.end, depth=options.pull_depth, group=options.pull_group,
-                         expression=options.sub_expression, expression_type=options.expression_type,
-                         fail_on_data_loss=options.fail_on_data_loss, retry_timeout=options.broker_retry_timeout,
+                         expression=options.filter, fail_on_data_loss=options.fail_on_data_loss, retry_timeout=options.broker_retry_timeout,
                          sparse=qr.sparse)
     limit = options.rows_per_batch
     # The pulled blocks are collected and decoded into one batch at a time (the Arrow work is per batch, not per
     # pull). Decoding before the next pull could take the batch past the limit keeps batches near `limit` rows
     # without copying; a batch that still runs over (inner batches unwrap into more rows) is sliced.
     flush_at = max(1, limit - SLOT + 1)
-    decoder = ArrowBatchDecoder(qr.queue.broker_name, tags=tags, max_body=options.max_message_bytes, columns=columns)
+    decoder = ArrowBatchDecoder(qr.queue.broker_name, tags=options.filter.tags, max_body=options.max_message_bytes, columns=columns)
     for _ in reader.fill(decoder, flush_at, MAX_PENDING_BYTES):
         yield from _bounded(decoder.flush(), limit)
     yield from _bounded(decoder.flush(), limit)

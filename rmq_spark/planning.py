@@ -56,16 +56,16 @@ def check_filter(client, options: SourceOptions, queues: Iterable[MessageQueue])
     does not compile, or brokers without enablePropertyFilter), asked of each broker once, before anything is read.
     A broker that does not answer now is not asked."""
     o = options
-    if o.expression_type == "TAG" and o.sub_expression.strip() == "*":
+    if not o.filter.filters:
         return
     first = {}
     for mq in sorted(queues):
         first.setdefault(mq.broker_name, mq)
     for mq in first.values():
         try:
-            client.check_filter(mq, o.pull_group, o.sub_expression, o.expression_type)
+            client.check_filter(mq, o.pull_group, o.filter)
         except InvalidFilterError as e:
-            raise OptionError(f"option subExpression {o.sub_expression!r} (expressionType {o.expression_type}) cannot "
+            raise OptionError(f"option subExpression {o.filter.expression!r} (expressionType {o.filter.type}) cannot "
                               f"be used by broker {mq.broker_name}: {e.remark or e}. Fix the expression, or the "
                               "expressionType") from None
         except RETRYABLE:

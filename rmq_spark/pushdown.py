@@ -13,8 +13,7 @@ from typing import Iterable
 from pyspark.sql.datasource import (EqualTo, Filter, GreaterThan, GreaterThanOrEqual, In, LessThan,
                                     LessThanOrEqual)
 
-from rmq_spark.client.model import MessageQueue
-from rmq_spark.client.range_reader import tag_set
+from rmq_spark.client.model import FilterExpression, MessageQueue
 from rmq_spark.offsets import QueueRange
 from rmq_spark.options import SourceOptions
 
@@ -44,12 +43,10 @@ class Narrowing:
         start, end = max(r.start, lo), min(r.end, hi)
         return dataclasses.replace(r, start=start, end=max(start, end))
 
-    def tags_within(self, o: SourceOptions) -> frozenset[str] | None:
-        """The tags both the pushed filters and subExpression allow (None: any tag)."""
-        current = tag_set(o.sub_expression)
-        if self.tags is None:
-            return current
-        return self.tags if current is None else self.tags & current
+    def filter_within(self, current: FilterExpression) -> FilterExpression:
+        """The filter to pull with: ``current`` narrowed to the pushed tags (``push`` has intersected those with
+        ``current``'s; no tag left is an empty narrowing, which reads nothing)."""
+        return current if not self.tags else FilterExpression.of_tags(self.tags)
 
     @property
     def empty(self) -> bool:
@@ -84,7 +81,7 @@ def push(filters: list[Filter], options: SourceOptions) -> tuple[Narrowing, list
                 n = dataclasses.replace(n, topics=_intersect(n.topics, values))
             elif col == "brokerName":
                 n = dataclasses.replace(n, brokers=_intersect(n.brokers, values))
-            elif options.expression_type == "TAG":
+            elif options.filter.type == "TAG" and all(_tag_name(v) for v in values):
                 n = dataclasses.replace(n, tags=_intersect(n.tags, values))
             else:
                 handled = False
@@ -114,4 +111,11 @@ def push(filters: list[Filter], options: SourceOptions) -> tuple[Narrowing, list
             handled = False
         if not handled:
             rest.append(f)
+    if n.tags is not None and options.filter.tags is not None:
+        n = dataclasses.replace(n, tags=n.tags & options.filter.tags)
     return n, rest
+
+
+def _tag_name(value: str) -> bool:
+    """True for a value a TAG expression can name as it is (not ``*``, no ``||``, no edge spaces)."""
+    return bool(value) and value == value.strip() and value != "*" and "||" not in value

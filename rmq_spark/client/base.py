@@ -13,15 +13,14 @@ from rmq_spark.client import hints
 from rmq_spark.client.compression import DEFAULT_MAX_MESSAGE_BYTES
 from rmq_spark.client.errors import (RETRYABLE, BrokerError, BrokerUnavailableError, RocketMQError,
                                      UnsupportedError)
-from rmq_spark.client.model import (HalfMessage, Message, MessageQueue, OutgoingMessage, PullResult, SendResult,
+from rmq_spark.client.model import (DEFAULT_GROUP, DEFAULT_PRODUCER_GROUP, EVERY_MESSAGE, SLOT, FilterExpression,
+                                    HalfMessage, Message, MessageQueue, OutgoingMessage, PullResult, SendResult,
                                     TopicRoute)
 from rmq_spark.client.outages import OutageLog
-from rmq_spark.client.range_reader import DEFAULT_RETRY_TIMEOUT, SLOT, PullSession, RangeReader, SharedPulls, tag_set
+from rmq_spark.client.range_reader import DEFAULT_RETRY_TIMEOUT, PullSession, RangeReader, SharedPulls
 
 log = logging.getLogger(__name__)
 
-DEFAULT_GROUP = "rmq_spark_reader"
-DEFAULT_PRODUCER_GROUP = "rmq_spark_producer"
 NAME_SERVERS = "the name servers"
 # While no name server answers, the last route is used and the name servers are asked again at most this often.
 ROUTE_RETRY_S = 1.0
@@ -121,7 +120,9 @@ class BaseClient:
         raise UnsupportedError(f"{type(self).__name__} pulls no blocks of stored records")
 
     def pull_async(self, mq: MessageQueue, offset: int, max_nums: int = SLOT, *, group: str = DEFAULT_GROUP,
-                   expression: str = "*", expression_type: str = "TAG", suspend_ms: int = 0):
+                   expression: FilterExpression = EVERY_MESSAGE, suspend_ms: int = 0) -> Call:
+        """Send a pull and return at once; the call answers a PullResult. With ``suspend_ms`` > 0 the server may
+        hold it until messages arrive (long polling)."""
         raise NotImplementedError
 
     def send_async(self, mq: MessageQueue, messages: Sequence[OutgoingMessage], *,
@@ -134,10 +135,10 @@ class BaseClient:
         """``message`` as this transport sends it and the sysFlag for ``send_async`` (this default: unchanged, 0)."""
         return message, 0
 
-    def check_filter(self, mq: MessageQueue, group: str, expression: str, expression_type: str) -> None:
+    def check_filter(self, mq: MessageQueue, group: str, expression: FilterExpression) -> None:
         """InvalidFilterError when the broker of ``mq`` cannot filter by the expression. This default pulls one
         message with it (a server that checks filters refuses the pull)."""
-        self.pull(mq, 0, 1, group=group, expression=expression, expression_type=expression_type)
+        self.pull(mq, 0, 1, group=group, expression=expression)
 
     # -- calls some transports lack --------------------------------------------------------------------------
     def send_half_async(self, mq: MessageQueue, message: OutgoingMessage, *, group: str = DEFAULT_PRODUCER_GROUP,
@@ -325,11 +326,11 @@ class BaseClient:
             raise ValueError("send needs at least one message")
         return self.send_async(mq, [m.with_unique_id() for m in batch], group=group).result()
 
-    def pull_session(self, mq: MessageQueue, *, group: str = DEFAULT_GROUP, expression: str = "*",
-                     expression_type: str = "TAG") -> PullSession:
+    def pull_session(self, mq: MessageQueue, *, group: str = DEFAULT_GROUP,
+                     expression: FilterExpression = EVERY_MESSAGE) -> PullSession:
         """The pulls of one range read of ``mq`` (over the client's shared connections unless a transport has
         better)."""
-        return SharedPulls(self, mq, {"group": group, "expression": expression, "expression_type": expression_type})
+        return SharedPulls(self, mq, group=group, expression=expression)
 
     def pull(self, mq: MessageQueue, offset: int, max_nums: int = SLOT, **kw) -> PullResult:
         """Pull once and wait for the result."""
@@ -337,16 +338,14 @@ class BaseClient:
 
     # -- exact range reads -----------------------------------------------------------------------------------
     def read_range(self, mq: MessageQueue, start: int, end: int, *, depth: int = 8, group: str = DEFAULT_GROUP,
-                   expression: str = "*", expression_type: str = "TAG", fail_on_data_loss: bool = True,
+                   expression: FilterExpression = EVERY_MESSAGE, fail_on_data_loss: bool = True,
                    retry_timeout: float = DEFAULT_RETRY_TIMEOUT, sparse: bool = False) -> Iterator[Message]:
         """Every message of ``mq`` with ``start <= queueOffset < end`` that matches the filter, in order,
         with ``depth`` pulls in flight. A broker that goes away is waited for up to ``retry_timeout`` seconds;
         ``sparse`` accepts gaps in the offsets (compaction topics)."""
-        tags = tag_set(expression) if expression_type.upper() == "TAG" else None
         reader = RangeReader(self, mq, start, end, depth=depth, group=group, expression=expression,
-                             expression_type=expression_type, fail_on_data_loss=fail_on_data_loss,
-                             retry_timeout=retry_timeout, sparse=sparse)
-        collected = _Collected(self, mq, tags)
+                             fail_on_data_loss=fail_on_data_loss, retry_timeout=retry_timeout, sparse=sparse)
+        collected = _Collected(self, mq, expression.tags)
         for _ in reader.fill(collected):
             yield from collected.take()
         yield from collected.take()

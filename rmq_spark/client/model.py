@@ -3,10 +3,16 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field, replace
+from typing import Iterable
 
 from rmq_spark.client.unique_ids import new_unique_id
 
 MASTER_ID = 0
+# The group named in pulls and offset requests, and in sends, when the user names none.
+DEFAULT_GROUP = "rmq_spark_reader"
+DEFAULT_PRODUCER_GROUP = "rmq_spark_producer"
+# Messages asked for in one pull: the most a broker serves in one (its default maxMsgNums from memory).
+SLOT = 32
 
 # Permission bits of a topic or broker (PermName in RocketMQ).
 PERM_INHERIT = 0x1
@@ -36,6 +42,49 @@ class MessageQueue:
 
     def __str__(self) -> str:
         return f"{self.topic}:{self.broker_name}/{self.queue_id}"
+
+
+FILTER_TYPES = ("TAG", "SQL92")
+
+
+@dataclass(frozen=True)
+class FilterExpression:
+    """A subscription's filter, as the broker takes it: ``TAG`` (``TagA || TagB``; ``*`` passes every message) or
+    ``SQL92`` over message properties. ``tags`` is what a TAG filter re-checks on the client, as the Java client
+    does (the broker filters by tag hash): None when it passes every tag."""
+
+    expression: str = "*"
+    type: str = "TAG"
+    tags: frozenset[str] | None = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        kind = str(self.type).upper()
+        if kind not in FILTER_TYPES:
+            raise ValueError(f"filter type must be one of {', '.join(FILTER_TYPES)}, not {self.type!r}")
+        expression = (self.expression or "").strip() or "*"
+        tags = None
+        if kind == "TAG":
+            tags = frozenset(t.strip() for t in expression.split("||") if t.strip())
+            tags = None if not tags or "*" in tags else tags
+        object.__setattr__(self, "type", kind)
+        object.__setattr__(self, "expression", expression)
+        object.__setattr__(self, "tags", tags)
+
+    @classmethod
+    def of_tags(cls, tags: Iterable[str]) -> "FilterExpression":
+        """The TAG filter that passes exactly ``tags`` (at least one)."""
+        names = sorted({t.strip() for t in tags} - {""})
+        if not names or "*" in names:
+            raise ValueError(f"a TAG filter of named tags needs at least one tag other than '*', not {names!r}")
+        return cls(" || ".join(names))
+
+    @property
+    def filters(self) -> bool:
+        """True unless it passes every message (a SQL92 filter always counts as filtering)."""
+        return self.type != "TAG" or self.tags is not None
+
+
+EVERY_MESSAGE = FilterExpression()
 
 
 @dataclass(frozen=True)

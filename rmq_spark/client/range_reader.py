@@ -20,21 +20,14 @@ from dataclasses import dataclass
 from typing import Iterator, Protocol
 
 from rmq_spark.client.errors import RETRYABLE, BrokerUnavailableError, DataLossError, RocketMQError
-from rmq_spark.client.model import Message, MessageQueue, PullResult
+from rmq_spark.client.model import EVERY_MESSAGE, SLOT, FilterExpression, Message, MessageQueue, PullResult
 from rmq_spark.compiled import BlockGatherer, RangeCursor
 
-SLOT = 32  # the broker's default maximum messages per pull
 # How long a task waits for a broker that went away (restart, commit-log recovery, fail-over) before it fails.
 DEFAULT_RETRY_TIMEOUT = 600.0
 _NO_LIMIT = 1 << 62
 # The cursor's faults, as errors.
 _FAULTS = {"lost": DataLossError, "refused": RocketMQError, "unavailable": BrokerUnavailableError}
-
-
-def tag_set(expression: str) -> frozenset[str] | None:
-    """The tags of a TAG expression (``TagA || TagB``); None for ``*`` (every message)."""
-    tags = frozenset(t.strip() for t in (expression or "*").split("||") if t.strip())
-    return None if not tags or "*" in tags else tags
 
 
 class _Pending(Protocol):
@@ -56,8 +49,7 @@ class PullSession(Protocol):
 
 
 class Puller(Protocol):
-    def pull_session(self, mq: MessageQueue, *, group: str, expression: str,
-                     expression_type: str) -> PullSession: ...
+    def pull_session(self, mq: MessageQueue, *, group: str, expression: FilterExpression) -> PullSession: ...
 
     def min_offset(self, mq: MessageQueue) -> int: ...
 
@@ -67,11 +59,11 @@ class SharedPulls:
 
     native = False
 
-    def __init__(self, client, mq: MessageQueue, pull_kw: dict) -> None:
-        self._client, self._mq, self._kw = client, mq, pull_kw
+    def __init__(self, client, mq: MessageQueue, *, group: str, expression: FilterExpression) -> None:
+        self._client, self._mq, self._group, self._expression = client, mq, group, expression
 
     def pull_async(self, offset: int, max_nums: int) -> _Pending:
-        return self._client.pull_async(self._mq, offset, max_nums, **self._kw)
+        return self._client.pull_async(self._mq, offset, max_nums, group=self._group, expression=self._expression)
 
     def close(self) -> None:
         pass
@@ -115,16 +107,16 @@ class RangeReader:
     """Reads ``[start, end)`` of ``mq`` into a builder (``fill``); ``lost`` counts offsets skipped for data loss."""
 
     def __init__(self, client: Puller, mq: MessageQueue, start: int, end: int, *, depth: int = 8,
-                 slot: int = SLOT, group: str, expression: str = "*", expression_type: str = "TAG",
+                 slot: int = SLOT, group: str, expression: FilterExpression = EVERY_MESSAGE,
                  fail_on_data_loss: bool = True, retry_timeout: float = DEFAULT_RETRY_TIMEOUT,
                  sparse: bool = False) -> None:
         if start < 0 or end < start:
             raise ValueError(f"bad range [{start}, {end}) for {mq}")
         self.client, self.mq, self.start, self.end = client, mq, start, end
-        self.pull_kw = {"group": group, "expression": expression, "expression_type": expression_type}
-        filtered = expression_type.upper() != "TAG" or tag_set(expression) is not None
-        self._cursor = RangeCursor(str(mq), mq.broker_name, start, end, depth=depth, slot=slot, filtered=filtered,
-                                   sparse=sparse, fail_on_data_loss=fail_on_data_loss, retry_timeout=retry_timeout)
+        self.group, self.expression = group, expression
+        self._cursor = RangeCursor(str(mq), mq.broker_name, start, end, depth=depth, slot=slot,
+                                   filtered=expression.filters, sparse=sparse, fail_on_data_loss=fail_on_data_loss,
+                                   retry_timeout=retry_timeout)
 
     @property
     def lost(self) -> int:
@@ -133,7 +125,7 @@ class RangeReader:
     def fill(self, builder: ChunkBuilder, rows: int = 1, nbytes: int = _NO_LIMIT) -> Iterator[None]:
         """Add every message of the range to ``builder``, in order; yield whenever it holds ``rows`` rows or
         ``nbytes`` bytes (the caller takes them out), and return when the range is read."""
-        pulls = self.client.pull_session(self.mq, **self.pull_kw)
+        pulls = self.client.pull_session(self.mq, group=self.group, expression=self.expression)
         try:
             step = self._native_step if pulls.native else self._python_step()
             while step(pulls, builder, rows, nbytes):

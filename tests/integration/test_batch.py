@@ -226,6 +226,16 @@ def test_pushed_filters_narrow_the_plan(spark, rocketmq, transport, loaded, push
 
     tagged = base.where("tags = 'TagB'")
     assert _keys(tagged.collect()) == _java_keys([m for m in java if m["tags"] == "TagB"])
+    # pushed tags narrow subExpression's, never widen them; a SQL92 filter is kept whatever else is pushed
+    within = _read(spark, rocketmq, transport, topic, pushFilters="true", subExpression="TagA || TagC")
+    assert _keys(within.where("tags IN ('TagB', 'TagC')").collect()) == \
+        _java_keys([m for m in java if m["tags"] == "TagC"])
+    assert within.where("tags = 'TagB'").count() == 0
+    sql = _read(spark, rocketmq, transport, topic, pushFilters="true", expressionType="SQL92",
+                subExpression="n > 3 AND round = 1")
+    assert _keys(sql.where("queueId = 1").collect()) == \
+        _java_keys([m for m in java if int(m["properties"]["n"]) > 3 and m["properties"]["round"] == "1"
+                    and m["queueId"] == 1])
 
     import datetime as dt
     since = dt.datetime.fromtimestamp(between / 1000, tz=dt.timezone.utc)

@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from rmq_spark.client import (ConnectionLostError, MessageQueue, OutgoingMessage, PullStatus, RemotingClient,
-                              TopicNotFoundError)
+from rmq_spark.client import (ConnectionLostError, FilterExpression, MessageQueue, OutgoingMessage, PullStatus,
+                              RemotingClient, TopicNotFoundError)
 from rmq_spark.client.grpc.client import GrpcClient
 from tests.conftest import TRANSPORTS, new_client
 
@@ -106,7 +106,7 @@ def test_pipelined_and_single_pull_reads_are_identical(rocketmq, client, topic):
 def test_tag_filter_is_exact_and_rechecked(rocketmq, client, topic):
     rocketmq.produce_bulk(topic, 2000, 50, tags=["TagA", "TagB", "TagC", "TagD"])
     java = [m for m in rocketmq.consume(topic) if m.get("tags") in ("TagA", "TagC")]
-    ours = _read_all(client, topic, expression="TagA || TagC", depth=8)
+    ours = _read_all(client, topic, expression=FilterExpression("TagA || TagC"), depth=8)
     assert sorted((m.broker_name, m.queue_id, m.queue_offset) for m in ours) == \
         sorted((m["brokerName"], m["queueId"], m["queueOffset"]) for m in java)
     assert {m.tags for m in ours} == {"TagA", "TagC"}
@@ -158,7 +158,7 @@ def test_pull_statuses(rocketmq, client, topic):
     assert found.status is PullStatus.FOUND and found.next_begin_offset == 3
     assert found.max_offset == (3 if _remoting(client) else -1)  # a v2 pull answer carries no max offset
     assert client.pull(mq, 3).status is PullStatus.NO_NEW_MSG
-    nomatch = client.pull(mq, 0, expression="TagZ")
+    nomatch = client.pull(mq, 0, expression=FilterExpression("TagZ"))
     assert nomatch.status is PullStatus.NO_MATCHED_MSG and nomatch.next_begin_offset == 3
     moved = client.pull(mq, 50)
     assert moved.status is PullStatus.OFFSET_ILLEGAL and (moved.min_offset, moved.max_offset) == (0, 3)
@@ -184,7 +184,7 @@ def test_both_transports_read_identical_messages(rocketmq, topic):
     store_level = {"sys_flag", "commit_log_offset", "body_crc"}  # not in the v2 Message, nor in the rows
     with new_client(rocketmq, "remoting") as remoting, new_client(rocketmq, "grpc") as grpc_client:
         assert remoting.queues(topic) == grpc_client.queues(topic)
-        for kw in ({}, {"expression": "TagB"}, {"expression": "TagA", "depth": 1}):
+        for kw in ({}, {"expression": FilterExpression("TagB")}, {"expression": FilterExpression("TagA"), "depth": 1}):
             one, two = (_read_all(c, topic, **kw) for c in (remoting, grpc_client))
             assert len(one) > 0 and len(one) == len(two), kw
             for a, b in zip(one, two):

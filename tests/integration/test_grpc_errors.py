@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from rmq_spark.client import ConnectionLostError, GrpcClient, MessageQueue, RocketMQError
+from rmq_spark.client import ConnectionLostError, FilterExpression, GrpcClient, MessageQueue, RocketMQError
 from tests.integration.clusters import seeded_cluster
 
 
@@ -49,4 +49,4 @@ def test_the_gateway_names_unknown_topics_and_groups(rocketmq, topic):
         with pytest.raises(RocketMQError, match="broker-zz"):
             client.max_offset(MessageQueue(topic, "broker-zz", 0))
         with pytest.raises(RocketMQError, match="subExpression and expressionType"):
-            client.pull(mq, 0, expression="a = ", expression_type="SQL92")
+            client.pull(mq, 0, expression=FilterExpression("a = ", "SQL92"))

@@ -12,7 +12,7 @@ import json
 import socket
 
 from rmq_spark.client.errors import ConnectionLostError, RocketMQError
-from rmq_spark.client.model import MessageQueue, PullStatus
+from rmq_spark.client.model import FilterExpression, MessageQueue, PullStatus
 from rmq_spark.client.remoting import codes
 from rmq_spark.client.remoting.frame import RemotingCommand, encode_command
 from tests.unit.loopback_peer import Peer, read_request
@@ -68,8 +68,8 @@ class ScriptedRemoting:
             if request.code != codes.PULL_MESSAGE:
                 return RemotingCommand(code=codes.REQUEST_CODE_NOT_SUPPORTED, remark=f"code {request.code}")
             r = self.fake.pull_async(mq, int(ext["queueOffset"]), int(ext["maxMsgNums"]),
-                                     group=ext["consumerGroup"], expression=ext["subscription"],
-                                     expression_type=ext["expressionType"]).result()
+                                     group=ext["consumerGroup"],
+                                     expression=FilterExpression(ext["subscription"], ext["expressionType"])).result()
         except ConnectionLostError:
             return None
         except RocketMQError as e:

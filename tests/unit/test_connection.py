@@ -353,7 +353,7 @@ def test_range_reads_pull_over_direct_connections_unless_tls_and_natively_unless
 
 
 def test_a_native_pull_is_the_request_the_command_path_sends(peer_factory):
-    from rmq_spark.client.model import MessageQueue
+    from rmq_spark.client.model import FilterExpression, MessageQueue
     from rmq_spark.client.remoting import broker as req
     from rmq_spark.client.remoting.frame import request_template
     from rmq_spark.compiled import RangeCursor
@@ -368,7 +368,7 @@ def test_a_native_pull_is_the_request_the_command_path_sends(peer_factory):
                                                         ext_fields={"nextBeginOffset": "0"})))
     peer = peer_factory(script)
     mq = MessageQueue("T", "broker-a", 3)
-    kw = {"group": "g", "expression": "TagA || TagB", "expression_type": "TAG"}
+    kw = {"group": "g", "expression": FilterExpression("TagA || TagB")}
     template = request_template(req.pull_request(mq, offset=0, max_nums=0, **kw), ("queueOffset", "maxMsgNums"))
     conn = DirectConnection(peer.address)
     sent = [(7, 32), (2**40 + 5, 1), (0, 3)]

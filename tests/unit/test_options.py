@@ -1,9 +1,11 @@
 """Option parsing: every bad input gives an OptionError naming the option."""
 from __future__ import annotations
 
+import pickle
+
 import pytest
 
-from rmq_spark.client.model import MessageQueue
+from rmq_spark.client.model import FilterExpression, MessageQueue
 from rmq_spark.options import (EARLIEST, LATEST, ByTimestamp, Committed, Earliest, Latest, OptionError, SourceOptions,
                                SpecificOffsets, parse_duration_ms, parse_options)
 
@@ -13,8 +15,25 @@ BASE = {"nameserver": "127.0.0.1:9876", "topic": "T"}
 def test_defaults_and_case_insensitive_keys():
     o = parse_options({"NAMESERVER": "a:1;b:2", "Topics": "B, A,A", "FailOnDataLoss": "False"})
     assert o.name_server == "a:1;b:2" and o.topics == ("A", "B") and o.fail_on_data_loss is False
-    assert o.sub_expression == "*" and o.expression_type == "TAG" and o.pull_depth == 8
+    assert o.filter == FilterExpression("*", "TAG") and o.filter.tags is None and o.pull_depth == 8
     assert o.commit_offsets_to_broker is False
+
+
+def test_the_filter_options_parse_into_one_filter_expression():
+    o = parse_options({**BASE, "subExpression": " TagA ||TagB|| ", "expressionType": "tag"})
+    assert o.filter == FilterExpression("TagA ||TagB||") and o.filter.type == "TAG"
+    assert o.filter.tags == frozenset({"TagA", "TagB"}) and o.filter.filters
+    sql = parse_options({**BASE, "subExpression": "a > 1 || b", "expressionType": "sql92"}).filter
+    assert sql.type == "SQL92" and sql.tags is None and sql.filters  # a SQL92 filter is never read as tags
+    for every in ("*", "", "  ", "TagA || *"):
+        f = parse_options({**BASE, "subExpression": every}).filter
+        assert f.tags is None and not f.filters, every
+    assert pickle.loads(pickle.dumps(o)).filter.tags == o.filter.tags
+    assert FilterExpression.of_tags(["b", "a", "a"]) == FilterExpression("a || b")
+    with pytest.raises(ValueError, match="at least one tag"):
+        FilterExpression.of_tags([])
+    with pytest.raises(ValueError, match="TAG, SQL92"):
+        FilterExpression("x", "REGEX")
 
 
 def test_endpoint_selects_the_grpc_transport():

@@ -9,8 +9,8 @@ import pyarrow as pa
 import pytest
 
 import rmq_spark.partition_reader as partition_reader
-from rmq_spark.client.model import MessageQueue, PullResult, PullStatus
-from rmq_spark.client.range_reader import SharedPulls, tag_set
+from rmq_spark.client.model import EVERY_MESSAGE, FilterExpression, MessageQueue, PullResult, PullStatus
+from rmq_spark.client.range_reader import SharedPulls
 from rmq_spark.client.remoting.message_codec import decode_messages
 from rmq_spark.offsets import QueueRange
 from rmq_spark.options import parse_options
@@ -42,13 +42,13 @@ class ScriptedBroker:
         self.records, self.tags = records, tags
 
     def pull_session(self, mq, **kw):
-        return SharedPulls(self, mq, kw)
+        return SharedPulls(self, mq, **kw)
 
-    def pull_async(self, mq, offset, max_nums=32, *, group, expression="*", expression_type="TAG", suspend_ms=0):
+    def pull_async(self, mq, offset, max_nums=32, *, group, expression=EVERY_MESSAGE, suspend_ms=0):
         high = len(self.records)
         if offset >= high:
             return Done(PullResult(PullStatus.NO_NEW_MSG, offset, 0, high))
-        wanted = tag_set(expression)
+        wanted = expression.tags
         found, o = [], offset
         size = 0
         while o < high and o - offset < 32 and len(found) < max_nums:
@@ -109,7 +109,7 @@ def test_read_range_batches(serve, rows_per_batch, expression):
     assert batches and all(0 < b.num_rows <= rows_per_batch for b in batches)
     assert all(b.schema == ARROW_SCHEMA for b in batches)
     got = pa.Table.from_batches(batches).combine_chunks()
-    tags = tag_set(expression)
+    tags = FilterExpression(expression).tags
     want = to_record_batch([m for r in broker.records for m in decode_messages(r, "broker-a", tags=tags)
                             if 5 <= m.queue_offset < 390])
     assert got.equals(pa.Table.from_batches([want]))

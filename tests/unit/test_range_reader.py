@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from rmq_spark.client.errors import BrokerBusyError, BrokerUnavailableError, ConnectionLostError, DataLossError
-from rmq_spark.client.model import MessageQueue, PullResult, PullStatus
-from rmq_spark.client.range_reader import RangeReader, SharedPulls, tag_set
+from rmq_spark.client.model import EVERY_MESSAGE, FilterExpression, MessageQueue, PullResult, PullStatus
+from rmq_spark.client.range_reader import RangeReader, SharedPulls
 from rmq_spark.client.remoting.client import RemotingClient
 from rmq_spark.client.remoting.message_codec import decode_messages
 from tests.unit.scripted_remoting import ScriptedRemoting
@@ -65,9 +65,9 @@ class ScriptedQueue:
         return self.low
 
     def pull_session(self, mq, **kw):
-        return SharedPulls(self, mq, kw)
+        return SharedPulls(self, mq, **kw)
 
-    def pull_async(self, mq, offset, max_nums=32, *, group, expression="*", expression_type="TAG", suspend_ms=0):
+    def pull_async(self, mq, offset, max_nums=32, *, group, expression=EVERY_MESSAGE, suspend_ms=0):
         self.pulls.append((offset, max_nums))
         if self.correct_after is not None and len(self.pulls) > self.correct_after:
             self.low = max(self.low, self.removed)
@@ -81,7 +81,7 @@ class ScriptedQueue:
             return Done(PullResult(PullStatus.OFFSET_ILLEGAL, self.low, self.low, high))
         if offset == high:
             return Done(PullResult(PullStatus.NO_NEW_MSG, offset, self.low, high))
-        wanted = tag_set(expression)
+        wanted = expression.tags
         found, o = [], offset
         if self.record_bytes:
             max_nums = min(max_nums, (256 << 10) // self.record_bytes)
@@ -151,12 +151,12 @@ def test_every_matching_offset_once_in_order(native_peer, tags, scan, depth, slo
     if driver == "native":
         peer, client = native_peer
         peer.fake = queue
-    reader = RangeReader(client, MQ, start, end, group="g", depth=depth, slot=slot, expression=expression,
-                         retry_timeout=5)
+    reader = RangeReader(client, MQ, start, end, group="g", depth=depth, slot=slot,
+                         expression=FilterExpression(expression), retry_timeout=5)
     got = Offsets()
     for _ in reader.fill(got, rows=data.draw(st.integers(1, 50))):
         pass
-    wanted = tag_set(expression)
+    wanted = FilterExpression(expression).tags
     assert got.got == [o for o in range(start, end) if wanted is None or tags[o] in wanted]
 
 
@@ -218,7 +218,7 @@ def test_a_removed_commit_log_is_no_silent_skip(read, expression):
     with pytest.raises(DataLossError, match=r"messages \[0, 32\) are gone.*first available offset is 40"):
         read(ScriptedQueue(["A"] * 100, removed=40, correct_after=6), 0, 100)
     q = ScriptedQueue(["A"] * 100, removed=40, correct_after=6)
-    got, reader = read(q, 0, 100, fail_on_data_loss=False, expression=expression)
+    got, reader = read(q, 0, 100, fail_on_data_loss=False, expression=FilterExpression(expression))
     assert got == list(range(40, 100)) and reader.lost == 40
 
 
@@ -234,7 +234,7 @@ def test_a_filtered_span_is_checked_against_the_min_offset_it_carries(read):
     q = ScriptedQueue(["B"] * 50 + ["A"] * 50, faults=[PullStatus.NO_MATCHED_MSG])
     q.low = 3  # the span's answer says the queue now starts at 3
     with pytest.raises(DataLossError, match=r"messages \[0, 3\) are gone"):
-        read(q, 0, 100, expression="A", depth=1)
+        read(q, 0, 100, expression=FilterExpression("A"), depth=1)
 
 
 def test_a_reset_queue_is_data_loss(read):

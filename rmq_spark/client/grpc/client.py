@@ -9,16 +9,16 @@ import grpc
 import grpc.experimental
 
 from rmq_spark.client import hints
-from rmq_spark.client.base import DEFAULT_GROUP, DEFAULT_PRODUCER_GROUP, BaseClient
+from rmq_spark.client.base import BaseClient
 from rmq_spark.client.compression import DEFAULT_MAX_MESSAGE_BYTES
 from rmq_spark.client.errors import RocketMQError, UnsupportedError
 from rmq_spark.client.grpc import messages, status
 from rmq_spark.client.grpc.auth import Metadata
 from rmq_spark.client.grpc.v2 import definition_pb2 as pb
 from rmq_spark.client.grpc.v2 import service_pb2 as svc
-from rmq_spark.client.model import (PERM_READ, PERM_WRITE, BrokerData, Credentials, Message, MessageQueue,
-                                    OutgoingMessage, PullResult, PullStatus, QueueData, SendResult, TopicRoute)
-from rmq_spark.client.range_reader import SLOT, tag_set
+from rmq_spark.client.model import (DEFAULT_GROUP, DEFAULT_PRODUCER_GROUP, EVERY_MESSAGE, PERM_READ, PERM_WRITE, SLOT,
+                                    BrokerData, Credentials, FilterExpression, Message, MessageQueue, OutgoingMessage,
+                                    PullResult, PullStatus, QueueData, SendResult, TopicRoute)
 from rmq_spark.client.tls import TlsConfig
 
 T = TypeVar("T")
@@ -294,24 +294,20 @@ class GrpcClient(BaseClient):
 
     # -- pull ------------------------------------------------------------------------------------------------
     def pull_async(self, mq: MessageQueue, offset: int, max_nums: int = SLOT, *, group: str = DEFAULT_GROUP,
-                   expression: str = "*", expression_type: str = "TAG", suspend_ms: int = 0) -> PendingGrpcPull:
+                   expression: FilterExpression = EVERY_MESSAGE, suspend_ms: int = 0) -> PendingGrpcPull:
         """Start a PullMessage call and return at once; with ``suspend_ms`` > 0 the server may hold it until
         messages arrive (long polling)."""
-        kind = expression_type.upper()
-        if kind not in _FILTER_TYPES:
-            raise ValueError(f"expression type must be TAG or SQL92, not {expression_type!r}")
         request = svc.PullMessageRequest(group=pb.Resource(name=group), message_queue=_queue(mq), offset=offset,
                                          batch_size=max_nums,
-                                         filter_expression=pb.FilterExpression(type=_FILTER_TYPES[kind],
-                                                                               expression=expression or "*"))
+                                         filter_expression=pb.FilterExpression(type=_FILTER_TYPES[expression.type],
+                                                                               expression=expression.expression))
         request.long_polling_timeout.FromMilliseconds(max(0, suspend_ms))
         fn = self._method("PullMessage", svc.PullMessageResponse, stream=True)
         try:
             call = fn(request, timeout=self.request_timeout + suspend_ms / 1000.0, metadata=self._metadata())
         except grpc.RpcError as e:
             raise self.rpc_error(e, f"pull of {mq} at offset {offset}") from None
-        tags = tag_set(expression) if kind == "TAG" else None
-        return PendingGrpcPull(self, mq, offset, max_nums, call, tags)
+        return PendingGrpcPull(self, mq, offset, max_nums, call, expression.tags)
 
     # -- produce ---------------------------------------------------------------------------------------------
     def send_async(self, mq: MessageQueue, batch: Sequence[OutgoingMessage], *, group: str = DEFAULT_PRODUCER_GROUP,

@@ -6,7 +6,8 @@ import time
 from dataclasses import dataclass, fields
 
 from rmq_spark.client.errors import InvalidFilterError, RocketMQError
-from rmq_spark.client.model import HalfMessage, MessageQueue, PullResult, PullStatus, SendResult
+from rmq_spark.client.model import (EVERY_MESSAGE, FilterExpression, HalfMessage, MessageQueue, PullResult,
+                                    PullStatus, SendResult)
 from rmq_spark.client.remoting import codes
 from rmq_spark.client.remoting.frame import RemotingCommand, parse_loose_json
 from rmq_spark.client.remoting.message_codec import (PROPERTY_PRODUCER_GROUP, PROPERTY_TRANSACTION_PREPARED,
@@ -20,14 +21,15 @@ def _queue_fields(mq: MessageQueue) -> dict[str, str]:
     return {"topic": mq.topic, "queueId": str(mq.queue_id)}
 
 
-def pull_request(mq: MessageQueue, group: str, offset: int, max_nums: int, *, expression: str = "*",
-                 expression_type: str = "TAG", suspend_ms: int = 0) -> RemotingCommand:
+def pull_request(mq: MessageQueue, group: str, offset: int, max_nums: int, *,
+                 expression: FilterExpression = EVERY_MESSAGE, suspend_ms: int = 0) -> RemotingCommand:
     """PULL_MESSAGE carrying its subscription, so the broker needs no heartbeat from us."""
     sys_flag = codes.PULL_FLAG_SUBSCRIPTION | (codes.PULL_FLAG_SUSPEND if suspend_ms > 0 else 0)
     return RemotingCommand(code=codes.PULL_MESSAGE, ext_fields={
         "consumerGroup": group, **_queue_fields(mq), "queueOffset": str(offset), "maxMsgNums": str(max_nums),
         "sysFlag": str(sys_flag), "commitOffset": "0", "suspendTimeoutMillis": str(suspend_ms),
-        "subscription": expression, "subVersion": str(int(time.time() * 1000)), "expressionType": expression_type,
+        "subscription": expression.expression, "subVersion": str(int(time.time() * 1000)),
+        "expressionType": expression.type,
     })
 
 
@@ -75,16 +77,16 @@ def update_consumer_offset_request(group: str, mq: MessageQueue, offset: int) ->
                            ext_fields={"consumerGroup": group, **_queue_fields(mq), "commitOffset": str(offset)})
 
 
-def check_client_config_request(group: str, topic: str, expression: str, expression_type: str) -> RemotingCommand:
+def check_client_config_request(group: str, topic: str, expression: FilterExpression) -> RemotingCommand:
     """CHECK_CLIENT_CONFIG: whether the broker can filter ``topic`` with the subscription (it compiles SQL92)."""
-    subscription = {"topic": topic, "subString": expression, "expressionType": expression_type, "tagsSet": [],
-                    "codeSet": [], "subVersion": int(time.time() * 1000), "classFilterMode": False}
+    subscription = {"topic": topic, "subString": expression.expression, "expressionType": expression.type,
+                    "tagsSet": [], "codeSet": [], "subVersion": int(time.time() * 1000), "classFilterMode": False}
     body = {"clientId": "rmq-spark", "group": group, "subscriptionData": subscription}
     return RemotingCommand(code=codes.CHECK_CLIENT_CONFIG, body=json.dumps(body).encode("utf-8"))
 
 
-def check_client_config(response: RemotingCommand, expression: str, address: str) -> None:
-    what = f"filter expression {expression!r}"
+def check_client_config(response: RemotingCommand, expression: FilterExpression, address: str) -> None:
+    what = f"filter expression {expression.expression!r}"
     if response.code == codes.SYSTEM_ERROR and "filter" in (response.remark or ""):
         raise InvalidFilterError(f"{what}: the broker at {address} does not filter by it ({response.remark}); "
                                  "SQL92 needs enablePropertyFilter=true on the brokers", code=response.code)

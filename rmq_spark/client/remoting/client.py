@@ -5,10 +5,11 @@ import functools
 import ssl
 from typing import Callable, Iterable, Sequence, TypeVar
 
-from rmq_spark.client.base import DEFAULT_GROUP, DEFAULT_PRODUCER_GROUP, BaseClient
+from rmq_spark.client.base import BaseClient
 from rmq_spark.client.compression import DEFAULT_MAX_MESSAGE_BYTES
 from rmq_spark.client.errors import BrokerUnavailableError, ConnectionLostError, RocketMQError, TopicNotFoundError
-from rmq_spark.client.model import (MASTER_ID, BrokerData, Credentials, HalfMessage, Message, MessageQueue,
+from rmq_spark.client.model import (DEFAULT_GROUP, DEFAULT_PRODUCER_GROUP, EVERY_MESSAGE, MASTER_ID, SLOT, BrokerData,
+                                    Credentials, FilterExpression, HalfMessage, Message, MessageQueue,
                                     OutgoingMessage, PullResult, TopicRoute)
 from rmq_spark.client.range_reader import PullSession
 from rmq_spark.client.remoting import broker as req
@@ -57,14 +58,15 @@ class DirectPulls:
     covers every field) are built whole and sent one by one (``pull_async``). The member is chosen as for any read,
     again whenever its connection closed or the broker suggested another member."""
 
-    def __init__(self, client: "RemotingClient", mq: MessageQueue, pull_kw: dict) -> None:
-        self._client, self._mq, self._kw = client, mq, pull_kw
+    def __init__(self, client: "RemotingClient", mq: MessageQueue, *, group: str, expression: FilterExpression) -> None:
+        self._client, self._mq = client, mq
+        self._kw = {"group": group, "expression": expression}
         self._conns: dict[str, DirectConnection] = {}
         self._conn: DirectConnection | None = None
         self._replica = False
         self._suggested = MASTER_ID
         self.native = not client._pool.signs
-        self._template = request_template(req.pull_request(mq, offset=0, max_nums=0, **pull_kw), _PULL_VARY)
+        self._template = request_template(req.pull_request(mq, offset=0, max_nums=0, **self._kw), _PULL_VARY)
 
     def _connection(self) -> DirectConnection:
         client, mq = self._client, self._mq
@@ -272,11 +274,11 @@ class RemotingClient(BaseClient):
                                    lambda r, a: req.topic_attributes(r, topic, a)).result()
         return attributes.get(COMPACTION[0], "").upper() == COMPACTION[1]
 
-    def check_filter(self, mq: MessageQueue, group: str, expression: str, expression_type: str) -> None:
+    def check_filter(self, mq: MessageQueue, group: str, expression: FilterExpression) -> None:
         """InvalidFilterError when the broker of ``mq`` cannot filter by the expression (CHECK_CLIENT_CONFIG, as the
         Java consumer checks its subscriptions): a broker handed a SQL92 filter it cannot compile in a pull drops
         the filter and answers every message."""
-        self._request(mq, req.check_client_config_request(group, mq.topic, expression, expression_type),
+        self._request(mq, req.check_client_config_request(group, mq.topic, expression),
                       lambda r, a: req.check_client_config(r, expression, a)).result()
 
     def online_consumers(self, group: str, topics: Iterable[str]) -> list[str]:
@@ -291,13 +293,11 @@ class RemotingClient(BaseClient):
         return sorted({cid for c in calls for cid in c.result()})
 
     # -- pull ------------------------------------------------------------------------------------------------
-    def pull_async(self, mq: MessageQueue, offset: int, max_nums: int = codes.DEFAULT_PULL_BATCH, *,
-                   group: str = DEFAULT_GROUP, expression: str = "*", expression_type: str = "TAG",
-                   suspend_ms: int = 0) -> RemotingCall:
+    def pull_async(self, mq: MessageQueue, offset: int, max_nums: int = SLOT, *, group: str = DEFAULT_GROUP,
+                   expression: FilterExpression = EVERY_MESSAGE, suspend_ms: int = 0) -> RemotingCall:
         """Send a pull and return at once. With ``suspend_ms`` > 0 the broker holds it until messages arrive or the
         suspension ends (long polling); the request timeout is extended past it."""
-        cmd = req.pull_request(mq, group, offset, max_nums, expression=expression,
-                               expression_type=expression_type, suspend_ms=suspend_ms)
+        cmd = req.pull_request(mq, group, offset, max_nums, expression=expression, suspend_ms=suspend_ms)
         return self._request(mq, cmd, self._pull_parse(mq, offset),
                              timeout=self.request_timeout + suspend_ms / 1000.0)
 
@@ -310,14 +310,13 @@ class RemotingClient(BaseClient):
             return result
         return parse
 
-    def pull_session(self, mq: MessageQueue, *, group: str = DEFAULT_GROUP, expression: str = "*",
-                     expression_type: str = "TAG") -> DirectPulls | PullSession:
+    def pull_session(self, mq: MessageQueue, *, group: str = DEFAULT_GROUP,
+                     expression: FilterExpression = EVERY_MESSAGE) -> DirectPulls | PullSession:
         """Direct connections of the reader's own over plain TCP; the shared ones with TLS (the compiled core
         speaks plain TCP only)."""
-        kw = {"group": group, "expression": expression, "expression_type": expression_type}
         if self._pool.direct:
-            return DirectPulls(self, mq, kw)
-        return super().pull_session(mq, **kw)
+            return DirectPulls(self, mq, group=group, expression=expression)
+        return super().pull_session(mq, group=group, expression=expression)
 
     def _block_messages(self, block: bytes, mq: MessageQueue, tags: frozenset[str] | None) -> list[Message]:
         return decode_messages(block, mq.broker_name, tags=tags, max_body=self.max_message_bytes)

@@ -57,6 +57,3 @@ PULL_FLAG_SUBSCRIPTION = 0x4
 # The remark of a PULL_RETRY_IMMEDIATELY answer that means "the filter matched nothing in [offset, next)" (the
 # broker sets the remark to its GetMessageStatus); any other remark means "pull the same offset again".
 NO_MATCHED_MESSAGE = "NO_MATCHED_MESSAGE"
-
-# Broker defaults: a pull returns at most this many messages (from memory).
-DEFAULT_PULL_BATCH = 32
