@@ -39,6 +39,7 @@ LINE_DOCS = {
     "java-ceiling": "official DefaultMQPullConsumer async pulls, 16 in flight per queue (broker ceiling)",
     "client": "RemotingClient.read_range, 1 process, depth 8, decoded Message objects",
     "client-grpc": "GrpcClient.read_range through the v2 pull gateway, 1 process, depth 8, decoded Message objects",
+    "client-grpc-arrow": "client-arrow through the v2 pull gateway (gRPC answer frames gathered into Arrow columns)",
     "client-depth1": "RemotingClient.read_range, 1 process, depth 1 (one pull at a time)",
     "client-2proc": "RemotingClient.read_range, 2 processes x 4 queues, depth 8",
     "client-raw": "RangeReader only (pulled blocks walked, no columns), 1 process, depth 8",
@@ -157,6 +158,8 @@ class Harness:
             ranges = cr.plan(ns, topic)
             if name == "client-grpc":
                 return lambda: cr.read_in_process(gw, topic, ranges, depth=8)
+            if name == "client-grpc-arrow":
+                return lambda: cr.read_in_process(gw, topic, ranges, depth=8, mode="arrow")
             if name == "client":
                 return lambda: cr.read_in_process(ns, topic, ranges, depth=8)
             if name == "client-depth1":

@@ -7,11 +7,13 @@ rules (map entries, TAGS, KEYS split on spaces, UNIQ_KEY or the offset message i
 without a copy through the Arrow C data interface; Python assembles the map and list columns from their parts,
 once per batch.
 
-Blocks with a record whose body must be transformed first (compressed, or an inner batch to unwrap) are rare: they
-go through the reference decoder ``decode_messages`` and their rows are laid into the batch in order, so every
-row is the same as ``schema.to_record_batch(decode_messages(...))`` would give. Messages a transport delivers
-decoded (gRPC) are laid in the same way (``add_messages``), so one decoder serves every transport. Malformed input
-raises the ProtocolError ``decode_messages`` raises for it.
+The answer frames of a gRPC pull (serialized v2 messages) are gathered into the same columns by the same core
+(``add_frames``), so one builder serves both transports.
+
+Blocks with a record whose body must be transformed first (compressed, or an inner batch to unwrap) and frames
+with a gzip body are rare: they go through the transport's reference decoder (``decode_messages``,
+``grpc.messages.decode_frames``) and their rows are laid into the batch in order, so every row is the same as
+``schema.to_record_batch`` of the reference's messages would give. Malformed input raises a ProtocolError.
 """
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ import pyarrow as pa
 
 from rmq_spark.client.compression import DEFAULT_MAX_MESSAGE_BYTES
 from rmq_spark.client.errors import ProtocolError
-from rmq_spark.client.model import Message
+from rmq_spark.client.model import Message, MessageQueue
 from rmq_spark.client.remoting.message_codec import as_byte_buffer, decode_messages
 from rmq_spark.compiled import BlockGatherer
 from rmq_spark.schema import ARROW_SCHEMA, COLUMNS, MessageBatcher, arrow_schema
@@ -44,13 +46,16 @@ class ArrowBatchDecoder:
 
     ``tags``: the TAG subscription's tag set (None, empty or containing ``*``: every message), re-checked on
     the TAGS property as the Java client does. ``columns``: the columns to output, in order (a projection of
-    ``ARROW_SCHEMA``); only those are built.
+    ``ARROW_SCHEMA``); only those are built. ``queue``: the queue read (its topic stands for a v2 message's that
+    names none).
     """
 
     def __init__(self, broker_name: str, *, tags: frozenset[str] | set[str] | None = None,
-                 max_body: int = DEFAULT_MAX_MESSAGE_BYTES, columns: tuple[str, ...] = COLUMNS) -> None:
+                 max_body: int = DEFAULT_MAX_MESSAGE_BYTES, columns: tuple[str, ...] = COLUMNS,
+                 queue: MessageQueue | None = None) -> None:
         self.max_body = max_body
         self.broker_name = broker_name
+        self.queue = queue or MessageQueue("", broker_name, -1)
         self._tag_set = frozenset(tags) if tags and "*" not in tags else None
         self.columns = tuple(columns)
         self.schema = arrow_schema(self.columns)
@@ -95,6 +100,20 @@ class ArrowBatchDecoder:
         self.add_messages(decode_messages(buf, self.broker_name, tags=self._tag_set, max_body=self.max_body),
                           low, high)
 
+    def add_frames(self, frames: tuple[bytes, ...], low: int, high: int) -> None:
+        """Collect the answer frames of a gRPC pull (``PullResult.frames``); only their messages with
+        ``low <= queueOffset < high`` will be output. ProtocolError for a frame that does not parse (then nothing
+        is collected)."""
+        if self._decoded.rows:
+            self._seal_decoded()
+        try:
+            plain = self._gatherer.add_v2(list(frames), self.queue.topic, low, high)
+        except (ValueError, OverflowError) as e:  # (UnicodeError is a ValueError)
+            raise ProtocolError(f"{self.queue}: a PullMessage answer frame does not read: {e}") from None
+        if not plain:
+            from rmq_spark.client.grpc.messages import decode_frames  # protobuf: only where the reference is needed
+            self.add_messages(decode_frames(frames, self.queue, self._tag_set, self.max_body), low, high)
+
     def native_target(self) -> BlockGatherer:
         """The gatherer a native pull loop adds plain blocks to directly, in order after what was collected
         before."""
@@ -103,8 +122,8 @@ class ArrowBatchDecoder:
         return self._gatherer
 
     def add_messages(self, messages: Sequence[Message], low: int, high: int) -> None:
-        """Collect messages decoded already (by a transport that delivers them decoded, or by the reference
-        decoder), in order after what was collected before; those with ``low <= queueOffset < high`` are output."""
+        """Collect messages decoded already (by a transport's reference decoder), in order after what was
+        collected before; those with ``low <= queueOffset < high`` are output."""
         if self._gatherer.rows or self._gatherer.nbytes:
             self._done_bytes += self._gatherer.nbytes
             self._done.append(self._gathered_batch())

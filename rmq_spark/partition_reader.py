@@ -33,14 +33,15 @@ def read_range(options: SourceOptions, qr: QueueRange, columns: tuple[str, ...] 
 
 def _read(client, options: SourceOptions, qr: QueueRange, columns: tuple[str, ...]) -> Iterator[pa.RecordBatch]:
     reader = RangeReader(client, qr.queue, qr.start, qr.end, depth=options.pull_depth, group=options.pull_group,
-                         expression=options.filter, fail_on_data_loss=options.fail_on_data_loss, retry_timeout=options.broker_retry_timeout,
-                         sparse=qr.sparse)
+                         expression=options.filter, fail_on_data_loss=options.fail_on_data_loss,
+                         retry_timeout=options.broker_retry_timeout, sparse=qr.sparse)
     limit = options.rows_per_batch
     # The pulled blocks are collected and decoded into one batch at a time (the Arrow work is per batch, not per
     # pull). Decoding before the next pull could take the batch past the limit keeps batches near `limit` rows
     # without copying; a batch that still runs over (inner batches unwrap into more rows) is sliced.
     flush_at = max(1, limit - SLOT + 1)
-    decoder = ArrowBatchDecoder(qr.queue.broker_name, tags=options.filter.tags, max_body=options.max_message_bytes, columns=columns)
+    decoder = ArrowBatchDecoder(qr.queue.broker_name, tags=options.filter.tags, max_body=options.max_message_bytes,
+                                columns=columns, queue=qr.queue)
     for _ in reader.fill(decoder, flush_at, MAX_PENDING_BYTES):
         yield from _bounded(decoder.flush(), limit)
     yield from _bounded(decoder.flush(), limit)

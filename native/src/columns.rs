@@ -1,13 +1,16 @@
 //! Records of pulled blocks gathered straight into the source's columns (only the ones asked for).
 
 use crate::arrow::Column;
-use crate::records::{scan, Record, ScanError};
+use crate::records::{scan, ScanError};
+use crate::v2;
 use std::fmt::Write;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 const TAGS: &[u8] = b"TAGS";
 const KEYS: &[u8] = b"KEYS";
 const UNIQ_KEY: &[u8] = b"UNIQ_KEY";
+/// The user property in which a v2 message carries the message's flag (proto/README.md).
+const FLAG_PROPERTY: &[u8] = b"__rmq_spark_flag";
 
 /// Why a block was not gathered.
 #[derive(Debug, PartialEq, Eq)]
@@ -85,7 +88,11 @@ impl Hosts {
         Hosts { strings: Strings::new(), last_raw: Vec::new(), last: String::new() }
     }
 
-    fn push(&mut self, raw: &[u8]) {
+    fn push(&mut self, host: &Host) {
+        let raw = match *host {
+            Host::Raw(raw) => raw,
+            Host::Text(text) => return self.strings.push(text),
+        };
         if raw != self.last_raw.as_slice() {
             self.last.clear();
             render_host(raw, &mut self.last);
@@ -94,6 +101,37 @@ impl Hosts {
         }
         self.strings.push(self.last.as_bytes());
     }
+}
+
+/// A host as a record carries it: raw (IP + int32 port, rendered here) or as text already (v2).
+enum Host<'a> {
+    Raw(&'a [u8]),
+    Text(&'a [u8]),
+}
+
+/// A message id: the UNIQ_KEY or v2 id, or the offset message id of a record without one.
+enum MessageId<'a> {
+    Text(&'a [u8]),
+    Offset { store_host: &'a [u8], physic_offset: i64 },
+}
+
+/// One row's values, whichever kind of record they came from; `keys` are the words of one text (remoting's
+/// space-separated KEYS property) or a list (v2), empty words dropped either way.
+struct Row<'a> {
+    topic: &'a [u8],
+    queue_id: i32,
+    queue_offset: i64,
+    body: &'a [u8],
+    born_us: i64,
+    store_us: i64,
+    born_host: Host<'a>,
+    store_host: Host<'a>,
+    reconsume: i32,
+    flag: i32,
+    properties: &'a [(&'a [u8], &'a [u8])],
+    tag: Option<&'a [u8]>,
+    keys: (&'a [u8], &'a [&'a [u8]]),
+    msg_id: MessageId<'a>,
 }
 
 /// Which columns to build.
@@ -294,7 +332,27 @@ impl Gathered {
                     }
                 }
             }
-            self.push(&r, &pairs, born.unwrap(), store.unwrap());
+            let tag = lookup(&pairs, TAGS);
+            let msg_id = match lookup(&pairs, UNIQ_KEY) {
+                Some(id) => MessageId::Text(id),
+                None => MessageId::Offset { store_host: r.store_host, physic_offset: r.physic_offset },
+            };
+            self.push(&Row {
+                topic: r.topic,
+                queue_id: r.queue_id,
+                queue_offset: r.queue_offset,
+                body: r.body,
+                born_us: born.unwrap(),
+                store_us: store.unwrap(),
+                born_host: Host::Raw(r.born_host),
+                store_host: Host::Raw(r.store_host),
+                reconsume: r.reconsume_times,
+                flag: r.flag,
+                properties: &pairs,
+                tag,
+                keys: (lookup(&pairs, KEYS).unwrap_or_default(), &[]),
+                msg_id,
+            });
             Ok(())
         });
         let outcome = match result {
@@ -312,7 +370,85 @@ impl Gathered {
         outcome
     }
 
-    fn push(&mut self, r: &Record, pairs: &[(&[u8], &[u8])], born_us: i64, store_us: i64) {
+    /// Gathers the messages of a gRPC pull's answer frames (each a `PullMessageResponse` holding a message) with
+    /// `low <= queueOffset < high` that pass the tag re-check; `topic` stands for a message that names none.
+    /// Returns false, gathering nothing, when a message needs the reference decoder (a gzip body, a flag that is
+    /// not a plain integer); on an error nothing is gathered either.
+    pub fn add_v2(&mut self, frames: &[&[u8]], topic: &[u8], low: i64, high: i64) -> Result<bool, AddError> {
+        let rows_before = self.rows;
+        let outcome = self.gather_v2(frames, topic, low, high);
+        if outcome != Ok(true) {
+            self.truncate(rows_before);
+        } else {
+            self.bytes += frames.iter().map(|f| f.len()).sum::<usize>();
+        }
+        outcome
+    }
+
+    fn gather_v2(&mut self, frames: &[&[u8]], topic: &[u8], low: i64, high: i64) -> Result<bool, AddError> {
+        let mut properties = Vec::new();
+        for frame in frames {
+            let Some(v2::Content::Message(buf)) = v2::response(frame).map_err(AddError::Malformed)? else {
+                return Err(AddError::Malformed("a PullMessage answer frame holds no message".into()));
+            };
+            let m = v2::message(buf).map_err(AddError::Malformed)?;
+            if m.body_encoding == v2::GZIP && !m.body.is_empty() {
+                return Ok(false);
+            }
+            let texts = [m.topic, m.message_id, m.born_host, m.store_host, m.tag.unwrap_or_default()];
+            if texts.iter().chain(&m.keys).chain(m.properties.iter().flat_map(|(k, v)| [k, v]))
+                .any(|t| std::str::from_utf8(t).is_err())
+            {
+                return Err(AddError::InvalidText);
+            }
+            let us = |(seconds, nanos): (i64, i64)| {
+                seconds.checked_mul(1000)?.checked_add(nanos.div_euclid(1_000_000))?.checked_mul(US_PER_MS)
+            };
+            let (Some(born_us), Some(store_us)) = (us(m.born), us(m.store)) else {
+                return Err(AddError::Timestamp);
+            };
+            properties.clear();
+            let mut flag = 0;
+            for &(name, value) in &m.properties {
+                if name != FLAG_PROPERTY {
+                    properties.push((name, value));
+                    continue;
+                }
+                match std::str::from_utf8(value).ok().and_then(|v| v.parse::<i32>().ok()) {
+                    Some(f) if value.iter().all(u8::is_ascii_digit) || value.first() == Some(&b'-') => flag = f,
+                    _ => return Ok(false),
+                }
+            }
+            if m.queue_offset < low || m.queue_offset >= high {
+                continue;
+            }
+            if let Some(set) = &self.tag_set {
+                match m.tag {
+                    Some(tag) if set.iter().any(|t| t.as_slice() == tag) => {}
+                    _ => continue,
+                }
+            }
+            self.push(&Row {
+                topic: if m.topic.is_empty() { topic } else { m.topic },
+                queue_id: m.queue_id,
+                queue_offset: m.queue_offset,
+                body: m.body,
+                born_us,
+                store_us,
+                born_host: Host::Text(m.born_host),
+                store_host: Host::Text(m.store_host),
+                reconsume: m.delivery_attempt.map_or(0, |a| a.saturating_sub(1).max(0)),
+                flag,
+                properties: &properties,
+                tag: m.tag,
+                keys: (b"", &m.keys),
+                msg_id: MessageId::Text(m.message_id),
+            });
+        }
+        Ok(true)
+    }
+
+    fn push(&mut self, r: &Row) {
         let w = self.want;
         self.rows += 1;
         if w.topic {
@@ -328,37 +464,37 @@ impl Gathered {
             self.body.push(r.body);
         }
         if w.born_ts {
-            self.born_ts.push(born_us);
+            self.born_ts.push(r.born_us);
         }
         if w.store_ts {
-            self.store_ts.push(store_us);
+            self.store_ts.push(r.store_us);
         }
         if w.born_host {
-            self.born_host.push(r.born_host);
+            self.born_host.push(&r.born_host);
         }
         if w.store_host {
-            self.store_host.push(r.store_host);
+            self.store_host.push(&r.store_host);
         }
         if w.reconsume {
-            self.reconsume.push(r.reconsume_times);
+            self.reconsume.push(r.reconsume);
         }
         if w.flag {
             self.flag.push(r.flag);
         }
         if w.properties {
-            for (name, value) in pairs {
+            for (name, value) in r.properties {
                 self.property_names.push(name);
                 self.property_values.push(value);
             }
             self.property_offsets.push(self.property_names.len() as i32);
         }
         if w.tags {
-            let tag = lookup(pairs, TAGS);
-            self.tags.push(tag.unwrap_or_default());
-            self.tags_valid.push(tag.is_some());
+            self.tags.push(r.tag.unwrap_or_default());
+            self.tags_valid.push(r.tag.is_some());
         }
         if w.keys {
-            for word in lookup(pairs, KEYS).unwrap_or_default().split(|&b| b == b' ') {
+            let (text, list) = r.keys;
+            for word in text.split(|&b| b == b' ').chain(list.iter().copied()) {
                 if !word.is_empty() {
                     self.keys.push(word);
                 }
@@ -366,10 +502,10 @@ impl Gathered {
             self.key_offsets.push(self.keys.len() as i32);
         }
         if w.msg_id {
-            match lookup(pairs, UNIQ_KEY) {
-                Some(id) => self.msg_id.push(id),
-                None => {
-                    push_offset_message_id(r.store_host, r.physic_offset, &mut self.msg_id.data);
+            match r.msg_id {
+                MessageId::Text(id) => self.msg_id.push(id),
+                MessageId::Offset { store_host, physic_offset } => {
+                    push_offset_message_id(store_host, physic_offset, &mut self.msg_id.data);
                     self.msg_id.offsets.push(self.msg_id.data.len() as i32);
                 }
             }

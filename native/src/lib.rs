@@ -12,6 +12,7 @@ pub mod json_header;
 pub mod pipe;
 pub mod pulls;
 pub mod records;
+pub mod v2;
 
 #[cfg(feature = "python")]
 mod python;

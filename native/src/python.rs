@@ -69,14 +69,23 @@ impl BlockGatherer {
     /// OverflowError for a timestamp out of the microsecond range; nothing is gathered then.
     fn add(&mut self, py: Python<'_>, block: &[u8], low: i64, high: i64) -> PyResult<bool> {
         let gathered = &mut self.gathered;
-        match py.detach(|| gathered.add(block, low, high)) {
-            Ok(plain) => Ok(plain),
-            Err(AddError::Malformed(text)) => Err(PyValueError::new_err(text)),
-            Err(AddError::InvalidText) => Err(PyUnicodeError::new_err("topic or properties are not valid UTF-8")),
-            Err(AddError::Timestamp) => Err(pyo3::exceptions::PyOverflowError::new_err(
-                "a message timestamp is out of the range of microsecond timestamps",
-            )),
-        }
+        added(py.detach(|| gathered.add(block, low, high)))
+    }
+
+    /// Gathers the messages of a gRPC pull's answer frames (serialized `PullMessageResponse`s that each hold a
+    /// message) with `low <= queueOffset < high`; `topic` stands for a message that names none. False (nothing
+    /// gathered) when one needs the reference decoder; errors as `add`.
+    fn add_v2(
+        &mut self,
+        py: Python<'_>,
+        frames: Vec<Bound<'_, PyBytes>>,
+        topic: &str,
+        low: i64,
+        high: i64,
+    ) -> PyResult<bool> {
+        let frames: Vec<&[u8]> = frames.iter().map(|f| f.as_bytes()).collect();
+        let gathered = &mut self.gathered;
+        added(py.detach(|| gathered.add_v2(&frames, topic.as_bytes(), low, high)))
     }
 
     /// Rows gathered since the last take.
@@ -98,6 +107,17 @@ impl BlockGatherer {
             .into_iter()
             .map(|(name, column)| (name, ArrowColumn { column: std::sync::Mutex::new(Some(column)) }))
             .collect()
+    }
+}
+
+fn added(outcome: Result<bool, AddError>) -> PyResult<bool> {
+    match outcome {
+        Ok(plain) => Ok(plain),
+        Err(AddError::Malformed(text)) => Err(PyValueError::new_err(text)),
+        Err(AddError::InvalidText) => Err(PyUnicodeError::new_err("a text field of a message is not valid UTF-8")),
+        Err(AddError::Timestamp) => Err(pyo3::exceptions::PyOverflowError::new_err(
+            "a message timestamp is out of the range of microsecond timestamps",
+        )),
     }
 }
 
@@ -250,6 +270,18 @@ fn pull_status(code: i32, remark: Option<&str>, next_begin: i64, offset: i64) ->
 #[pyfunction]
 fn first_offset(block: &[u8]) -> i64 {
     pulls::first_offset(block)
+}
+
+/// The queue offset of the message of a gRPC pull's answer frame; ValueError when it holds no message.
+#[pyfunction]
+fn v2_queue_offset(frame: &[u8]) -> PyResult<i64> {
+    match crate::v2::response(frame) {
+        Ok(Some(crate::v2::Content::Message(buf))) => {
+            crate::v2::message(buf).map(|m| m.queue_offset).map_err(PyValueError::new_err)
+        }
+        Ok(_) => Err(PyValueError::new_err("the PullMessage answer frame holds no message")),
+        Err(text) => Err(PyValueError::new_err(text)),
+    }
 }
 
 type Out<'py> = PyResult<Bound<'py, PyAny>>;
@@ -460,6 +492,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<RangeCursor>()?;
     m.add_function(wrap_pyfunction!(pull_status, m)?)?;
     m.add_function(wrap_pyfunction!(first_offset, m)?)?;
+    m.add_function(wrap_pyfunction!(v2_queue_offset, m)?)?;
     m.add_function(wrap_pyfunction!(encode_frame, m)?)?;
     m.add_function(wrap_pyfunction!(decode_frame, m)?)?;
     Ok(())

@@ -12,8 +12,8 @@ from rmq_spark.client.tls import TlsConfig
 
 __all__ = [
     "EVERY_MESSAGE", "AuthError", "BrokerBusyError", "BrokerError", "BrokerUnavailableError", "ConnectionLostError",
-    "Credentials", "DataLossError", "FilterExpression", "GrpcClient", "HalfMessage", "InvalidFilterError", "Message", "MessageQueue", "MessageTooLargeError",
-    "OffsetMovedError", "OutgoingMessage", "ProtocolError", "PullResult", "PullStatus", "RemotingClient",
+    "Credentials", "DataLossError", "FilterExpression", "GrpcClient", "HalfMessage", "InvalidFilterError", "Message",
+    "MessageQueue", "MessageTooLargeError", "OffsetMovedError", "OutgoingMessage", "ProtocolError", "PullResult", "PullStatus", "RemotingClient",
     "RequestTimeoutError", "RocketMQError", "SendResult", "TlsConfig", "TopicNotFoundError", "TopicRoute",
     "UnsupportedError",
 ]

@@ -119,6 +119,12 @@ class BaseClient:
         deliver messages decoded has none)."""
         raise UnsupportedError(f"{type(self).__name__} pulls no blocks of stored records")
 
+    def _frame_messages(self, frames: Sequence[bytes], mq: MessageQueue,
+                        tags: frozenset[str] | None) -> Sequence[Message]:
+        """The messages of a pull's answer frames (``PullResult.frames``) that pass the tag re-check (a transport
+        whose pulls answer in blocks has none)."""
+        raise UnsupportedError(f"{type(self).__name__} pulls no v2 answer frames")
+
     def pull_async(self, mq: MessageQueue, offset: int, max_nums: int = SLOT, *, group: str = DEFAULT_GROUP,
                    expression: FilterExpression = EVERY_MESSAGE, suspend_ms: int = 0) -> Call:
         """Send a pull and return at once; the call answers a PullResult. With ``suspend_ms`` > 0 the server may
@@ -368,9 +374,12 @@ class _Collected:
         return None  # every block through add: messages, not columns
 
     def add(self, block: bytes, low: int, high: int) -> None:
-        self.add_messages(self._client._block_messages(block, self._mq, self._tags), low, high)
+        self._add(self._client._block_messages(block, self._mq, self._tags), low, high)
 
-    def add_messages(self, messages: Sequence[Message], low: int, high: int) -> None:
+    def add_frames(self, frames: tuple[bytes, ...], low: int, high: int) -> None:
+        self._add(self._client._frame_messages(frames, self._mq, self._tags), low, high)
+
+    def _add(self, messages: Sequence[Message], low: int, high: int) -> None:
         self._messages.extend(m for m in messages if low <= m.queue_offset < high)
 
     def take(self) -> list[Message]:

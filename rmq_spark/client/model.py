@@ -195,10 +195,11 @@ class PullStatus(enum.Enum):
 
 @dataclass(frozen=True)
 class PullResult:
-    """The outcome of one pull. For FOUND, ``body`` is the raw message block (remoting: decode with the message
-    codec) or ``messages`` holds the messages already decoded (gRPC); ``first_offset`` is the queue offset of the
-    first record the broker returned (-1 when none). ``min_offset`` and ``max_offset`` are -1 when the transport
-    does not report them."""
+    """The outcome of one pull. For FOUND, what came is as the transport carries it: ``body`` is the raw message
+    block (remoting), ``frames`` the answer frames (serialized v2 ``PullMessageResponse``s) that each hold a message
+    (gRPC); the Arrow builder gathers either natively, the transport's reference decoder turns either into
+    Messages. ``first_offset`` is the queue offset of the first record the broker returned (-1 when none).
+    ``min_offset`` and ``max_offset`` are -1 when the transport does not report them."""
 
     status: PullStatus
     next_begin_offset: int
@@ -206,7 +207,7 @@ class PullResult:
     max_offset: int
     body: bytes = b""
     suggest_which_broker_id: int = 0
-    messages: tuple[Message, ...] | None = None
+    frames: tuple[bytes, ...] | None = None
     first_offset: int = -1
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Iterator, Protocol
 
 from rmq_spark.client.errors import RETRYABLE, BrokerUnavailableError, DataLossError, RocketMQError
-from rmq_spark.client.model import EVERY_MESSAGE, SLOT, FilterExpression, Message, MessageQueue, PullResult
+from rmq_spark.client.model import EVERY_MESSAGE, SLOT, FilterExpression, MessageQueue, PullResult
 from rmq_spark.compiled import BlockGatherer, RangeCursor
 
 # How long a task waits for a broker that went away (restart, commit-log recovery, fail-over) before it fails.
@@ -70,15 +70,16 @@ class SharedPulls:
 
 
 class ChunkBuilder(Protocol):
-    """What collects pulled chunks (``arrow_decoder.ArrowBatchDecoder``): blocks of stored records, or messages a
-    transport delivers decoded, each with the window of queue offsets ``[low, high)`` that belongs to the range."""
+    """What collects pulled chunks (``arrow_decoder.ArrowBatchDecoder``): blocks of stored records (remoting), or
+    the answer frames of a v2 pull (gRPC), each with the window of queue offsets ``[low, high)`` that belongs to
+    the range."""
 
     rows: int
     nbytes: int
 
     def add(self, block: bytes, low: int, high: int) -> None: ...
 
-    def add_messages(self, messages: tuple[Message, ...], low: int, high: int) -> None: ...
+    def add_frames(self, frames: tuple[bytes, ...], low: int, high: int) -> None: ...
 
     def native_target(self) -> BlockGatherer | None:
         """The gatherer a native loop may add plain blocks to directly (None: every block through ``add``)."""
@@ -86,21 +87,20 @@ class ChunkBuilder(Protocol):
 
 @dataclass(frozen=True)
 class RangeChunk:
-    """What one pull brought (the raw message block, or the decoded ``messages`` of a transport that delivers
-    them decoded) and the offsets ``[low, high)`` of it that belong to the range."""
+    """What one pull brought (the raw message block, or a v2 pull's answer ``frames``) and the offsets
+    ``[low, high)`` of it that belong to the range."""
 
     body: bytes
     low: int
     high: int
-    messages: tuple[Message, ...] | None = None
+    frames: tuple[bytes, ...] | None = None
 
     def append_to(self, builder: ChunkBuilder) -> None:
-        """Add what belongs to the range to ``builder``: a raw block through its record scan, decoded messages as
-        they are."""
-        if self.messages is None:
+        """Add what belongs to the range to ``builder``."""
+        if self.frames is None:
             builder.add(self.body, self.low, self.high)
         else:
-            builder.add_messages(self.messages, self.low, self.high)
+            builder.add_frames(self.frames, self.low, self.high)
 
 
 class RangeReader:
@@ -224,4 +224,4 @@ class RangeReader:
         if block is not None:
             builder.add(block, low, high)
         else:
-            RangeChunk(result.body, low, high, result.messages).append_to(builder)
+            RangeChunk(result.body, low, high, result.frames).append_to(builder)

@@ -11,7 +11,7 @@ import grpc.experimental
 from rmq_spark.client import hints
 from rmq_spark.client.base import BaseClient
 from rmq_spark.client.compression import DEFAULT_MAX_MESSAGE_BYTES
-from rmq_spark.client.errors import RocketMQError, UnsupportedError
+from rmq_spark.client.errors import ProtocolError, RocketMQError, UnsupportedError
 from rmq_spark.client.grpc import messages, status
 from rmq_spark.client.grpc.auth import Metadata
 from rmq_spark.client.grpc.v2 import definition_pb2 as pb
@@ -20,6 +20,7 @@ from rmq_spark.client.model import (DEFAULT_GROUP, DEFAULT_PRODUCER_GROUP, EVERY
                                     BrokerData, Credentials, FilterExpression, Message, MessageQueue, OutgoingMessage,
                                     PullResult, PullStatus, QueueData, SendResult, TopicRoute)
 from rmq_spark.client.tls import TlsConfig
+from rmq_spark.compiled import v2_queue_offset
 
 T = TypeVar("T")
 SERVICE = "/apache.rocketmq.v2.MessagingService/"
@@ -28,6 +29,9 @@ CLIENT_VERSION = "rmq-spark-0.1"
 FRAME_HEADROOM = 1 << 20
 _PERMS = {pb.READ: PERM_READ, pb.WRITE: PERM_WRITE, pb.READ_WRITE: PERM_READ | PERM_WRITE}
 _FILTER_TYPES = {"TAG": pb.TAG, "SQL92": pb.SQL}
+# The first byte of a PullMessageResponse frame that holds a message (field 2, length-delimited): such frames are
+# kept as they are, for the native gatherer; the two others of a pull (status, next offset) are parsed here.
+_MESSAGE_FIELD = b"\x12"
 
 
 def parse_endpoint(endpoint: str) -> tuple[str, int]:
@@ -74,30 +78,39 @@ def route_from_queues(topic: str, endpoint: str, queues: Iterable[pb.MessageQueu
 class PendingGrpcPull:
     """A PullMessage call in flight (the call starts when this is made); ``result()`` reads its stream."""
 
-    __slots__ = ("queue", "offset", "max_nums", "_client", "_call", "_tags")
+    __slots__ = ("queue", "offset", "max_nums", "_client", "_call")
 
-    def __init__(self, client: "GrpcClient", queue: MessageQueue, offset: int, max_nums: int, call,
-                 tags: frozenset[str] | None) -> None:
+    def __init__(self, client: "GrpcClient", queue: MessageQueue, offset: int, max_nums: int, call) -> None:
         self.queue, self.offset, self.max_nums = queue, offset, max_nums
-        self._client, self._call, self._tags = client, call, tags
+        self._client, self._call = client, call
 
     def result(self) -> PullResult:
+        """The pull's status and next offset, and the frames that hold its messages as they came (the tag
+        re-check is the reader's, as for a remoting block)."""
         what = f"pull of {self.queue} at offset {self.offset}"
         endpoint = self._client.endpoint
         code = None
-        found: list[Message] = []
+        found: list[bytes] = []
         next_offset = None
         try:
             for frame in self._call:
-                kind = frame.WhichOneof("content")
+                if frame[:1] == _MESSAGE_FIELD:
+                    found.append(frame)
+                    continue
+                try:
+                    answer = svc.PullMessageResponse.FromString(frame)
+                except Exception as e:  # protobuf's DecodeError (its class differs between implementations)
+                    raise ProtocolError(f"{what}: {endpoint} sent a PullMessage answer frame that does not parse "
+                                        f"({e}); {hints.NOT_GRPC}") from None
+                kind = answer.WhichOneof("content")
                 if kind == "status":
-                    code = frame.status.code
-                    status.check(frame.status, what, endpoint, status.Code.MESSAGE_NOT_FOUND,
+                    code = answer.status.code
+                    status.check(answer.status, what, endpoint, status.Code.MESSAGE_NOT_FOUND,
                                  status.Code.ILLEGAL_OFFSET)
                 elif kind == "message":
-                    found.append(messages.from_v2(frame.message, self.queue, self._client.max_message_bytes))
+                    found.append(frame)
                 elif kind == "next_offset":
-                    next_offset = frame.next_offset
+                    next_offset = answer.next_offset
         except grpc.RpcError as e:
             raise self._client.rpc_error(e, what) from None
         if code is None or next_offset is None:
@@ -110,12 +123,13 @@ class PendingGrpcPull:
             low, high = self._client.min_offset(self.queue), self._client.max_offset(self.queue)
             return PullResult(PullStatus.OFFSET_ILLEGAL, next_offset, low, high)
         # OK: the gateway has checked that the queue's first offset is not past `offset` (else ILLEGAL_OFFSET)
-        first = found[0].queue_offset if found else -1
-        if self._tags is not None:
-            found = [m for m in found if m.tags is not None and m.tags in self._tags]
         if not found:
-            return PullResult(PullStatus.NO_MATCHED_MSG, next_offset, -1, -1, first_offset=first)
-        return PullResult(PullStatus.FOUND, next_offset, -1, -1, messages=tuple(found), first_offset=first)
+            return PullResult(PullStatus.NO_MATCHED_MSG, next_offset, -1, -1)
+        try:
+            first = v2_queue_offset(found[0])
+        except ValueError as e:
+            raise ProtocolError(f"{what}: {endpoint} sent a message frame that does not parse ({e})") from None
+        return PullResult(PullStatus.FOUND, next_offset, -1, -1, frames=tuple(found), first_offset=first)
 
     def cancel(self) -> None:
         self._call.cancel()
@@ -205,6 +219,7 @@ class GrpcClient(BaseClient):
         return self._channel
 
     def _method(self, name: str, response, *, stream: bool = False) -> Callable:
+        """The callable of method ``name``; its answers parsed as ``response``, or left as bytes for None."""
         fn = self._methods.get(name)
         if fn is None:
             with self._lock:
@@ -212,7 +227,7 @@ class GrpcClient(BaseClient):
                 make = channel.unary_stream if stream else channel.unary_unary
                 fn = self._methods[name] = make(SERVICE + name,
                                                 request_serializer=lambda m: m.SerializeToString(),
-                                                response_deserializer=response.FromString)
+                                                response_deserializer=response.FromString if response else None)
         return fn
 
     def _unary(self, name: str, response, request, what: str, *extra: tuple[str, str]):
@@ -302,12 +317,16 @@ class GrpcClient(BaseClient):
                                          filter_expression=pb.FilterExpression(type=_FILTER_TYPES[expression.type],
                                                                                expression=expression.expression))
         request.long_polling_timeout.FromMilliseconds(max(0, suspend_ms))
-        fn = self._method("PullMessage", svc.PullMessageResponse, stream=True)
+        fn = self._method("PullMessage", None, stream=True)  # frames as bytes: PendingGrpcPull reads them
         try:
             call = fn(request, timeout=self.request_timeout + suspend_ms / 1000.0, metadata=self._metadata())
         except grpc.RpcError as e:
             raise self.rpc_error(e, f"pull of {mq} at offset {offset}") from None
-        return PendingGrpcPull(self, mq, offset, max_nums, call, expression.tags)
+        return PendingGrpcPull(self, mq, offset, max_nums, call)
+
+    def _frame_messages(self, frames: Sequence[bytes], mq: MessageQueue,
+                        tags: frozenset[str] | None) -> list[Message]:
+        return messages.decode_frames(frames, mq, tags, self.max_message_bytes)
 
     # -- produce ---------------------------------------------------------------------------------------------
     def send_async(self, mq: MessageQueue, batch: Sequence[OutgoingMessage], *, group: str = DEFAULT_PRODUCER_GROUP,

@@ -1,12 +1,15 @@
-"""v2 ``Message`` <-> the client's ``Message`` / ``OutgoingMessage``, with the conventions of proto/README.md."""
+"""v2 ``Message`` <-> the client's ``Message`` / ``OutgoingMessage``, with the conventions of proto/README.md. This
+is the reference reading of pulled messages: the executor gathers a pull's answer frames natively
+(``BlockGatherer.add_v2``, tested against ``decode_frames``)."""
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Iterable, Sequence
 
 from rmq_spark.client import compression
 from rmq_spark.client.compression import DEFAULT_MAX_MESSAGE_BYTES, MessageTooLargeError
 from rmq_spark.client.errors import ProtocolError
 from rmq_spark.client.grpc.v2 import definition_pb2 as pb
+from rmq_spark.client.grpc.v2 import service_pb2 as svc
 from rmq_spark.client.model import Message, MessageQueue
 from rmq_spark.client.model import OutgoingMessage
 
@@ -43,6 +46,24 @@ def from_v2(m: pb.Message, mq: MessageQueue, max_body: int = DEFAULT_MAX_MESSAGE
         store_host=sp.store_host,
         reconsume_times=max(sp.delivery_attempt - 1, 0) if sp.HasField("delivery_attempt") else 0,
         flag=flag_value, properties=props)
+
+
+def decode_frames(frames: Sequence[bytes], mq: MessageQueue, tags: frozenset[str] | None = None,
+                  max_body: int = DEFAULT_MAX_MESSAGE_BYTES) -> list[Message]:
+    """The messages of a pull's answer frames (serialized ``PullMessageResponse``s that each hold a message) whose
+    tag is in ``tags`` (None: every message). ProtocolError for a frame that protobuf cannot read."""
+    out = []
+    for frame in frames:
+        try:
+            answer = svc.PullMessageResponse.FromString(frame)
+        except Exception as e:  # protobuf's DecodeError (its class differs between implementations)
+            raise ProtocolError(f"{mq}: a PullMessage answer frame of {len(frame)} bytes does not parse: {e}") from None
+        if answer.WhichOneof("content") != "message":
+            raise ProtocolError(f"{mq}: a PullMessage answer frame holds no message")
+        m = from_v2(answer.message, mq, max_body)
+        if tags is None or (m.tags is not None and m.tags in tags):
+            out.append(m)
+    return out
 
 
 def to_v2(topic: str, queue_id: int, messages: Iterable[OutgoingMessage]) -> list[pb.Message]:
