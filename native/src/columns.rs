@@ -315,11 +315,6 @@ impl Gathered {
             {
                 invalid_text = true;
             }
-            let born = r.born_timestamp.checked_mul(US_PER_MS);
-            let store = r.store_timestamp.checked_mul(US_PER_MS);
-            if born.is_none() || store.is_none() {
-                bad_timestamp = true;
-            }
             if invalid_text || bad_timestamp || r.queue_offset < low || r.queue_offset >= high {
                 return Ok(());
             }
@@ -332,8 +327,16 @@ impl Gathered {
                     }
                 }
             }
-            let tag = lookup(&pairs, TAGS);
-            let msg_id = match lookup(&pairs, UNIQ_KEY) {
+            // only a row kept is converted, so only its timestamps can be out of range (as in the reference)
+            let (Some(born_us), Some(store_us)) =
+                (r.born_timestamp.checked_mul(US_PER_MS), r.store_timestamp.checked_mul(US_PER_MS))
+            else {
+                bad_timestamp = true;
+                return Ok(());
+            };
+            let w = self.want;
+            let tag = if w.tags { lookup(&pairs, TAGS) } else { None };
+            let msg_id = match if w.msg_id { lookup(&pairs, UNIQ_KEY) } else { None } {
                 Some(id) => MessageId::Text(id),
                 None => MessageId::Offset { store_host: r.store_host, physic_offset: r.physic_offset },
             };
@@ -342,15 +345,15 @@ impl Gathered {
                 queue_id: r.queue_id,
                 queue_offset: r.queue_offset,
                 body: r.body,
-                born_us: born.unwrap(),
-                store_us: store.unwrap(),
+                born_us,
+                store_us,
                 born_host: Host::Raw(r.born_host),
                 store_host: Host::Raw(r.store_host),
                 reconsume: r.reconsume_times,
                 flag: r.flag,
                 properties: &pairs,
                 tag,
-                keys: (lookup(&pairs, KEYS).unwrap_or_default(), &[]),
+                keys: (if w.keys { lookup(&pairs, KEYS).unwrap_or_default() } else { b"" }, &[]),
                 msg_id,
             });
             Ok(())
@@ -387,12 +390,13 @@ impl Gathered {
 
     fn gather_v2(&mut self, frames: &[&[u8]], topic: &[u8], low: i64, high: i64) -> Result<bool, AddError> {
         let mut properties = Vec::new();
+        let mut bad_timestamp = false;
         for frame in frames {
             let Some(v2::Content::Message(buf)) = v2::response(frame).map_err(AddError::Malformed)? else {
                 return Err(AddError::Malformed("a PullMessage answer frame holds no message".into()));
             };
             let m = v2::message(buf).map_err(AddError::Malformed)?;
-            if m.body_encoding == v2::GZIP && !m.body.is_empty() {
+            if m.body_encoding == v2::GZIP {
                 return Ok(false);
             }
             let texts = [m.topic, m.message_id, m.born_host, m.store_host, m.tag.unwrap_or_default()];
@@ -401,12 +405,6 @@ impl Gathered {
             {
                 return Err(AddError::InvalidText);
             }
-            let us = |(seconds, nanos): (i64, i64)| {
-                seconds.checked_mul(1000)?.checked_add(nanos.div_euclid(1_000_000))?.checked_mul(US_PER_MS)
-            };
-            let (Some(born_us), Some(store_us)) = (us(m.born), us(m.store)) else {
-                return Err(AddError::Timestamp);
-            };
             properties.clear();
             let mut flag = 0;
             for &(name, value) in &m.properties {
@@ -428,6 +426,17 @@ impl Gathered {
                     _ => continue,
                 }
             }
+            let us = |(seconds, nanos): (i64, i64)| {
+                seconds.checked_mul(1000)?.checked_add(nanos.div_euclid(1_000_000))?.checked_mul(US_PER_MS)
+            };
+            // a later frame may still be malformed or need the reference: that is reported first, as there
+            let (Some(born_us), Some(store_us)) = (us(m.born), us(m.store)) else {
+                bad_timestamp = true;
+                continue;
+            };
+            if bad_timestamp {
+                continue;
+            }
             self.push(&Row {
                 topic: if m.topic.is_empty() { topic } else { m.topic },
                 queue_id: m.queue_id,
@@ -444,6 +453,9 @@ impl Gathered {
                 keys: (b"", &m.keys),
                 msg_id: MessageId::Text(m.message_id),
             });
+        }
+        if bad_timestamp {
+            return Err(AddError::Timestamp);
         }
         Ok(true)
     }

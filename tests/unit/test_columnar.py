@@ -290,6 +290,17 @@ def test_unrepresentable_timestamp_is_protocol_error(compression):
     assert_same(decoder.flush(), expected(good, "b"))  # the failed block was not collected
 
 
+@pytest.mark.parametrize("compression", [None, "zlib"])
+def test_unrepresentable_timestamp_outside_the_window_or_tags_is_not_read(compression):
+    far = encode_stored_message(queue_offset=1, born_timestamp=(1 << 62), properties={"TAGS": "B"},
+                                compression=compression)
+    block = encode_stored_message(queue_offset=0, properties={"TAGS": "A"}) + far
+    assert check(block, low=0, high=1).num_rows == 1
+    assert check(block, tags=frozenset({"A"})).num_rows == 1
+    with pytest.raises(ProtocolError, match="timestamp"):
+        decode_to_arrow(block, "b", low=1)
+
+
 def test_failed_add_leaves_the_decoder_as_it_was():
     decoder = ArrowBatchDecoder("broker-a")
     good = encode_stored_message(queue_offset=1)
@@ -398,7 +409,8 @@ def _record(draw, offset: int) -> bytes:
     return encode_stored_message(
         topic=topic, body=body, raw_properties=raw, queue_id=draw(st.integers(0, 7)), queue_offset=offset,
         flag=draw(st.integers(-2, 5)), commit_log_offset=draw(st.integers(0, 2**63 - 1)), sys_flag=sys_flag,
-        born_timestamp=draw(st.integers(-10**12, 4 * 10**12)), born_host=draw(host),
+        born_timestamp=(1 << 62) if draw(st.integers(0, 15)) == 0 else draw(st.integers(-10**12, 4 * 10**12)),
+        born_host=draw(host),
         store_timestamp=draw(st.integers(0, 4 * 10**12)), store_host=draw(host),
         reconsume_times=draw(st.integers(0, 3)), magic=MAGIC_V2 if len(topic) > 127 or draw(st.booleans())
         else MAGIC_V1, **kw)

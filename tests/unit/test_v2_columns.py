@@ -120,7 +120,26 @@ def test_bad_frames_are_protocol_errors_and_leave_nothing():
     with pytest.raises(ProtocolError, match="timestamp"):
         reference([far])
     assert decoder.rows == 0 and decoder.flush().num_rows == 0
+    empty_gzip = frame(3, body=b"", encoding=pb.GZIP)
+    with pytest.raises(ProtocolError):
+        decoder.add_frames((good, empty_gzip), 0, 10)
+    with pytest.raises(ProtocolError):
+        reference([good, empty_gzip])
     assert v2_queue_offset(frame(2 ** 40)) == 2 ** 40
     with pytest.raises(ValueError):
         v2_queue_offset(good[:-1])
     assert ARROW_SCHEMA.names == list(COLUMNS)
+
+
+def test_a_timestamp_out_of_range_counts_only_in_a_row_kept():
+    """Only the rows kept are converted to microseconds, so a message outside the window or dropped by the tag
+    re-check reads, as in the reference; a kept one is an error even when a later frame is fine."""
+    far = frame(1, born_seconds=1 << 60, tag="TagB")
+    frames = [frame(0), far, frame(2)]
+    for kw in ({"low": 2}, {"high": 1}, {"tags": frozenset({"TagA"})}):
+        assert_same(native(frames, **kw), reference(frames, **kw))
+        assert native(frames, **kw).num_rows == (2 if "tags" in kw else 1)
+    with pytest.raises(ProtocolError, match="timestamp"):
+        native(frames, low=1)
+    with pytest.raises(ProtocolError, match="timestamp"):
+        reference(frames, low=1)
