@@ -1,5 +1,9 @@
 //! The messages of a gRPC `PullMessage` answer (apache.rocketmq.v2), read from their protobuf wire bytes: only the
 //! fields the source's columns need, as slices of the frame. Field numbers are those of `proto/apache/rocketmq/v2`.
+//!
+//! Stricter than a protobuf parser where a broker never goes: a group, or a known field in a wire type it does
+//! not have, is an error rather than an unknown field (the frame is refused: a ProtocolError); and a Message,
+//! Timestamp or Resource given twice is read from its last occurrence where protobuf would merge the two.
 
 /// One pulled message's fields. Strings are the frame's bytes (UTF-8 is checked by the gatherer).
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -78,6 +82,9 @@ impl<'a> Fields<'a> {
             return Ok(None);
         }
         let key = self.varint()?;
+        if key >> 3 == 0 {
+            return Err(format!("field number 0 at byte {}", self.at));
+        }
         let value = match key & 7 {
             0 => Value::Varint(self.varint()?),
             1 => {
@@ -270,5 +277,14 @@ pub(crate) mod tests {
                        field(2, &[field(1, b"a"), field(2, b"3")].concat())]
             .concat();
         assert_eq!(message(&entries).unwrap().properties, vec![(&b"a"[..], &b"3"[..]), (&b"b"[..], &b"2"[..])]);
+    }
+
+    #[test]
+    fn field_number_zero_and_a_group_are_errors_unknown_fields_are_skipped() {
+        let frame = message_frame(1, b"A", b"body");
+        assert!(response(&[&[0x02, 0x00][..], &frame].concat()).is_err());
+        assert!(response(&[&[0x0B][..], &frame].concat()).is_err()); // field 1 as a start group
+        let unknown = [varint_field(9, 5), field(10, b"x"), frame.clone()].concat();
+        assert_eq!(response(&unknown).unwrap(), response(&frame).unwrap());
     }
 }
