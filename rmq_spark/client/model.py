@@ -51,7 +51,8 @@ FILTER_TYPES = ("TAG", "SQL92")
 class FilterExpression:
     """A subscription's filter, as the broker takes it: ``TAG`` (``TagA || TagB``; ``*`` passes every message) or
     ``SQL92`` over message properties. ``tags`` is what a TAG filter re-checks on the client, as the Java client
-    does (the broker filters by tag hash): None when it passes every tag."""
+    does (the broker filters by tag hash): None when it passes every tag (a ``*`` anywhere in the list), and
+    then the expression is ``*``."""
 
     expression: str = "*"
     type: str = "TAG"
@@ -65,7 +66,8 @@ class FilterExpression:
         tags = None
         if kind == "TAG":
             tags = frozenset(t.strip() for t in expression.split("||") if t.strip())
-            tags = None if not tags or "*" in tags else tags
+            if not tags or "*" in tags:  # sent as it is, the broker would read "A || *" as the tags A and "*"
+                tags, expression = None, "*"
         object.__setattr__(self, "type", kind)
         object.__setattr__(self, "expression", expression)
         object.__setattr__(self, "tags", tags)
