@@ -1,5 +1,6 @@
 """Writes the seeds of the gather_block fuzz target (native/fuzz/seeds): its three header bytes (columns, window,
-tag filter) and a block of records in the stored layout. Run from the repository root."""
+tag filter and input kind) and a block of records in the stored layout, or gRPC PullMessage answer frames behind a
+length byte each. Run from the repository root."""
 import sys
 from pathlib import Path
 
@@ -18,4 +19,16 @@ blocks = {
 for name, block in blocks.items():
     for header in (b"\x00\x00\x00", b"\x05\x01\x01", b"\x80\x07\x00"):
         (out / f"{name}-{header.hex()}").write_bytes(header + block)
+
+from tests.unit.test_v2_columns import frame  # noqa: E402 (needs the path above)
+
+v2 = {
+    "v2_plain": [frame(0), frame(1, tag=None, keys=(), props={}), frame(2, tag="TagB", attempt=3)],
+    "v2_flag_unicode": [frame(5, topic="", props={"__rmq_spark_flag": "-7", "n": "\u4e2d"}, keys=("\u00e9", ""))],
+    "v2_gzip": [frame(0, body=b"x", encoding=2)],
+}
+for name, frames in v2.items():
+    assert all(len(f) < 256 for f in frames)
+    for header in (b"\x00\x00\x02", b"\x05\x01\x03", b"\x80\x07\x02"):
+        (out / f"{name}-{header.hex()}").write_bytes(header + b"".join(bytes([len(f)]) + f for f in frames))
 print(len(list(out.iterdir())), "seeds")

@@ -1,9 +1,11 @@
-//! The block scanner and column gatherer on arbitrary input: it must never panic, a failed `add` must leave the
-//! gatherer as it was, and what it hands to pyarrow (which trusts it) must be well-formed Arrow: one value per row
-//! in every column, offsets that start at 0, never decrease and end at the data's length, and UTF-8 text.
+//! The column gatherer on arbitrary input, remoting blocks (the block scanner) or gRPC answer frames (the v2
+//! reader): it must never panic, a failed add must leave the gatherer as it was, and what it hands to pyarrow
+//! (which trusts it) must be well-formed Arrow: one value per row in every column, offsets that start at 0, never
+//! decrease and end at the data's length, and UTF-8 text.
 //!
 //! Input: byte 0 picks the columns (bit i: column i of COLUMNS; 0 means all), byte 1 the window (see `window`),
-//! byte 2 whether a tag filter applies; the rest is the block, added twice (once whole, once cut in two).
+//! byte 2 bit 0 whether a tag filter applies, bit 1 whether the rest is v2 frames (each behind a length byte, see
+//! `frames`) rather than a block; the rest is added twice (once whole, once cut in two).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -62,6 +64,17 @@ fn check(rows: usize, columns: &[(&'static str, Column)]) {
     }
 }
 
+/// Frames behind a length byte each; what is left after the last whole one is a last frame.
+fn frames(mut rest: &[u8]) -> Vec<&[u8]> {
+    let mut out = Vec::new();
+    while let Some((&n, tail)) = rest.split_first() {
+        let n = usize::from(n).min(tail.len());
+        out.push(&tail[..n]);
+        rest = &tail[n..];
+    }
+    out
+}
+
 fuzz_target!(|input: &[u8]| {
     if input.len() < 3 {
         return;
@@ -71,12 +84,15 @@ fuzz_target!(|input: &[u8]| {
         .filter(|(i, _)| mask == 0 || (u16::from(mask) << 6 | u16::from(mask)) >> i & 1 == 1)
         .map(|(_, n)| *n).collect();
     let tags = (input[2] & 1 == 1).then(|| vec![b"TagA".to_vec(), b"".to_vec()]);
-    let block = &input[3..];
+    let (block, v2) = (&input[3..], input[2] & 2 == 2);
     let mut g = Gathered::new(Wanted::of(names.iter().copied()).unwrap(), tags);
-    let cut = block.len() / 2;
-    for part in [block, &block[..cut], &block[cut..]] {
+    let all = frames(block);
+    let (cut, cut_frames) = (block.len() / 2, all.len() / 2);
+    let parts = [(block, &all[..]), (&block[..cut], &all[..cut_frames]), (&block[cut..], &all[cut_frames..])];
+    for (part, part_frames) in parts {
         let (rows, bytes) = (g.rows(), g.bytes());
-        match g.add(part, low, high) {
+        let added = if v2 { g.add_v2(part_frames, b"T", low, high) } else { g.add(part, low, high) };
+        match added {
             Ok(true) => assert!(g.bytes() >= bytes),
             Ok(false) | Err(_) => assert_eq!((g.rows(), g.bytes()), (rows, bytes), "a failed add left rows"),
         }
