@@ -5,7 +5,10 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from rmq_spark.client.grpc.messages import FLAG_PROPERTY
+from rmq_spark.client.grpc.v2.definition_pb2 import GZIP
 from tests.unit.stored_messages import MAGIC_V2, encode_stored_message as rec
+from tests.unit.test_v2_columns import frame
 
 out = Path("native/fuzz/seeds/gather_block")
 blocks = {
@@ -20,12 +23,10 @@ for name, block in blocks.items():
     for header in (b"\x00\x00\x00", b"\x05\x01\x01", b"\x80\x07\x00"):
         (out / f"{name}-{header.hex()}").write_bytes(header + block)
 
-from tests.unit.test_v2_columns import frame  # noqa: E402 (needs the path above)
-
 v2 = {
     "v2_plain": [frame(0), frame(1, tag=None, keys=(), props={}), frame(2, tag="TagB", attempt=3)],
-    "v2_flag_unicode": [frame(5, topic="", props={"__rmq_spark_flag": "-7", "n": "\u4e2d"}, keys=("\u00e9", ""))],
-    "v2_gzip": [frame(0, body=b"x", encoding=2)],
+    "v2_flag_unicode": [frame(5, topic="", props={FLAG_PROPERTY: "-7", "n": "\u4e2d"}, keys=("\u00e9", ""))],
+    "v2_gzip": [frame(0, body=b"x", encoding=GZIP)],
 }
 for name, frames in v2.items():
     assert all(len(f) < 256 for f in frames)

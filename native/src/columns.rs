@@ -429,7 +429,7 @@ impl Gathered {
             let us = |(seconds, nanos): (i64, i64)| {
                 seconds.checked_mul(1000)?.checked_add(nanos.div_euclid(1_000_000))?.checked_mul(US_PER_MS)
             };
-            // a later frame may still be malformed or need the reference: that is reported first, as there
+            // read on: a later malformed frame, or one the reference must decode, decides the outcome first, as there
             let (Some(born_us), Some(store_us)) = (us(m.born), us(m.store)) else {
                 bad_timestamp = true;
                 continue;
