@@ -1,5 +1,9 @@
 """Offsets: resolving offset specs to per-queue offsets, the QueueRange of one partition, range splitting,
-and the canonical offset JSON (``{"Topic": {"broker-a/0": 42}}``) that Spark stores and compares as a string."""
+and the canonical offset JSON (``{"Topic": {"broker-a/0": 42}}``) that Spark stores and compares as a string.
+
+The end of a streaming query's first batch also carries that batch's start under ``START_KEY`` (not a legal topic
+name): Spark logs no start for a Python source, and a batch 0 replayed after a crash must read from the start it was
+planned with, not from a start resolved again (DESIGN.md §8)."""
 from __future__ import annotations
 
 import json
@@ -9,7 +13,7 @@ from typing import Iterable, Mapping
 
 from rmq_spark.client.base import Answers
 from rmq_spark.client.model import MessageQueue
-from rmq_spark.options import (EARLIEST, LATEST, ByTimestamp, Committed, Earliest, Latest, OffsetSpec, OptionError,
+from rmq_spark.options import (EARLIEST, LATEST, START_KEY, ByTimestamp, Committed, Earliest, Latest, OffsetSpec, OptionError,
                                SpecificOffsets, queue_offsets)
 
 
@@ -28,18 +32,33 @@ class QueueRange:
         return max(0, self.end - self.start)
 
 
-def offsets_to_json(offsets: Mapping[MessageQueue, int]) -> dict[str, dict[str, int]]:
+def offsets_to_json(offsets: Mapping[MessageQueue, int], *,
+                    start: Mapping[MessageQueue, int] | None = None) -> dict[str, dict]:
     """Per-queue offsets → the nested dict, topics and queue keys in canonical order (sorted by broker, then
-    queue id numerically), so equal offsets always serialize to the same JSON string."""
-    out: dict[str, dict[str, int]] = {}
+    queue id numerically), so equal offsets always serialize to the same JSON string; ``start``, when given, is
+    recorded under ``START_KEY`` (last)."""
+    out: dict[str, dict] = {}
     for mq in sorted(offsets):
         out.setdefault(mq.topic, {})[mq.key] = int(offsets[mq])
-    return {t: out[t] for t in sorted(out)}
+    out = {t: out[t] for t in sorted(out)}
+    if start is not None:
+        out[START_KEY] = offsets_to_json(start)
+    return out
 
 
-def offsets_from_json(data: Mapping[str, Mapping[str, int]] | str) -> dict[MessageQueue, int]:
-    """The nested dict (or its JSON text) → per-queue offsets."""
-    return queue_offsets(json.loads(data) if isinstance(data, str) else data)
+def _nested(data: Mapping[str, Mapping] | str) -> Mapping[str, Mapping]:
+    return json.loads(data) if isinstance(data, str) else data
+
+
+def offsets_from_json(data: Mapping[str, Mapping] | str) -> dict[MessageQueue, int]:
+    """The nested dict (or its JSON text) → per-queue offsets (a recorded start is not among them)."""
+    return queue_offsets(_nested(data))
+
+
+def recorded_start(data: Mapping[str, Mapping] | str) -> dict[MessageQueue, int] | None:
+    """The batch start an end recorded (``offsets_to_json(start=...)``), or None."""
+    start = _nested(data).get(START_KEY)
+    return None if start is None else queue_offsets(start)
 
 
 def canonical_json(offsets: Mapping[MessageQueue, int]) -> str:

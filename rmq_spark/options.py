@@ -121,6 +121,11 @@ def parse_duration_ms(name: str, value: str) -> int:
     return int(m.group(1)) * _UNIT_MS[unit]
 
 
+# Where the end of a streaming query's first batch records that batch's start (``offsets.offsets_to_json``):
+# RocketMQ topic names are [%|a-zA-Z0-9_-]+, so no topic is called so. Every reader of offsets JSON skips it.
+START_KEY = "$start"
+
+
 def parse_queue_json(name: str, value: str, *, what: str) -> dict[str, dict[str, int]]:
     """``{"Topic": {"broker-a/0": 42}}`` → nested dict; error names the option and the bad part."""
     example = '{"TopicA": {"broker-a/0": 42, "broker-b/3": -2}}'
@@ -133,6 +138,8 @@ def parse_queue_json(name: str, value: str, *, what: str) -> dict[str, dict[str,
         raise OptionError(f"option {name} must be a JSON object of topics, like {example}")
     out: dict[str, dict[str, int]] = {}
     for topic, queues in data.items():
+        if topic == START_KEY:
+            continue  # offsets copied from a checkpoint's first batch: the start it recorded is not a topic
         if not isinstance(queues, dict):
             raise OptionError(f"option {name}: topic {topic!r} must map to an object of \"brokerName/queueId\" "
                               f"keys, like {example}")
@@ -195,9 +202,11 @@ OffsetSpec = Union[Earliest, Latest, Committed, SpecificOffsets, ByTimestamp]
 
 
 def queue_offsets(nested: Mapping[str, Mapping[str, int]]) -> dict[MessageQueue, int]:
-    """``{"Topic": {"broker-a/0": 42}}`` → per-queue values."""
+    """``{"Topic": {"broker-a/0": 42}}`` → per-queue values (a recorded batch start is skipped)."""
     out = {}
     for topic, queues in nested.items():
+        if topic == START_KEY:
+            continue
         for key, value in queues.items():
             broker, _, qid = key.rpartition("/")
             out[MessageQueue(topic, broker, int(qid))] = int(value)

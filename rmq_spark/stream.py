@@ -21,7 +21,7 @@ from rmq_spark.client.errors import DataLossError, RocketMQError, UnsupportedErr
 from rmq_spark.client.model import MessageQueue
 from rmq_spark.connect import new_client
 from rmq_spark.offset_store import OffsetStore
-from rmq_spark.offsets import OffsetResolver, offsets_from_json, offsets_to_json
+from rmq_spark.offsets import OffsetResolver, offsets_from_json, offsets_to_json, recorded_start
 from rmq_spark.options import Committed, Earliest, OptionError, SourceOptions
 from rmq_spark.planning import plan_ranges, query_topics
 from rmq_spark.queue_watch import QueueWatch
@@ -102,12 +102,25 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         begin = offsets_from_json(start)
+        first = self._is_initial(start)
         # Spark calls this only once the batch ending at `start` is in its commit log (except for the initial
         # offsets): the last batch of a run, which commit() never sees with AvailableNow, is mirrored here.
-        if self._initial is None or begin != offsets_from_json(self._initial):
+        if not first:
             self._mirror(begin)
-        watch = self.watch
-        watch.poll()
+        self.watch.poll()
+        end = self._end(begin, limit)
+        if end != begin:
+            self._last_batch_at = time.monotonic()
+            self._log_lag(end, self.watch.latest)
+        elif not first:
+            return start  # the same JSON string: no batch
+        # The first batch's end records its start, even when nothing moved (Spark runs a first batch anyway): a
+        # replay of an uncommitted batch 0 gets a fresh initialOffset(), which may resolve elsewhere by then, and
+        # partitions() prefers the recorded start.
+        return offsets_to_json(end, start=begin if first else None)
+
+    def _end(self, begin: dict[MessageQueue, int], limit: ReadLimit) -> dict[MessageQueue, int]:
+        """The end of the next batch from ``begin`` under ``limit`` and the trigger options."""
         target = self._targets(begin)
         end = dict(target)
         moving = {mq: o for mq, o in target.items() if o >= begin.get(mq, o)}  # reset queues pass through as is
@@ -118,20 +131,24 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if (o.min_messages_per_trigger and backlog < o.min_messages_per_trigger
                     and waited < o.max_trigger_delay_ms and self._cap is None):
                 end.update({mq: begin.get(mq, t) for mq, t in moving.items()})
-                return offsets_to_json(end)
+                return end
             max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else o.max_messages_per_trigger
             if max_rows:
                 end.update(prorate(begin, moving, max_rows))
-        if any(end[mq] != begin.get(mq) for mq in end):
-            self._last_batch_at = time.monotonic()
-            self._log_lag(end, watch.latest)
-        return offsets_to_json(end)
+        return end
+
+    def _is_initial(self, start: dict) -> bool:
+        """Whether ``start`` is the initial offsets this process resolved (the start of the query's first batch)."""
+        return (self._initial is not None and recorded_start(start) is None
+                and offsets_from_json(start) == offsets_from_json(self._initial))
 
     def reportLatestOffset(self) -> dict | None:
         return offsets_to_json(self._watch.latest) if self._watch is not None and self._watch.latest else None
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
-        begin, finish = offsets_from_json(start), offsets_from_json(end)
+        recorded = recorded_start(end)
+        begin = recorded if recorded is not None else offsets_from_json(start)
+        finish = offsets_from_json(end)
         moved = {mq: o for mq, o in finish.items() if mq in begin and o != begin[mq]}
         # A broker that does not answer now is checked for data loss by the task, when it pulls.
         mins = self.client.min_offsets(list(moved), partial=True) if moved else {}

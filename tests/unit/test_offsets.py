@@ -6,8 +6,9 @@ import json
 from hypothesis import given, strategies as st
 
 from rmq_spark.client.model import MessageQueue
-from rmq_spark.offsets import (QueueRange, canonical_json, group_ranges, offsets_from_json, plan_partitions,
-                               split_ranges)
+from rmq_spark.offsets import (QueueRange, canonical_json, group_ranges, offsets_from_json, offsets_to_json,
+                               plan_partitions, recorded_start, split_ranges)
+from rmq_spark.options import parse_options
 
 
 def mq(b, q, t="T"):
@@ -21,6 +22,17 @@ def test_canonical_json_is_order_independent_and_sorted_numerically():
     assert list(json.loads(canonical_json(a))) == ["A", "T"]
     assert list(json.loads(canonical_json(a))["T"]) == ["broker-a/2", "broker-a/10", "broker-b/10"]
     assert offsets_from_json(canonical_json(a)) == a
+
+
+def test_an_end_records_its_batch_start_which_every_other_reader_skips():
+    start, end = {mq("broker-a", 0): 3, mq("broker-b", 1): 7}, {mq("broker-a", 0): 9, mq("broker-b", 1): 7}
+    text = json.dumps(offsets_to_json(end, start=start))
+    assert recorded_start(text) == start
+    assert offsets_from_json(text) == end
+    assert recorded_start(json.dumps(offsets_to_json(end))) is None
+    # offsets copied from a checkpoint's first batch into startingOffsets
+    options = parse_options({"nameServer": "ns:9876", "topic": "T", "startingOffsets": text})
+    assert options.starting.offsets == end
 
 
 def test_one_partition_per_nonempty_queue_by_default():
