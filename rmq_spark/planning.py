@@ -20,12 +20,18 @@ def where(options: SourceOptions) -> str:
     return f"name server {options.name_server}" if options.name_server else f"endpoint {options.endpoint}"
 
 
+def reads_topic(options: SourceOptions, topic: str) -> bool:
+    """Whether the options name ``topic`` (one of topic/topics, or a match of topicPattern)."""
+    if options.topic_pattern is None:
+        return topic in options.topics
+    return re.fullmatch(options.topic_pattern, topic) is not None
+
+
 def query_topics(client, options: SourceOptions) -> list[str]:
     """The topics the options name, or those of the name server's list that match topicPattern, sorted."""
     if options.topic_pattern is None:
         return list(options.topics)
-    pattern = re.compile(options.topic_pattern)
-    return sorted(t for t in client.topics() if pattern.fullmatch(t))
+    return sorted(t for t in client.topics() if reads_topic(options, t))
 
 
 def topic_queues(client, topic: str, options: SourceOptions) -> list[MessageQueue]:

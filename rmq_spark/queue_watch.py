@@ -16,7 +16,7 @@ from rmq_spark.client.base import NAME_SERVERS
 from rmq_spark.client.errors import RETRYABLE, TopicNotFoundError, UnsupportedError
 from rmq_spark.client.model import MessageQueue, TopicRoute
 from rmq_spark.options import SourceOptions
-from rmq_spark.planning import check_filter, compacted_topics, query_topics, topic_queues
+from rmq_spark.planning import check_filter, compacted_topics, query_topics, reads_topic, topic_queues
 
 log = logging.getLogger(__name__)
 
@@ -99,8 +99,9 @@ class QueueWatch:
 
     def classify(self, known: Iterable[MessageQueue]) -> tuple[set[MessageQueue], set[MessageQueue]]:
         """(unavailable, vanished) among ``known``: a queue missing from the routes has vanished when its broker
-        is in the topic's route with fewer queues, or is registered and up but no longer has the topic; otherwise
-        (broker missing from the route, not readable now, or silent) it is unavailable."""
+        is in the topic's route with fewer queues, or is registered and up but no longer has the topic, or when
+        the options no longer name its topic; otherwise (broker missing from the route, topic missing from the
+        name server's list, not readable now, or silent) it is unavailable."""
         current = set(self.queues())
         unavailable, vanished = set(), set()
         fresh: dict[str, TopicRoute | None] = {}
@@ -109,10 +110,12 @@ class QueueWatch:
                 if mq in self.silent or mq not in self.latest:
                     unavailable.add(mq)
                 continue
-            if mq.topic not in self._routes:
-                vanished.add(mq)  # no longer matched by topicPattern
+            if not reads_topic(self.options, mq.topic):
+                vanished.add(mq)  # the options no longer name its topic
                 continue
-            route = self._routes[mq.topic]
+            # A topic missing from the name server's list (all its brokers unregistered, or a name server that
+            # restarted before they registered again) follows the same rules as a topic without a route.
+            route = self._routes.get(mq.topic)
             queue_data = next((q for q in route.queues if q.broker_name == mq.broker_name), None) if route else None
             broker = route.broker(mq.broker_name) if route else None
             if queue_data is not None and broker is not None and broker.addresses:

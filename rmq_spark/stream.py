@@ -179,7 +179,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         offset and are read from the next batch on, so every start is in Spark's offset log."""
         watch = self.watch
         unavailable, vanished = watch.classify(begin)
-        self._check_vanished(vanished)
+        self._check_vanished(vanished, begin)
         target: dict[MessageQueue, int] = {}
         for mq, b in begin.items():
             if mq in vanished:
@@ -206,12 +206,26 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             log.info("rocketmq source: new queue %s enters at offset %d", mq, o)
         return dict(starts)
 
-    def _check_vanished(self, vanished: set[MessageQueue]) -> None:
+    def _check_vanished(self, vanished: set[MessageQueue], begin: dict[MessageQueue, int]) -> None:
+        """The data-loss rule for queues gone from the route: a queue whose broker still answers an end offset
+        equal to this query's offset was read to its end (a topic shrunk after its queues drained) and lost
+        nothing; any other is data loss."""
         if not vanished:
             return
-        what = ("queues " + ", ".join(str(mq) for mq in sorted(vanished)) + " are no longer in the topic route "
-                "although their brokers are up (the topic shrank or was deleted); messages not yet read from them "
-                "may be lost")
+        try:
+            ends: dict[MessageQueue, int] = self.client.max_offsets(sorted(vanished), partial=True)
+        except RocketMQError:  # e.g. the topic was deleted: nothing proves the queues were drained
+            ends = {}
+        lost = sorted(mq for mq in vanished if ends.get(mq) != begin[mq])
+        for mq in sorted(set(vanished) - set(lost)):
+            log.info("rocketmq source: %s left the topic route after it was read to its end (offset %d)", mq,
+                     begin[mq])
+        if not lost:
+            return
+        what = ("queues " + ", ".join(f"{mq} (read to {begin[mq]}, end {ends[mq] if mq in ends else 'unknown'})"
+                                      for mq in lost)
+                + " are no longer in the topic route although their brokers are up (the topic shrank or was "
+                "deleted); messages not yet read from them may be lost")
         if self.options.fail_on_data_loss:
             raise DataLossError(what + ". Set failOnDataLoss=false to go on without them.")
         log.warning("%s (failOnDataLoss=false: going on without them)", what)

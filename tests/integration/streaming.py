@@ -36,7 +36,10 @@ class Collect:
 
 
 def start_query(spark, cluster, transport, topic, sink, checkpoint, **options):
-    reader = spark.readStream.format("rocketmq").option("topic", topic)
+    """A query of ``topic`` (None: options name the topics) into ``sink``, from the earliest offsets by default."""
+    reader = spark.readStream.format("rocketmq")
+    if topic is not None:
+        reader = reader.option("topic", topic)
     for k, v in {**transport_options(cluster, transport), "startingOffsets": "earliest", **options}.items():
         reader = reader.option(k, v)
     return (reader.load().writeStream.foreachBatch(sink).option("checkpointLocation", str(checkpoint))
