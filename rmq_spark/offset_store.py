@@ -7,10 +7,11 @@ from __future__ import annotations
 import enum
 import logging
 import threading
-from typing import Iterable, Mapping
+from typing import Callable, Iterable, Mapping
 
 from rmq_spark.client.errors import RocketMQError
 from rmq_spark.client.model import MessageQueue
+from rmq_spark.client.outages import broker_group, master_of
 
 log = logging.getLogger(__name__)
 
@@ -44,9 +45,10 @@ class OffsetStore:
 
     def load(self, queues: Iterable[MessageQueue]) -> None:
         """Read the group's stored offsets of the queues not loaded yet, so that ``update`` never moves them back
-        (queues whose broker does not answer now are loaded at a later call)."""
+        (queues whose broker does not answer now are loaded at a later call, tried again every few seconds)."""
         with self._lock:
             todo = [mq for mq in queues if mq not in self._loaded]
+        todo = self._due(todo, broker_group)
         if not todo:
             return
         try:
@@ -59,6 +61,7 @@ class OffsetStore:
                 self._loaded.add(mq)
                 if offset is not None and offset >= 0 and offset > self._table.get(mq, -1):
                     self._table[mq] = self._persisted[mq] = offset
+        self._report(todo, stored.failed, broker_group, "its stored offsets are read when it is back")
 
     def read(self, mq: MessageQueue, mode: ReadType = ReadType.MEMORY_FIRST_THEN_STORE) -> int | None:
         """The offset from memory, from the broker, or memory first; None when there is none."""
@@ -74,29 +77,39 @@ class OffsetStore:
 
     def persist_all(self) -> bool:
         """Send every offset that changed since the last successful persist, each to its broker's master; True
-        when all were stored. Offsets whose master is unavailable stay pending for the next call (the outage is
-        logged once); it never raises."""
+        when all were stored. Offsets whose master is unavailable stay pending, tried again every few seconds (the
+        outage is logged once); it never raises."""
         with self._lock:
             changed = {mq: o for mq, o in self._table.items() if self._persisted.get(mq) != o}
-        if not changed:
-            return True
+        due = {mq: changed[mq] for mq in self._due(list(changed), master_of)}
+        if not due:
+            return not changed
         try:
-            stored = self.client.update_consumer_offsets(self.group, changed, partial=True)
+            stored = self.client.update_consumer_offsets(self.group, due, partial=True)
         except RocketMQError as e:
             log.warning("could not mirror %d offsets of group %r to the brokers (will retry at the next commit): "
-                        "%s", len(changed), self.group, e)
+                        "%s", len(due), self.group, e)
             return False
         with self._lock:
-            self._persisted.update({mq: changed[mq] for mq in stored})
-        failed = {mq.broker_name: e for mq, e in stored.failed.items()}
-        for broker in sorted({mq.broker_name for mq in changed}):
-            who = f"the master of broker {broker}"
-            if broker in failed:
-                self.client.outages.down(who, f"offsets of group {self.group!r} are kept until it is back",
-                                         failed[broker])
+            self._persisted.update({mq: due[mq] for mq in stored})
+        self._report(list(due), stored.failed, master_of,
+                     f"offsets of group {self.group!r} are kept until it is back")
+        return len(due) == len(changed) and not stored.failed
+
+    # -- brokers that are away ---------------------------------------------------------------------------------
+    def _due(self, queues: list[MessageQueue], who: Callable[[str], str]) -> list[MessageQueue]:
+        """The queues whose broker (as ``who`` names it) may be asked now: one that is away, every few seconds."""
+        due = {b for b in {mq.broker_name for mq in queues} if self.client.outages.due(who(b))}
+        return [mq for mq in queues if mq.broker_name in due]
+
+    def _report(self, asked: list[MessageQueue], failed: Mapping[MessageQueue, Exception],
+                who: Callable[[str], str], consequence: str) -> None:
+        errors = {mq.broker_name: e for mq, e in failed.items()}
+        for broker in sorted({mq.broker_name for mq in asked}):
+            if broker in errors:
+                self.client.outages.down(who(broker), consequence, errors[broker])
             else:
-                self.client.outages.up(who)
-        return not stored.failed
+                self.client.outages.up(who(broker))
 
     def remove(self, mq: MessageQueue) -> None:
         with self._lock:

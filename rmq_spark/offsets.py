@@ -13,8 +13,8 @@ from typing import Iterable, Mapping
 
 from rmq_spark.client.base import Answers
 from rmq_spark.client.model import MessageQueue
-from rmq_spark.options import (EARLIEST, LATEST, START_KEY, ByTimestamp, Committed, Earliest, Latest, OffsetSpec, OptionError,
-                               SpecificOffsets, queue_offsets)
+from rmq_spark.options import (EARLIEST, LATEST, START_KEY, ByTimestamp, Committed, Earliest, Latest, OffsetSpec,
+                               OptionError, SpecificOffsets, queue_offsets)
 
 
 @dataclass(frozen=True, order=True)

@@ -15,6 +15,7 @@ from typing import Iterable
 from rmq_spark.client.base import NAME_SERVERS
 from rmq_spark.client.errors import RETRYABLE, TopicNotFoundError, UnsupportedError
 from rmq_spark.client.model import MessageQueue, TopicRoute
+from rmq_spark.client.outages import broker_group
 from rmq_spark.options import SourceOptions
 from rmq_spark.planning import check_filter, compacted_topics, query_topics, reads_topic, topic_queues
 
@@ -84,9 +85,9 @@ class QueueWatch:
         failed = {mq.broker_name: e for mq, e in answers.failed.items()}
         for broker in sorted({mq.broker_name for mq in queues}):
             if broker in failed:
-                self.client.outages.down(f"broker {broker}", WAITS, failed[broker])
+                self.client.outages.down(broker_group(broker), WAITS, failed[broker])
             else:
-                self.client.outages.up(f"broker {broker}")
+                self.client.outages.up(broker_group(broker))
 
     # -- what the routes show --------------------------------------------------------------------------------
     def queues(self) -> list[MessageQueue]:
@@ -124,7 +125,8 @@ class QueueWatch:
                 vanished.add(mq)
             else:
                 unavailable.add(mq)
-                self.client.outages.down(f"broker {mq.broker_name}", WAITS, f"not in the route of topic {mq.topic}")
+                self.client.outages.down(broker_group(mq.broker_name), WAITS,
+                                         f"not in the route of topic {mq.topic}")
         return unavailable, vanished
 
     def _back_in_route(self, mq: MessageQueue, fresh: dict[str, TopicRoute | None]) -> bool:

@@ -252,6 +252,9 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if o.allow_shared_consumer_group:
             self._group_checked = True
             return
+        who = f"the check of consumer group {o.consumer_group!r} for other consumers"
+        if not self.client.outages.due(who):
+            return  # it failed a moment ago: asked again every few seconds, not at every call
         try:
             consumers = self.client.online_consumers(o.consumer_group, query_topics(self.client, o))
         except UnsupportedError as e:
@@ -259,9 +262,9 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                         o.consumer_group, e)
             consumers = []
         except RocketMQError as e:
-            log.warning("rocketmq source: could not check the consumers of group %r now (%s); will check again "
-                        "before mirroring offsets", o.consumer_group, e)
+            self.client.outages.down(who, "checked again before offsets are mirrored", e)
             return
+        self.client.outages.up(who)
         if consumers:
             raise OptionError(
                 f"consumer group {o.consumer_group!r} has {len(consumers)} online consumer(s) "

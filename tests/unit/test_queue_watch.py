@@ -1,11 +1,16 @@
-"""QueueWatch.classify: a queue missing from a route read before its broker registered again is not a vanished
-queue (a race a full test run hit when a broker restarted between the route poll and the live-broker lookup)."""
+"""The stream driver's view of brokers that are away: QueueWatch.classify (a queue missing from a route read before
+its broker registered again is not a vanished queue: a race a full test run hit when a broker restarted between the
+route poll and the live-broker lookup), and the offset mirror's pace while a master is away."""
 from __future__ import annotations
 
 import logging
 
+from rmq_spark.client import outages
+from rmq_spark.client.base import Answers
+from rmq_spark.client.errors import BrokerUnavailableError
 from rmq_spark.client.model import BrokerData, MessageQueue, QueueData, TopicRoute
 from rmq_spark.client.outages import OutageLog
+from rmq_spark.offset_store import OffsetStore
 from rmq_spark.options import parse_options
 from rmq_spark.queue_watch import QueueWatch
 
@@ -54,3 +59,41 @@ def test_a_registered_broker_without_the_topic_has_lost_its_queues():
     unavailable, vanished = _watch(client).classify(queues)
     assert vanished == set(queues) and unavailable == set()
     assert client.refreshes == 1  # one fresh route per topic and classification
+
+
+class _AwayMaster:
+    """Offset calls as brokers answer them while broker-b's master is away: broker-a stores, broker-b fails."""
+
+    def __init__(self) -> None:
+        self.outages = OutageLog(logging.getLogger("test"))
+        self.asked: list[str] = []
+
+    def _answer(self, mqs, value):
+        self.asked += [mq.broker_name for mq in mqs]
+        return Answers({mq: value(mq) for mq in mqs if mq.broker_name == "broker-a"},
+                       {mq: BrokerUnavailableError("away") for mq in mqs if mq.broker_name == "broker-b"})
+
+    def query_consumer_offsets(self, group, mqs, partial=False):
+        return self._answer(mqs, lambda mq: None)
+
+    def update_consumer_offsets(self, group, offsets, partial=False):
+        return self._answer(list(offsets), lambda mq: True)
+
+
+def test_the_mirror_retries_a_master_that_is_away_on_a_clock_not_at_every_call(monkeypatch):
+    now = [1000.0]
+    monkeypatch.setattr(outages.time, "monotonic", lambda: now[0])
+    client = _AwayMaster()
+    store = OffsetStore(client, "g")
+    a, b = MessageQueue(TOPIC, "broker-a", 0), MessageQueue(TOPIC, "broker-b", 0)
+    for i in range(1, 101):  # Spark asks for the latest offsets every few milliseconds
+        store.load([a, b])
+        store.update_all({a: i, b: i})
+        store.persist_all()
+        now[0] += 0.01
+    # broker-a is mirrored at every call; broker-b is asked once to load and once to store in the first second
+    assert client.asked.count("broker-a") == 1 + 100
+    assert client.asked.count("broker-b") == 2
+    now[0] += outages.RETRY_DOWN_S
+    store.persist_all()
+    assert client.asked.count("broker-b") == 3
