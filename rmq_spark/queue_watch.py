@@ -15,7 +15,7 @@ from typing import Iterable
 from rmq_spark.client.base import NAME_SERVERS
 from rmq_spark.client.errors import RETRYABLE, TopicNotFoundError, UnsupportedError
 from rmq_spark.client.model import MessageQueue, TopicRoute
-from rmq_spark.client.outages import broker_group
+from rmq_spark.client.outages import RETRY_DOWN_S, broker_group
 from rmq_spark.options import SourceOptions
 from rmq_spark.planning import check_filter, compacted_topics, query_topics, reads_topic, topic_queues
 
@@ -23,6 +23,7 @@ log = logging.getLogger(__name__)
 
 OFFSET_POLL_S = 0.1
 WAITS = "its queues wait (unavailable, not lost)"
+REFUSES = "its master is away and its slave refuses pulls (slaveReadEnable=false)"
 
 
 class QueueWatch:
@@ -38,6 +39,8 @@ class QueueWatch:
         self.latest: dict[MessageQueue, int] = {}  # last known end offset of every queue seen, kept while unavailable
         self.replica: set[MessageQueue] = set()  # latest answered by a slave (may lag behind its master)
         self.silent: set[MessageQueue] = set()  # in the routes, but their broker did not answer the last poll
+        # whether the slave read while its master is away serves pulls, and when that was asked
+        self._serves_reads: dict[str, tuple[bool, float]] = {}
         self._latest_at = float("-inf")
 
     # -- polling ---------------------------------------------------------------------------------------------
@@ -68,6 +71,7 @@ class QueueWatch:
             except TopicNotFoundError:
                 routes[topic] = None  # its brokers are all down, or it was deleted: classify() tells
         self._live_known = False
+        self._serves_reads.clear()
         new = set(routes) - set(self._routes)
         first = not self._routes
         self._routes = routes
@@ -81,13 +85,36 @@ class QueueWatch:
         answers = self.client.max_offsets(queues, partial=True)
         self.latest.update(answers)
         self.replica = set(answers.replica)
-        self.silent = set(answers.failed)
-        failed = {mq.broker_name: e for mq, e in answers.failed.items()}
+        failed: dict[str, BaseException | str] = {mq.broker_name: e for mq, e in answers.failed.items()}
+        refusing = self._refusing_reads(answers)
+        for broker in refusing:
+            failed[broker] = REFUSES
+        self.silent = set(answers.failed) | {mq for mq in answers if mq.broker_name in refusing}
         for broker in sorted({mq.broker_name for mq in queues}):
             if broker in failed:
                 self.client.outages.down(broker_group(broker), WAITS, failed[broker])
             else:
                 self.client.outages.up(broker_group(broker))
+
+    def _refusing_reads(self, answers) -> set[str]:
+        """The brokers whose latest offsets a slave answered (their master is away) and whose slave refuses pulls
+        (slaveReadEnable=false): unavailable, as if they had no slave, until the master answers. A slave that
+        serves is asked again after the next route poll; one that refuses (or refers to its master for a moment
+        after the master left), every few seconds."""
+        refusing = set()
+        now = time.monotonic()
+        for mq in sorted(answers.replica):
+            broker = mq.broker_name
+            serves, at = self._serves_reads.get(broker, (False, float("-inf")))
+            if not serves and now - at >= RETRY_DOWN_S:
+                try:
+                    serves = self.client.serves_reads(mq, answers[mq], self.options.pull_group)
+                except RETRYABLE:
+                    serves = False  # not answering now: asked again in a few seconds
+                self._serves_reads[broker] = (serves, now)
+            if not serves:
+                refusing.add(broker)
+        return refusing
 
     # -- what the routes show --------------------------------------------------------------------------------
     def queues(self) -> list[MessageQueue]:

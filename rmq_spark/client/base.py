@@ -171,6 +171,11 @@ class BaseClient:
         """True when ``topic`` has the cleanup policy COMPACTION (its queue offsets may be sparse)."""
         raise UnsupportedError(f"{type(self).__name__} cannot read topic attributes")
 
+    def serves_reads(self, mq: MessageQueue, offset: int, group: str) -> bool:
+        """Whether the broker member reads of ``mq`` go to now serves pulls (a slave may refuse them). A
+        transport that cannot tell says True: its pulls are retried until the task's deadline."""
+        return True
+
     def online_consumers(self, group: str, topics: Iterable[str]) -> list[str]:
         """The client ids of ``group``'s consumers connected to the brokers of ``topics`` now."""
         raise UnsupportedError(f"{type(self).__name__} cannot list a group's consumers")

@@ -7,10 +7,11 @@ from typing import Callable, Iterable, Sequence, TypeVar
 
 from rmq_spark.client.base import BaseClient
 from rmq_spark.client.compression import DEFAULT_MAX_MESSAGE_BYTES
-from rmq_spark.client.errors import BrokerUnavailableError, ConnectionLostError, RocketMQError, TopicNotFoundError
+from rmq_spark.client.errors import (BrokerBusyError, BrokerUnavailableError, ConnectionLostError, RocketMQError,
+                                    TopicNotFoundError)
 from rmq_spark.client.model import (DEFAULT_GROUP, DEFAULT_PRODUCER_GROUP, EVERY_MESSAGE, MASTER_ID, SLOT, BrokerData,
                                     Credentials, FilterExpression, HalfMessage, Message, MessageQueue,
-                                    OutgoingMessage, PullResult, TopicRoute)
+                                    OutgoingMessage, PullResult, PullStatus, TopicRoute)
 from rmq_spark.client.range_reader import PullSession
 from rmq_spark.client.remoting import broker as req
 from rmq_spark.client.remoting import codes
@@ -69,19 +70,20 @@ class DirectPulls:
         self._template = request_template(req.pull_request(mq, offset=0, max_nums=0, **self._kw), _PULL_VARY)
 
     def _connection(self) -> DirectConnection:
+        """The connection to the member reads of the queue go to now: chosen again when it closed, the broker
+        suggested another member, or the route changed (a master back while a slave was read)."""
         client, mq = self._client, self._mq
-        suggested = client._suggested.get(mq, MASTER_ID)
-        if self._conn is None or self._conn.closed or suggested != self._suggested:
-            try:
-                address, self._replica = client._read_address(mq)
-                self._suggested = suggested
+        try:
+            address, replica = client._read_address(mq)
+            if self._conn is None or self._conn.closed or self._conn.address != address:
                 conn = self._conns.get(address)
                 if conn is None or conn.closed:
                     conn = self._conns[address] = client._pool.dial(address)
-            except ConnectionLostError:
-                client.invalidate_route(mq.topic)
-                raise
-            self._conn = conn
+                self._conn, self._replica = conn, replica
+        except ConnectionLostError:
+            client.invalidate_route(mq.topic)
+            raise
+        self._suggested = client._suggested.get(mq, MASTER_ID)
         return self._conn
 
     def run(self, cursor: RangeCursor, gatherer: BlockGatherer | None, rows: int, nbytes: int) -> tuple:
@@ -198,8 +200,12 @@ class RemotingClient(BaseClient):
     # -- request plumbing ------------------------------------------------------------------------------------
     def _read_address(self, mq: MessageQueue) -> tuple[str, bool]:
         """Where a read of ``mq`` goes (the member the broker last suggested, else the master, else a slave,
-        skipping members that just failed to connect), and whether that is a slave."""
+        skipping members that just failed to connect), and whether that is a slave. While the route has no master,
+        it is looked up again every ROUTE_RETRY_S, so that reads go back to the master as soon as it is back."""
         members = self._members(mq)
+        if members.master_address is None:
+            self.invalidate_route(mq.topic)
+            members = self._members(mq)
         candidates = members.read_candidates(self._suggested.get(mq, MASTER_ID))
         address = candidates[0]
         if len(candidates) > 1:
@@ -291,6 +297,19 @@ class RemotingClient(BaseClient):
         calls = [self._request(mq, req.consumer_list_request(group), lambda r, a: req.consumer_list(r, group, a),
                                master=True) for mq in masters.values()]
         return sorted({cid for c in calls for cid in c.result()})
+
+    def serves_reads(self, mq: MessageQueue, offset: int, group: str) -> bool:
+        """Whether the member reads of ``mq`` go to now serves pulls. A master does; a slave with
+        slaveReadEnable=false (RocketMQ's default) refuses every pull: SYSTEM_BUSY (5.x) or PULL_RETRY_IMMEDIATELY
+        pointing at the master (4.x). Asked with one pull at ``offset``, the queue's end (no message comes back)."""
+        if not self._read_address(mq)[1]:
+            return True
+        try:
+            result = self._request(mq, req.pull_request(mq, group, offset, 1),
+                                   lambda r, a: req.pull_result(r, mq, a, offset)).result()
+        except BrokerBusyError:
+            return False
+        return not (result.status is PullStatus.RETRY_IMMEDIATELY and result.suggest_which_broker_id == MASTER_ID)
 
     # -- pull ------------------------------------------------------------------------------------------------
     def pull_async(self, mq: MessageQueue, offset: int, max_nums: int = SLOT, *, group: str = DEFAULT_GROUP,

@@ -295,9 +295,10 @@ final class EmbeddedCluster {
         bc.setBrokerName(b.name);
         bc.setBrokerClusterName(CLUSTER);
         bc.setBrokerId(b.id);
-        // a slave serves pulls (and the master suggests it when a consumer falls far behind), as RocketMQ's
-        // read-from-slave deployments configure it
-        bc.setSlaveReadEnable(true);
+        // by default a slave serves pulls (and the master suggests it when a consumer falls far behind), as
+        // RocketMQ's read-from-slave deployments configure it; --no-slave-read keeps RocketMQ's own default (a slave
+        // refuses pulls)
+        bc.setSlaveReadEnable(options.slaveRead);
         bc.setBrokerIP1(HOST);
         bc.setBrokerIP2(HOST);
         bc.setNamesrvAddr(nameServerAddress());

@@ -8,6 +8,8 @@ final class Options {
     int brokers = 1;
     /** Slaves per broker group (classic master-slave replication); 0 = masters only. */
     int slaves = 0;
+    /** Slaves serve pulls (slaveReadEnable); off, they refuse them as RocketMQ's default deployments do. */
+    boolean slaveRead = true;
     /** Store root; null means a fresh temporary directory that is deleted at exit. */
     String storeDir;
     int namesrvPort = 0;
@@ -41,6 +43,7 @@ final class Options {
             switch (a) {
                 case "--brokers": o.brokers = Integer.parseInt(need(a, v)); i++; break;
                 case "--slaves": o.slaves = Integer.parseInt(need(a, v)); i++; break;
+                case "--no-slave-read": o.slaveRead = false; break;
                 case "--store": o.storeDir = need(a, v); i++; break;
                 case "--namesrv-port": o.namesrvPort = Integer.parseInt(need(a, v)); i++; break;
                 case "--broker-ports":
