@@ -1,14 +1,16 @@
 """Exactly once across hard kills of the driver, for the source and the sink together: one driver process runs a
 Parquet copy of a topic through the gRPC gateway and two rocketmq sink queries of it through the name server (one
-exactly once, one at least once). A broker restarts under the first driver, which is then SIGKILLed while an
-exactly-once commit is under way; a second driver recovers the cut batch and is killed inside a commit of its own;
-messages keep arriving all along. Then every query is restarted to the end of its source, recovering that cut."""
+exactly once, one at least once). Three drivers are SIGKILLed in turn, at moments drawn at random from a seed the
+test prints (RMQ_SPARK_KILL_SEED replays one): one in its start-up, one inside the first batch it plans (for the
+first driver, the query's batch 0), one inside an exactly-once commit, after a broker restarted under it; messages
+keep arriving all along. Then every query is restarted to the end of its source, recovering what the kills cut."""
 from __future__ import annotations
 
 import base64
 import collections
 import json
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -52,9 +54,19 @@ def _wait_for(condition, timeout: float, what: str, job: KillJob, poll: float = 
         time.sleep(poll)
 
 
-def _commits(checkpoint: Path) -> int:
-    d = checkpoint / "commits"
+def _logged(checkpoint: Path, log: str) -> int:
+    d = checkpoint / log
     return len([p for p in d.iterdir() if p.name.isdigit()]) if d.is_dir() else 0
+
+
+def _commits(checkpoint: Path) -> int:
+    """The copy query's batches in Spark's commit log."""
+    return _logged(checkpoint, "commits")
+
+
+def _batches(checkpoint: Path) -> int:
+    """The copy query's batches in Spark's offset log (planned; the last may not be committed)."""
+    return _logged(checkpoint, "offsets")
 
 
 def _last_offsets(checkpoint: Path) -> dict:
@@ -104,13 +116,34 @@ def test_exactly_once_across_kills_inside_commits_and_a_broker_restart(spark, ro
         except RocketMQError:  # its broker restarting
             return -1
 
+    seed = int(os.environ.get("RMQ_SPARK_KILL_SEED") or random.SystemRandom().randrange(1 << 32))
+    print(f"kill moments drawn with RMQ_SPARK_KILL_SEED={seed}")  # pytest shows it with a failure
+    rng = random.Random(seed)
+    kinds = ["start-up", "first batch", "commit"]
+    rng.shuffle(kinds)
+
+    def kill_moment(kind: str, job: KillJob, left: int | None, planned: int) -> None:
+        """Wait for this driver's moment of ``kind``: a random time in its start-up (the JVM, the first
+        planning), inside the first batch it plans (logged, not committed; for the first driver the query's batch
+        0), or inside an exactly-once commit."""
+        if kind == "start-up":
+            deadline = time.monotonic() + rng.uniform(0.5, 12)
+            _wait_for(lambda: time.monotonic() > deadline, 30, "the start-up kill moment", job)
+        elif kind == "first batch":
+            _wait_for(lambda: _batches(checkpoint) > planned, 240, "a batch this driver planned", job, poll=0.005)
+            time.sleep(rng.uniform(0, 0.5))
+        else:
+            _wait_for(lambda: (m := marker()) is not None and m % 2 == 1 and m != left, 240,
+                      "an exactly-once commit of this driver under way", job, poll=0.005)
+
     producer = threading.Thread(target=produce)
     producer.start()
     try:
-        for round in range(2):
+        for round, kind in enumerate(kinds):
+            planned = _batches(checkpoint)
             job = KillJob(rocketmq, topic, group, out, checkpoint, *sinks)
             left = marker()  # odd when the last driver died inside a commit
-            if round == 0:  # a broker restarts under the first driver, which must go on past it
+            if kind == "commit":  # a broker restarts under this driver, which must go on past it
                 before = _commits(checkpoint)
                 _wait_for(lambda: _commits(checkpoint) > before, 240, "a batch of the first driver", job)
                 rocketmq.stop_broker("broker-b")
@@ -118,8 +151,7 @@ def test_exactly_once_across_kills_inside_commits_and_a_broker_restart(spark, ro
                 rocketmq.start_broker("broker-b")
                 after = _commits(checkpoint)
                 _wait_for(lambda: _commits(checkpoint) >= after + 2, 240, "progress after the broker restart", job)
-            _wait_for(lambda: (m := marker()) is not None and m % 2 == 1 and m != left, 240,
-                      "an exactly-once commit of this driver under way", job, poll=0.005)
+            kill_moment(kind, job, left, planned)
             job.kill()
     finally:
         stop.set()
