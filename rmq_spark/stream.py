@@ -106,7 +106,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # Spark calls this only once the batch ending at `start` is in its commit log (except for the initial
         # offsets): the last batch of a run, which commit() never sees with AvailableNow, is mirrored here.
         if not first:
-            self._mirror(begin)
+            self._mirror(start)
         self.watch.poll()
         end = self._end(begin, limit)
         if end != begin:
@@ -160,7 +160,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         yield from read_partition(self.options, partition, self.columns)
 
     def commit(self, end: dict) -> None:
-        self._mirror(offsets_from_json(end))
+        self._mirror(end)
 
     def stop(self) -> None:
         if self._client is not None:
@@ -273,11 +273,13 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 "its own for this query, set commitOffsetsToBroker=false, or set allowSharedConsumerGroup=true")
         self._group_checked = True
 
-    def _mirror(self, committed: dict[MessageQueue, int]) -> None:
-        """Record offsets Spark has committed and mirror what changed to the consumer group, never moving a
-        group's offset back (never raises for an unreachable broker: the offsets stay pending)."""
+    def _mirror(self, end: dict) -> None:
+        """Record the end of a batch Spark has committed and mirror what changed to the consumer group, never
+        moving a group's offset back (never raises for an unreachable broker: the offsets stay pending). A first
+        batch that read nothing (its end is the start it recorded) mirrors nothing: no message was read yet."""
         store = self.store
-        if store is None or not committed:
+        committed = offsets_from_json(end)
+        if store is None or not committed or recorded_start(end) == committed:
             return
         self._check_group()
         if not self._group_checked:
