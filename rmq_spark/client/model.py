@@ -158,8 +158,12 @@ class TopicRoute:
         return sorted(out)
 
     def write_queues(self) -> list[MessageQueue]:
+        """Every writable queue of a broker group that has a master (only a master takes sends), sorted by broker
+        name and queue id: the queues the Java producer publishes to (MQClientInstance.
+        topicRouteData2TopicPublishInfo), so that a sharding key's queue is the one it picks."""
+        masters = {b.broker_name for b in self.brokers if b.master_address is not None}
         out = [MessageQueue(self.topic, q.broker_name, i)
-               for q in self.queues if q.writable for i in range(q.write_queue_nums)]
+               for q in self.queues if q.writable and q.broker_name in masters for i in range(q.write_queue_nums)]
         return sorted(out)
 
 

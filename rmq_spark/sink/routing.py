@@ -41,7 +41,7 @@ class Router:
                                          "create the topic (mqadmin updateTopic) or check its name") from e
             if not queues:
                 raise TopicNotFoundError(f"cannot write to topic {topic!r}: it has no writable queue now (its "
-                                         "brokers are read-only or down)")
+                                         "brokers are read-only, down or without a master)")
             # the Java producer orders publish queues by broker name, then queue id, as the route lists them
             self._queues[topic] = queues
         return queues

@@ -5,7 +5,7 @@ import pyarrow as pa
 import pytest
 
 from rmq_spark.client.errors import BrokerBusyError, BrokerUnavailableError, RequestTimeoutError
-from rmq_spark.client.model import HalfMessage, MessageQueue, OutgoingMessage
+from rmq_spark.client.model import BrokerData, HalfMessage, MessageQueue, OutgoingMessage, QueueData, TopicRoute
 from rmq_spark.options import OptionError, parse_sink_options
 from rmq_spark.sink.columns import check_columns, to_rows
 from rmq_spark.sink.routing import java_string_hash, queue_for_key
@@ -25,6 +25,18 @@ def test_key_queue_matches_select_message_queue_by_hash():
     assert queue_for_key("zzzzzzzz", queues) == queues[0]  # Java: Math.abs("zzzzzzzz".hashCode() % 7) == 0
     assert queue_for_key("polygenelubricants", queues) == queues[abs(-2147483648 % -7)]  # Integer.MIN_VALUE
     assert queue_for_key("hello", queues) == queues[99162322 % 7]
+
+
+def test_write_queues_are_on_broker_groups_with_a_master_as_the_java_producer_picks_them():
+    # MQClientInstance.topicRouteData2TopicPublishInfo: writable queue data whose broker group has a master
+    route = TopicRoute("t", (BrokerData("a", {1: "h:2"}), BrokerData("b", {0: "h:3", 1: "h:4"}),
+                             BrokerData("d", {0: "h:5"})),
+                       (QueueData("a", 4, 4, 6), QueueData("b", 2, 2, 6), QueueData("c", 1, 1, 6),
+                        QueueData("d", 3, 3, 4)))
+    assert route.write_queues() == [MessageQueue("t", "b", 0), MessageQueue("t", "b", 1)]
+    assert len(route.read_queues()) == 10  # a slave still serves reads; c (no broker data) and d are listed
+    # so a sharding key picks the queue the Java producer picks while broker-a's master is away
+    assert queue_for_key("hello", route.write_queues()) == MessageQueue("t", "b", 99162322 % 2)
 
 
 def test_sink_columns_accept_a_select_of_the_source_and_refuse_stored_columns():
