@@ -75,8 +75,8 @@ KNOWN_OPTIONS: dict[str, str] = {
 SINK_OPTIONS: dict[str, str] = {
     **CONNECTION_OPTIONS,
     "topic": "the topic of rows without a topic column",
-    "producerGroup": f"producer group of the sends, default {DEFAULT_PRODUCER_GROUP}; with exactly_once one per "
-                     "query, stable across restarts (it names the query's commit marker)",
+    "producerGroup": f"producer group of the sends, default {DEFAULT_PRODUCER_GROUP}; required with exactly_once: "
+                     "one per query, stable across restarts (it names the query's commit marker)",
     "deliveryGuarantee": "at_least_once (default) or exactly_once (transactional half messages)",
 }
 SECRET_OPTIONS = frozenset({"secretKey", "securityToken"})
@@ -459,13 +459,18 @@ def parse_sink_options(raw: Mapping[str, str]) -> SinkOptions:
     topic = opts.get("topic", "").strip() or None
     if topic is not None:
         _topic_name("topic", topic)
-    group = opts.get("producerGroup", "").strip() or DEFAULT_PRODUCER_GROUP
+    group = opts.get("producerGroup", "").strip()
     guarantee = _parse_choice("deliveryGuarantee", opts.get("deliveryGuarantee", AT_LEAST_ONCE),
                               (AT_LEAST_ONCE, EXACTLY_ONCE))
     if guarantee == EXACTLY_ONCE and connection["endpoint"]:
         raise OptionError("option deliveryGuarantee=exactly_once needs transactional messages, which the gRPC pull "
                           "gateway of option endpoint does not offer: use option nameServer")
-    return SinkOptions(topic=topic, producer_group=group, delivery_guarantee=guarantee,
+    if guarantee == EXACTLY_ONCE and not group:
+        raise OptionError("option deliveryGuarantee=exactly_once needs option producerGroup, one per query and kept "
+                          "across its restarts: a streaming query keeps its commit marker under that group, so two "
+                          "queries sharing one (the default, for one) would take each other's commits for their own "
+                          "and roll back each other's rows")
+    return SinkOptions(topic=topic, producer_group=group or DEFAULT_PRODUCER_GROUP, delivery_guarantee=guarantee,
                        **{**connection, **_typed_values(opts)})
 
 

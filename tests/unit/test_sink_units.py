@@ -133,8 +133,11 @@ def test_a_commit_that_could_not_be_sent_waits_for_its_broker_until_the_deadline
 
 def test_sink_options():
     o = parse_sink_options({"nameserver": "h:1", "topic": "t", "deliveryguarantee": "EXACTLY_ONCE",
-                            "checkpointLocation": "/tmp/x"})
-    assert o.exactly_once and o.topic == "t" and o.producer_group == "rmq_spark_producer"
+                            "producergroup": " totals ", "checkpointLocation": "/tmp/x"})
+    assert o.exactly_once and o.topic == "t" and o.producer_group == "totals"
+    assert parse_sink_options({"nameServer": "h:1"}).producer_group == "rmq_spark_producer"
+    with pytest.raises(OptionError, match="exactly_once needs option producerGroup.*one per query.*roll back"):
+        parse_sink_options({"nameServer": "h:1", "deliveryGuarantee": "exactly_once", "producerGroup": " "})
     with pytest.raises(OptionError, match="gRPC pull gateway"):
         parse_sink_options({"endpoint": "h:1", "deliveryGuarantee": "exactly_once"})
     with pytest.raises(OptionError, match="option consumerGroup is an option of the rocketmq source"):
