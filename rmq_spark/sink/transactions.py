@@ -11,8 +11,9 @@ A streaming commit of batch N runs in three steps, each recorded on the broker b
 A commit of N that finds done(N) is a replay after a crash between step 3 and Spark's own commit log: its new halves
 are rolled back. One that finds started(N) follows a crash inside step 2, which may have committed part of the
 first attempt: the committed messages are read back from the stored offsets, and only the new halves whose row key
-is not among them are committed. A row key names the task's partition and the row's content (with a count for
-identical rows), so it holds when a replayed partition yields the same rows, in any order.
+is not among them are committed. A row key names the micro-batch, the task's partition and the row's content (with
+a count for identical rows), so it holds when a replayed partition yields the same rows, in any order, and never
+matches a row of another batch.
 """
 from __future__ import annotations
 
@@ -35,11 +36,17 @@ class CommitError(RocketMQError):
     batch exactly once (streaming); a batch write must be checked."""
 
 
-class RowKeys:
-    """Row keys of one task: partition, content digest and the count of identical rows before this one."""
+def batch_prefix(group: str, batch_id: int) -> str:
+    """The start of the row keys of micro-batch ``batch_id`` written under producer group ``group``."""
+    return f"{group}/{batch_id}/"
 
-    def __init__(self, group: str, partition: int) -> None:
-        self._prefix = f"{group}/{partition}/"
+
+class RowKeys:
+    """Row keys of one task: micro-batch, partition, content digest and the count of identical rows before this
+    one."""
+
+    def __init__(self, group: str, batch_id: int, partition: int) -> None:
+        self._prefix = f"{batch_prefix(group, batch_id)}{partition}/"
         self._seen: dict[str, int] = defaultdict(int)
 
     def key(self, topic: str, m: OutgoingMessage) -> str:
@@ -126,12 +133,12 @@ class CommitMarker:
         queues = sorted(set(queues))
         self.client.update_consumer_offsets(self.scan_group, dict(self.client.max_offsets(queues)))
 
-    def committed_rows(self, queues: Iterable[MessageQueue]) -> set[str]:
-        """The row keys of this query's messages stored in ``queues`` since their recorded starts."""
+    def committed_rows(self, batch_id: int, queues: Iterable[MessageQueue]) -> set[str]:
+        """The row keys of batch ``batch_id`` stored in ``queues`` since their recorded starts."""
         queues = sorted(set(queues))
         starts = self.client.query_consumer_offsets(self.scan_group, queues)
         ends = self.client.max_offsets([mq for mq in queues if starts.get(mq) is not None])
-        prefix = self.producer_group + "/"
+        prefix = batch_prefix(self.producer_group, batch_id)
         keys = set()
         for mq, end in ends.items():
             for m in self.client.read_range(mq, starts[mq], end):
@@ -158,7 +165,7 @@ def commit_batch(marker: CommitMarker, batch_id: int, halves: Sequence[tuple[str
         return "replayed"
     outcome = "committed"
     if state == started(batch_id):
-        already = marker.committed_rows(target_queues)
+        already = marker.committed_rows(batch_id, target_queues)
         end_halves(marker.client, [h for key, h in halves if key in already], commit=False, group=group,
                    retry_timeout=retry_timeout)
         handles = [h for key, h in halves if key not in already]

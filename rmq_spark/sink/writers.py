@@ -8,6 +8,7 @@ from typing import Iterator, Sequence
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 
+from rmq_spark.client.errors import RocketMQError
 from rmq_spark.client.model import HalfMessage, MessageQueue
 from rmq_spark.connect import shared_client
 from rmq_spark.options import OptionError, SinkOptions
@@ -17,11 +18,13 @@ from rmq_spark.sink.sender import Sender
 from rmq_spark.sink.transactions import ROW_KEY_PROPERTY, CommitMarker, RowKeys, commit_batch, end_halves
 
 log = logging.getLogger(__name__)
+BATCH_ID_PROPERTY = "streaming.sql.batchId"  # MicroBatchExecution.BATCH_ID_KEY
 
 
 @dataclass(frozen=True)
 class SinkCommit(WriterCommitMessage):
-    """What one task wrote: the count, and in exactly-once mode its half messages with their row keys."""
+    """What one task wrote: the count, and in exactly-once mode its half messages with their row keys (empty in a
+    batch write, whose commit has no recovery to read them)."""
 
     partition: int
     sent: int
@@ -34,15 +37,28 @@ def _partition() -> int:
     return ctx.partitionId() if ctx is not None else 0
 
 
-def write_task(options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> SinkCommit:
-    """Send one task's rows; in exactly-once mode as half messages, returned for the driver to end."""
+def _micro_batch() -> int:
+    """The id of the micro-batch this task writes: Spark's MicroBatchExecution sets it as a local property of the
+    batch's jobs, and a replay after a restart runs under the same id."""
+    from pyspark import TaskContext
+    ctx = TaskContext.get()
+    value = ctx.getLocalProperty(BATCH_ID_PROPERTY) if ctx is not None else None
+    if value is None:
+        raise RocketMQError(f"the task of a streaming write has no local property {BATCH_ID_PROPERTY}, which "
+                            "exactly_once needs to key its rows by micro-batch: this Spark does not set it")
+    return int(value)
+
+
+def write_task(options: SinkOptions, batches: Iterator[pa.RecordBatch], batch_id: int | None = None) -> SinkCommit:
+    """Send one task's rows; in exactly-once mode as half messages, returned for the driver to end. ``batch_id``,
+    the micro-batch of a streaming write, goes into each row's key (a streaming commit's recovery reads them)."""
     partition = _partition()
     eo = options.exactly_once
     with shared_client(options) as client:
         router = Router(client, start=partition)
         sender = Sender(client, options.producer_group, transactional=eo,
                         retry_timeout=options.broker_retry_timeout)
-        row_keys = RowKeys(options.producer_group, partition) if eo else None
+        row_keys = RowKeys(options.producer_group, batch_id, partition) if eo and batch_id is not None else None
         keys: list[str] = []
         for rows in iter_rows(batches, options.topic):
             shard = rows.sharding_keys
@@ -51,10 +67,10 @@ def write_task(options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> SinkC
                 topic = rows.topics[i]
                 mq = router.route(topic, shard[i] if shard is not None else None,
                                   *(explicit[i] if explicit is not None else (None, None)))
+                key = ""
                 if row_keys is not None:
-                    key = row_keys.key(topic, message)
-                    message.properties[ROW_KEY_PROPERTY] = key
-                    keys.append(key)
+                    key = message.properties[ROW_KEY_PROPERTY] = row_keys.key(topic, message)
+                keys.append(key)
                 sender.add(mq, message)
         sender.finish()
     return SinkCommit(partition, sender.sent, tuple(zip(keys, sender.halves())) if eo else ())
@@ -103,7 +119,7 @@ class RocketMQStreamWriter(DataSourceStreamArrowWriter):
         self.options = options
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommit:
-        return write_task(self.options, iterator)
+        return write_task(self.options, iterator, _micro_batch() if self.options.exactly_once else None)
 
     def commit(self, messages: Sequence[WriterCommitMessage | None], batchId: int) -> None:
         halves = _halves(messages)

@@ -119,6 +119,24 @@ def test_exactly_once_batch_write_commits_all_or_nothing(spark, rocketmq, topic)
     assert len(rocketmq.consume(topic)) == 300
 
 
+def test_a_streaming_exactly_once_write_keys_each_row_by_its_micro_batch(spark, rocketmq, topic, request, tmp_path):
+    from tests.conftest import unique_topic
+    source = unique_topic(request) + "s"
+    rocketmq.create_topic(source, queues=1, broker="broker-a")
+    rocketmq.produce(source, [{"body": "same", "broker": "broker-a", "queueId": 0} for _ in range(6)])
+    group = f"pg-{topic}"[:60]
+    rows = (spark.readStream.format("rocketmq").option("nameServer", rocketmq.name_server).option("topic", source)
+            .option("startingOffsets", "earliest").option("maxMessagesPerTrigger", "2").load().select("body"))
+    query = (rows.writeStream.format("rocketmq").option("nameServer", rocketmq.name_server).option("topic", topic)
+             .option("deliveryGuarantee", "exactly_once").option("producerGroup", group)
+             .option("checkpointLocation", str(tmp_path / "checkpoint")).trigger(availableNow=True).start())
+    assert query.awaitTermination(120) and query.exception() is None
+    keys = [m["properties"]["rmqSparkRow"] for m in rocketmq.consume(topic)]
+    # identical rows of three micro-batches: a recovery of one batch must never take another's rows for its own
+    assert len(keys) == 6 and len(set(keys)) == 6
+    assert sorted({k.split("/")[1] for k in keys}) == ["0", "1", "2"] and all(k.startswith(group + "/") for k in keys)
+
+
 @pytest.mark.parametrize("columns, error", [
     ("body STRING, whatever STRING", "no column 'whatever'"),
     ("body STRING, queueOffset BIGINT", "column 'queueOffset' describes a message the broker stored"),

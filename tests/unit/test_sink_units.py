@@ -67,15 +67,16 @@ def test_rows_become_messages_with_reserved_properties_dropped():
         to_rows(pa.RecordBatch.from_pydict({"body": ["x", None]}), "t")
 
 
-def test_row_keys_name_content_not_position():
+def test_row_keys_name_batch_partition_and_content_not_position():
     def keys(order):
-        rk = RowKeys("g", 3)
+        rk = RowKeys("g", 7, 3)
         msgs = [OutgoingMessage(b"x", properties={"UNIQ_KEY": str(i)}) for i in range(2)] + [OutgoingMessage(b"y")]
         return sorted(rk.key("t", msgs[i]) for i in order)
     assert keys([0, 1, 2]) == keys([2, 1, 0])
     first = keys([0, 1, 2])
-    assert len(set(first)) == 3 and all(k.startswith("g/3/") for k in first)
-    assert RowKeys("g", 3).key("t", OutgoingMessage(b"x")) != RowKeys("g", 4).key("t", OutgoingMessage(b"x"))
+    assert len(set(first)) == 3 and all(k.startswith("g/7/3/") for k in first)
+    x = OutgoingMessage(b"x")
+    assert len({RowKeys("g", 7, 3).key("t", x), RowKeys("g", 7, 4).key("t", x), RowKeys("g", 8, 3).key("t", x)}) == 3
 
 
 class _Ending:
