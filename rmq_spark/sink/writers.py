@@ -12,7 +12,7 @@ from rmq_spark.client.errors import RocketMQError
 from rmq_spark.client.model import HalfMessage, MessageQueue
 from rmq_spark.connect import shared_client
 from rmq_spark.options import OptionError, SinkOptions
-from rmq_spark.sink.columns import iter_rows
+from rmq_spark.sink.columns import Rows, iter_rows
 from rmq_spark.sink.routing import Router
 from rmq_spark.sink.sender import Sender
 from rmq_spark.sink.transactions import ROW_KEY_PROPERTY, CommitMarker, RowKeys, commit_batch, end_halves
@@ -49,6 +49,18 @@ def _micro_batch() -> int:
     return int(value)
 
 
+def _refuse_timers(rows: Rows) -> None:
+    """OptionError for a timer row in a streaming exactly-once write: the broker keeps a committed timer message in
+    its timer topic until its time, so a recovery after a crash would not find it in its queue and commit it again."""
+    for i, message in enumerate(rows.messages):
+        if message.deliver_time_ms is not None:
+            raise OptionError(f"row {i} of the batch has a deliverTimeMs (a timer message), which a streaming query "
+                              "with deliveryGuarantee=exactly_once cannot write: the broker holds a committed timer "
+                              "message aside until its time, so the recovery of a batch cut by a crash would not see "
+                              "it and would commit it again. Write timer rows with deliveryGuarantee=at_least_once "
+                              "(or a batch df.write), or leave deliverTimeMs null")
+
+
 def write_task(options: SinkOptions, batches: Iterator[pa.RecordBatch], batch_id: int | None = None) -> SinkCommit:
     """Send one task's rows; in exactly-once mode as half messages, returned for the driver to end. ``batch_id``,
     the micro-batch of a streaming write, goes into each row's key (a streaming commit's recovery reads them)."""
@@ -61,6 +73,8 @@ def write_task(options: SinkOptions, batches: Iterator[pa.RecordBatch], batch_id
         row_keys = RowKeys(options.producer_group, batch_id, partition) if eo and batch_id is not None else None
         keys: list[str] = []
         for rows in iter_rows(batches, options.topic):
+            if row_keys is not None:
+                _refuse_timers(rows)
             shard = rows.sharding_keys
             explicit = rows.queues
             for i, message in enumerate(rows.messages):

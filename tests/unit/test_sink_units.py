@@ -145,6 +145,16 @@ def test_sink_options():
         parse_sink_options({"nameServer": "h:1", "consumergroup": "g"})
 
 
+def test_a_streaming_exactly_once_write_refuses_timer_rows_before_sending(monkeypatch):
+    from rmq_spark.sink import writers
+    options = parse_sink_options({"nameServer": "127.0.0.1:1", "topic": "t", "deliveryGuarantee": "exactly_once",
+                                  "producerGroup": "g"})
+    batch = pa.RecordBatch.from_pydict({"body": ["a", "b"], "deliverTimeMs": pa.array([None, 5], pa.int64())})
+    monkeypatch.setattr(writers.Router, "route", lambda *a: pytest.fail("a row was routed"))
+    with pytest.raises(OptionError, match="row 1 of the batch has a deliverTimeMs.*deliveryGuarantee=exactly_once.*at_least_once"):
+        writers.write_task(options, iter([batch]), batch_id=4)
+
+
 def test_bodies_of_4_kib_or_more_are_compressed_for_remoting_only():
     import zlib
 
