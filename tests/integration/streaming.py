@@ -60,3 +60,15 @@ def assert_exactly_once(sink: Collect, cluster, topic: str) -> None:
     java = sorted((m["brokerName"], m["queueId"], m["queueOffset"]) for m in cluster.consume(topic))
     assert len(set(sink.keys)) == len(sink.keys), "some messages were delivered twice"
     assert sorted(sink.keys) == java, "the delivered messages differ from what the brokers hold"
+
+
+def remove_torn_first_write(checkpoint) -> list[str]:
+    """The step README "Failures and data loss" gives for a driver killed while Spark wrote a query's first
+    offset-log entry: remove the temp files of the offset and commit logs when neither holds a batch."""
+    logs = [checkpoint / "offsets", checkpoint / "commits"]
+    if any(p.name.isdigit() for d in logs if d.is_dir() for p in d.iterdir()):
+        return []
+    torn = [p for d in logs if d.is_dir() for p in d.iterdir() if p.name.startswith(".") and p.name.endswith(".tmp")]
+    for p in torn:
+        p.unlink()
+    return [p.name for p in torn]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import transport_options
-from tests.integration.streaming import Collect
+from tests.integration.streaming import Collect, remove_torn_first_write
 
 BROKERS = ("broker-a", "broker-b")
 
@@ -77,18 +77,6 @@ def test_a_first_batch_cut_by_a_crash_is_replayed_from_the_start_it_was_planned_
     assert rerun.exception() is None, rerun.exception()
     assert len(sink.keys) == len(set(sink.keys)), "some messages were delivered twice"
     assert sorted(sink.keys) == sorted((b, q, o) for b in BROKERS for q in range(4) for o in range(start, 6))
-
-
-def remove_torn_first_write(checkpoint) -> list[str]:
-    """The step README "Failures and data loss" gives for a driver killed while Spark wrote a query's first
-    offset-log entry: remove the temp files of the offset and commit logs when neither holds a batch."""
-    logs = [checkpoint / "offsets", checkpoint / "commits"]
-    if any(p.name.isdigit() for d in logs if d.is_dir() for p in d.iterdir()):
-        return []
-    torn = [p for d in logs if d.is_dir() for p in d.iterdir() if p.name.startswith(".") and p.name.endswith(".tmp")]
-    for p in torn:
-        p.unlink()
-    return [p.name for p in torn]
 
 
 def test_a_driver_killed_while_spark_writes_the_first_offset_entry_restarts_once_its_temp_file_is_removed(

@@ -22,7 +22,7 @@ from rmq_spark.client import RemotingClient, RocketMQError
 from rmq_spark.sink.transactions import MARKER_SUFFIX
 from tests.conftest import unique_topic
 from tests.integration import kill_job
-from tests.integration.test_first_batch import remove_torn_first_write
+from tests.integration.streaming import remove_torn_first_write
 
 BROKERS = ("broker-a", "broker-b")
 END = 10_000  # the batch limit of the runs to the end: one batch where the job's small ones would take dozens
