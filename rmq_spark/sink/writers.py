@@ -9,13 +9,13 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 
 from rmq_spark.client.errors import RocketMQError
-from rmq_spark.client.model import HalfMessage, MessageQueue
-from rmq_spark.connect import shared_client
+from rmq_spark.client.model import HalfMessage
+from rmq_spark.connect import new_client, shared_client
 from rmq_spark.options import OptionError, SinkOptions
 from rmq_spark.sink.columns import Rows, iter_rows
 from rmq_spark.sink.routing import Router
 from rmq_spark.sink.sender import Sender
-from rmq_spark.sink.transactions import ROW_KEY_PROPERTY, CommitMarker, RowKeys, commit_batch, end_halves
+from rmq_spark.sink.transactions import ROW_KEY_PROPERTY, CommitRecords, RowKeys, commit_batch, end_halves
 
 log = logging.getLogger(__name__)
 BATCH_ID_PROPERTY = "streaming.sql.batchId"  # MicroBatchExecution.BATCH_ID_KEY
@@ -129,7 +129,7 @@ class RocketMQStreamWriter(DataSourceStreamArrowWriter):
     def __init__(self, options: SinkOptions) -> None:
         if options.exactly_once and options.topic is None:
             raise OptionError("deliveryGuarantee=exactly_once in a streaming query needs option topic: the commit "
-                              "marker is kept on that topic's first queue (rows may still name other topics)")
+                              "marker is kept on a queue of that topic (rows may still name other topics)")
         self.options = options
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommit:
@@ -140,12 +140,9 @@ class RocketMQStreamWriter(DataSourceStreamArrowWriter):
         if not halves:
             return
         o = self.options
-        with shared_client(o) as client:
-            targets: set[MessageQueue] = set()
-            for topic in sorted({h.queue.topic for _, h in halves}):
-                targets.update(client.route(topic).write_queues())
-            marker = CommitMarker(client, o.producer_group, client.route(o.topic).write_queues()[0])
-            outcome = commit_batch(marker, batchId, halves, targets, o.producer_group, o.broker_retry_timeout)
+        with new_client(o) as client:  # fresh routes, and reads on masters (no suggestion of a slave kept)
+            outcome = commit_batch(CommitRecords(client, o.producer_group, o.topic), batchId, halves,
+                                   o.broker_retry_timeout)
         if outcome != "committed":
             log.warning("rocketmq sink: batch %d was %s (%d half messages)", batchId, outcome, len(halves))
 

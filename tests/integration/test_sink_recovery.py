@@ -1,14 +1,21 @@
 """The sink while broker groups lose their master or leave the route, on a real embedded RocketMQ of two broker
-groups with one slave each (a group whose master stops stays in the route with its slave only)."""
+groups with one slave each (a group whose master stops stays in the route with its slave only). The exactly-once
+tests drive the stream writer's task and driver code directly, and cut a commit where a driver crash would."""
 from __future__ import annotations
 
 import base64
+import collections
 from typing import Iterator
 
+import pyarrow as pa
 import pytest
 
+from rmq_spark.connect import new_client, shared_client
 from rmq_spark.embedded import EmbeddedRocketMQ
+from rmq_spark.options import SinkOptions, parse_sink_options
 from rmq_spark.sink.routing import java_string_hash
+from rmq_spark.sink.transactions import CommitError, CommitRecords, commit_batch
+from rmq_spark.sink.writers import RocketMQStreamWriter, SinkCommit, write_task
 from tests.conftest import unique_topic
 
 
@@ -39,3 +46,120 @@ def test_a_group_without_master_takes_no_write(spark, replicated, request):
     for body, key in rows:  # a key goes to the queue the Java producer picks: one of broker-b's 2 queues
         if key is not None:
             assert stored[body]["queueId"] == abs(java_string_hash(key)) % 2
+
+
+class _Crash(BaseException):
+    """The driver dies here."""
+
+
+class _DiesAfter:
+    """A client whose driver dies (raises _Crash) once it has sent ``commits`` COMMITs."""
+
+    def __init__(self, client, commits: int) -> None:
+        self._client, self._left = client, commits
+
+    def __getattr__(self, name: str):
+        return getattr(self._client, name)
+
+    def end_transaction_async(self, half, *, commit: bool, group: str):
+        if commit:
+            if self._left == 0:
+                raise _Crash()
+            self._left -= 1
+        return self._client.end_transaction_async(half, commit=commit, group=group)
+
+
+BODIES = [f"s{i}" for i in range(12)] + ["dup", "dup"]
+
+
+def _options(mq: EmbeddedRocketMQ, topic: str) -> SinkOptions:
+    return parse_sink_options({"nameServer": mq.name_server, "topic": topic, "deliveryGuarantee": "exactly_once",
+                               "producerGroup": f"pg-{topic}"[:60], "brokerRetryTimeoutMs": "3000"})
+
+
+def _tasks(options: SinkOptions, batch_id: int, bodies: list[str]) -> list[SinkCommit]:
+    """Two tasks of micro-batch ``batch_id`` that send ``bodies`` as half messages over today's write route."""
+    with shared_client(options) as client:
+        client.route(options.topic, refresh=True)
+    half = len(bodies) // 2
+    return [write_task(options, iter([pa.RecordBatch.from_pydict({"body": part})]), batch_id)
+            for part in (bodies[:half], bodies[half:])]
+
+
+def _crash_inside_commit(options: SinkOptions, batch_id: int, commits: int) -> None:
+    """Batch ``batch_id`` sent, and its commit cut after ``commits`` COMMITs (on every broker group)."""
+    halves = [pair for m in _tasks(options, batch_id, BODIES) for pair in m.halves]
+    assert {h.queue.broker_name for _, h in halves} == {"broker-a", "broker-b"}
+    with new_client(options) as client:
+        with pytest.raises(_Crash):
+            commit_batch(CommitRecords(_DiesAfter(client, commits), options.producer_group, options.topic),
+                         batch_id, halves, options.broker_retry_timeout)
+
+
+def _visible(mq: EmbeddedRocketMQ, topic: str, broker: str | None = None) -> collections.Counter:
+    """The bodies the Java consumer sees in ``topic`` (on ``broker`` only, if named)."""
+    return collections.Counter(_body(m) for m in mq.consume(topic, **({"broker": broker} if broker else {})))
+
+
+class _Outage:
+    """Members of a broker group stopped one after the other, all started again (slaves first) on exit."""
+
+    def __init__(self, mq: EmbeddedRocketMQ, broker: str) -> None:
+        self._mq, self._broker, self._stopped = mq, broker, []
+
+    def stop(self, broker_id: int) -> None:
+        self._mq.stop_broker(self._broker, broker_id)
+        self._stopped.append(broker_id)
+
+    def __enter__(self) -> "_Outage":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for broker_id in sorted(self._stopped, reverse=True):
+            self._mq.start_broker(self._broker, broker_id)
+
+
+def _replay(options: SinkOptions, batch_id: int) -> None:
+    """A restarted driver runs batch ``batch_id`` again: its tasks, then the stream writer's commit."""
+    RocketMQStreamWriter(options).commit(_tasks(options, batch_id, BODIES), batch_id)
+
+
+def test_a_cut_commit_waits_for_the_marker_broker_and_completes_once_it_is_back(replicated, request):
+    topic = unique_topic(request)
+    replicated.create_topic(topic, queues=2)
+    options = _options(replicated, topic)
+    RocketMQStreamWriter(options).commit(_tasks(options, 0, ["r0", "r1", "r2"]), 0)  # the marker: broker-a
+    _crash_inside_commit(options, 1, commits=3)
+    partial, partial_b = _visible(replicated, topic), _visible(replicated, topic, "broker-b")
+    assert 3 < sum(partial.values()) < 3 + len(BODIES)
+
+    with _Outage(replicated, "broker-a") as outage:
+        outage.stop(0)  # its slave stays: the marker's group has no master
+        with pytest.raises(CommitError, match="broker-a have no master answering.*Restarting the query completes"):
+            _replay(options, 1)
+        outage.stop(1)  # the whole group leaves the route
+        with pytest.raises(CommitError, match="keeps the commit marker .*recorded by broker-b.* not in the route"):
+            _replay(options, 1)
+        assert _visible(replicated, topic, "broker-b") == partial_b, "a replay committed rows on broker-b"
+    _replay(options, 1)
+    assert _visible(replicated, topic) == collections.Counter(["r0", "r1", "r2"] + BODIES)
+
+
+def test_a_cut_commit_waits_for_every_broker_group_it_wrote_to(replicated, request):
+    topic = unique_topic(request)
+    replicated.create_topic(topic, queues=2)
+    options = _options(replicated, topic)
+    _crash_inside_commit(options, 0, commits=3)
+    partial, partial_a = _visible(replicated, topic), _visible(replicated, topic, "broker-a")
+    assert partial_a and partial != partial_a, "the cut commit did not reach both broker groups"
+
+    with _Outage(replicated, "broker-b") as outage:
+        outage.stop(0)
+        with pytest.raises(CommitError, match=r"wrote to 1 \(topic, broker group\) pair.*on broker-b, whose master"):
+            _replay(options, 0)
+        outage.stop(1)
+        with pytest.raises(CommitError, match="others are out of the routes"):
+            _replay(options, 0)
+        assert _visible(replicated, topic, "broker-a") == partial_a, "a replay committed rows on broker-a"
+    _replay(options, 0)
+    assert _visible(replicated, topic) == collections.Counter(BODIES)

@@ -132,6 +132,21 @@ def test_a_commit_that_could_not_be_sent_waits_for_its_broker_until_the_deadline
     assert [m for m, _ in gone.ended] == ["0-0"]
 
 
+def test_commit_records_are_longs_a_broker_keeps_and_only_masters_answer_them():
+    from rmq_spark.client.base import Answers
+    from rmq_spark.sink.transactions import attempt_word, fingerprint, on_masters, read_attempt
+    assert read_attempt(attempt_word((1 << 32) - 1, 1, 0xFFFF)) == ((1 << 32) - 1, 1, 0xFFFF)
+    assert 0 <= attempt_word((1 << 32) - 1, 1, 0xFFFF) < 1 << 63
+    assert all(0 <= fingerprint(n) < 1 << 63 for n in ("broker-a", "", "ü" * 300))
+    assert fingerprint("broker-a") != fingerprint("broker-b")
+    a, b = MessageQueue("t", "broker-a", 0), MessageQueue("t", "broker-b", 0)
+    assert on_masters("x", Answers({a: 1, b: None})) == {a: 1, b: None}
+    with pytest.raises(BrokerUnavailableError, match="reading: broker group.s. broker-b have no master answering"):
+        on_masters("reading", Answers({a: 1, b: 2}, replica=[b]))
+    with pytest.raises(BrokerUnavailableError, match="broker-a, broker-b"):
+        on_masters("reading", Answers({b: 2}, failed={a: BrokerUnavailableError("gone")}, replica=[b]))
+
+
 def test_sink_options():
     o = parse_sink_options({"nameserver": "h:1", "topic": "t", "deliveryguarantee": "EXACTLY_ONCE",
                             "producergroup": " totals ", "checkpointLocation": "/tmp/x"})
