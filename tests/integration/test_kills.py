@@ -29,18 +29,24 @@ END = 10_000  # the batch limit of the runs to the end: one batch where the job'
 
 
 class KillJob:
-    """kill_job.py in its own process, to be SIGKILLed."""
+    """kill_job.py in its own process, to be SIGKILLed; its output goes to ``log`` (a pipe nobody reads while it
+    runs could fill and stall it)."""
 
-    def __init__(self, rocketmq, source: str, group: str, out: Path, checkpoint: Path, *sinks: tuple):
+    def __init__(self, rocketmq, log: Path, source: str, group: str, out: Path, checkpoint: Path, *sinks: tuple):
         env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
         args = [rocketmq.name_server, rocketmq.gateway, source, group, out, checkpoint,
                 *(part for sink in sinks for part in sink)]
-        self.proc = subprocess.Popen([sys.executable, kill_job.__file__, *map(str, args)],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+        self.log = log
+        with open(log, "w") as f:
+            self.proc = subprocess.Popen([sys.executable, kill_job.__file__, *map(str, args)],
+                                         stdout=f, stderr=subprocess.STDOUT, text=True, env=env)
 
     def alive(self) -> None:
         if self.proc.poll() is not None:
-            raise AssertionError(f"the job exited ({self.proc.returncode}):\n" + self.proc.stderr.read()[-6000:])
+            lines = self.log.read_text(errors="replace").splitlines()
+            causes = [line for line in lines if "Caused by" in line or "Exception:" in line][:20]
+            raise AssertionError(f"the job exited ({self.proc.returncode}); its log is {self.log}:\n"
+                                 + "\n".join(causes + ["..."] + lines[-40:]))
 
     def kill(self) -> None:
         self.proc.send_signal(signal.SIGKILL)
@@ -142,7 +148,7 @@ def test_exactly_once_across_kills_inside_commits_and_a_broker_restart(spark, ro
     try:
         for round, kind in enumerate(kinds):
             planned = _batches(checkpoint)
-            job = KillJob(rocketmq, topic, group, out, checkpoint, *sinks)
+            job = KillJob(rocketmq, tmp_path / f"driver-{round}.log", topic, group, out, checkpoint, *sinks)
             left = marker()  # odd when the last driver died inside a commit
             if kind == "commit":  # a broker restarts under this driver, which must go on past it
                 before = _commits(checkpoint)
