@@ -155,6 +155,7 @@ def read_attempt(word: int) -> tuple[int, int, int]:
 
 
 def pairs_of(halves: Iterable[HalfMessage]) -> set[Pair]:
+    """The (topic, broker group) pairs that ``halves`` go to."""
     return {(h.queue.topic, h.queue.broker_name) for h in halves}
 
 
@@ -182,6 +183,7 @@ class CommitRecords:
         self.home_group = producer_group + HOME_SUFFIX
 
     def home_pair(self, home: str) -> Pair:
+        """The pair whose slot keeps the marker and the attempt."""
         return (self.topic, home)
 
     # -- reads -----------------------------------------------------------------------------------------------
@@ -200,6 +202,7 @@ class CommitRecords:
         return sorted(out)
 
     def _value(self, group: str, pair: Pair, what: str) -> int | None:
+        """``group``'s offset on the slot of ``pair``, as its master holds it."""
         mq = slot(pair)
         return on_masters(what, self.client.query_consumer_offsets(group, [mq], partial=True))[mq]
 
@@ -317,6 +320,7 @@ class CommitRecords:
                                                                  attempt_word(nonce, 1 - parity, len(joined | new))})
 
     def mark(self, home: str, value: int) -> None:
+        """Set the marker."""
         self.client.update_consumer_offsets(self.marker_group, {slot(self.home_pair(home)): value})
 
 

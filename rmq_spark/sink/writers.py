@@ -73,7 +73,7 @@ def write_task(options: SinkOptions, batches: Iterator[pa.RecordBatch], batch_id
         row_keys = RowKeys(options.producer_group, batch_id, partition) if eo and batch_id is not None else None
         keys: list[str] = []
         for rows in iter_rows(batches, options.topic):
-            if row_keys is not None:
+            if row_keys is not None:  # a streaming exactly-once batch, whose commit a restart may recover
                 _refuse_timers(rows)
             shard = rows.sharding_keys
             explicit = rows.queues
