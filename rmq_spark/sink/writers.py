@@ -81,10 +81,11 @@ def write_task(options: SinkOptions, batches: Iterator[pa.RecordBatch], batch_id
                 topic = rows.topics[i]
                 mq = router.route(topic, shard[i] if shard is not None else None,
                                   *(explicit[i] if explicit is not None else (None, None)))
-                key = ""
                 if row_keys is not None:
-                    key = message.properties[ROW_KEY_PROPERTY] = row_keys.key(topic, message)
-                keys.append(key)
+                    keys.append(row_keys.key(topic, message))
+                    message.properties[ROW_KEY_PROPERTY] = keys[-1]
+                elif eo:
+                    keys.append("")
                 sender.add(mq, message)
         sender.finish()
     return SinkCommit(partition, sender.sent, tuple(zip(keys, sender.halves())) if eo else ())
