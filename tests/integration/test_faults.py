@@ -154,48 +154,41 @@ def test_a_slave_serves_while_its_master_is_down(spark, replicated, transport, t
     assert_exactly_once(sink, replicated, topic)
 
 
-@pytest.fixture(scope="module")
-def refusing():
-    """broker-a and broker-b, each with a slave that refuses pulls (slaveReadEnable=false, RocketMQ's default)."""
-    with EmbeddedRocketMQ(brokers=2, slaves=1, slave_read=False) as mq:
-        yield mq
-
-
 def test_a_group_whose_master_is_away_and_whose_slave_refuses_reads_waits_while_the_others_commit(
-        spark, refusing, tmp_path, request):
+        spark, replicated_pair, tmp_path, request):
     topic = unique_topic(request)
-    refusing.create_topic(topic, queues=2)
-    refusing.produce_bulk(topic, 400, 50)  # returns once the slaves have it too
-    refusing.stop_broker("broker-a")
+    replicated_pair.create_topic(topic, queues=2)
+    replicated_pair.produce_bulk(topic, 400, 50)  # returns once the slaves have it too
+    replicated_pair.stop_broker("broker-a")
     sink = Collect()
-    q = start_query(spark, refusing, "remoting", topic, sink, tmp_path / "c", brokerRetryTimeoutMs="120000",
+    q = start_query(spark, replicated_pair, "remoting", topic, sink, tmp_path / "c", brokerRetryTimeoutMs="120000",
                     pollNameServerIntervalMs="300")
     try:
         try:
-            held_b = sum(o["maxOffset"] for o in refusing.offsets(topic) if o["brokerName"] == "broker-b")
+            held_b = sum(o["maxOffset"] for o in replicated_pair.offsets(topic) if o["brokerName"] == "broker-b")
             wait_for(lambda: len(sink) == held_b, 60, "broker-b's messages while broker-a's master is away", q)
-            refusing.produce(topic, [{"body": f"b{i}", "broker": "broker-b", "queueId": i % 2} for i in range(20)])
+            replicated_pair.produce(topic, [{"body": f"b{i}", "broker": "broker-b", "queueId": i % 2} for i in range(20)])
             wait_for(lambda: len(sink) == held_b + 20, 60, "broker-b's new messages", q)
             assert {b for b, _, _ in sink.keys} == {"broker-b"}
         finally:
-            refusing.start_broker("broker-a")
+            replicated_pair.start_broker("broker-a")
         wait_for(lambda: len(sink) == 420, 120, "broker-a's messages once its master is back", q)
     finally:
         q.stop()
-    assert_exactly_once(sink, refusing, topic)
+    assert_exactly_once(sink, replicated_pair, topic)
 
 
-def test_a_range_read_refused_by_a_slave_goes_back_to_the_master_when_it_answers(refusing, request):
+def test_a_range_read_refused_by_a_slave_goes_back_to_the_master_when_it_answers(replicated_pair, request):
     topic = unique_topic(request)
-    refusing.create_topic(topic, queues=1)
-    refusing.produce_bulk(topic, 100, 20)
+    replicated_pair.create_topic(topic, queues=1)
+    replicated_pair.produce_bulk(topic, 100, 20)
     queue = MessageQueue(topic, "broker-b", 0)
-    held = next(o["maxOffset"] for o in refusing.offsets(topic) if o["brokerName"] == "broker-b")
-    refusing.stop_broker("broker-b")
-    timer = threading.Timer(3, refusing.start_broker, ["broker-b"])
+    held = next(o["maxOffset"] for o in replicated_pair.offsets(topic) if o["brokerName"] == "broker-b")
+    replicated_pair.stop_broker("broker-b")
+    timer = threading.Timer(3, replicated_pair.start_broker, ["broker-b"])
     timer.start()
     try:
-        with new_client(refusing, "remoting") as client:
+        with new_client(replicated_pair, "remoting") as client:
             # the deadline is far below the route's 30 s cache: the read must look for the master by itself
             got = [m.queue_offset for m in client.read_range(queue, 0, held, retry_timeout=20)]
     finally:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import base64
 import collections
-from typing import Iterator
 
 import pyarrow as pa
 import pytest
@@ -19,28 +18,22 @@ from rmq_spark.sink.writers import RocketMQStreamWriter, SinkCommit, write_task
 from tests.conftest import unique_topic
 
 
-@pytest.fixture(scope="module")
-def replicated() -> Iterator[EmbeddedRocketMQ]:
-    with EmbeddedRocketMQ(2, slaves=1) as mq:
-        yield mq
-
-
 def _body(m: dict) -> str:
     return base64.b64decode(m["bodyBase64"]).decode()
 
 
-def test_a_group_without_master_takes_no_write(spark, replicated, request):
+def test_a_group_without_master_takes_no_write(spark, replicated_pair, request):
     topic = unique_topic(request)
-    replicated.create_topic(topic, queues=2)
+    replicated_pair.create_topic(topic, queues=2)
     rows = [(f"r{i}", f"key-{i % 5}" if i % 2 else None) for i in range(20)]
     df = spark.createDataFrame(rows, "body STRING, shardingKey STRING").coalesce(1)
-    replicated.stop_broker("broker-a")  # its slave stays in the route
+    replicated_pair.stop_broker("broker-a")  # its slave stays in the route
     try:
-        (df.write.format("rocketmq").mode("append").option("nameServer", replicated.name_server)
+        (df.write.format("rocketmq").mode("append").option("nameServer", replicated_pair.name_server)
          .option("topic", topic).option("brokerRetryTimeoutMs", "3000").save())
     finally:
-        replicated.start_broker("broker-a")
-    stored = {_body(m): m for m in replicated.consume(topic)}
+        replicated_pair.start_broker("broker-a")
+    stored = {_body(m): m for m in replicated_pair.consume(topic)}
     assert sorted(stored) == sorted(body for body, _ in rows)
     assert {m["brokerName"] for m in stored.values()} == {"broker-b"}
     for body, key in rows:  # a key goes to the queue the Java producer picks: one of broker-b's 2 queues
@@ -124,42 +117,42 @@ def _replay(options: SinkOptions, batch_id: int) -> None:
     RocketMQStreamWriter(options).commit(_tasks(options, batch_id, BODIES), batch_id)
 
 
-def test_a_cut_commit_waits_for_the_marker_broker_and_completes_once_it_is_back(replicated, request):
+def test_a_cut_commit_waits_for_the_marker_broker_and_completes_once_it_is_back(replicated_pair, request):
     topic = unique_topic(request)
-    replicated.create_topic(topic, queues=2)
-    options = _options(replicated, topic)
+    replicated_pair.create_topic(topic, queues=2)
+    options = _options(replicated_pair, topic)
     RocketMQStreamWriter(options).commit(_tasks(options, 0, ["r0", "r1", "r2"]), 0)  # the marker: broker-a
     _crash_inside_commit(options, 1, commits=3)
-    partial, partial_b = _visible(replicated, topic), _visible(replicated, topic, "broker-b")
+    partial, partial_b = _visible(replicated_pair, topic), _visible(replicated_pair, topic, "broker-b")
     assert 3 < sum(partial.values()) < 3 + len(BODIES)
 
-    with _Outage(replicated, "broker-a") as outage:
+    with _Outage(replicated_pair, "broker-a") as outage:
         outage.stop(0)  # its slave stays: the marker's group has no master
         with pytest.raises(CommitError, match="broker-a have no master answering.*Restarting the query completes"):
             _replay(options, 1)
         outage.stop(1)  # the whole group leaves the route
         with pytest.raises(CommitError, match="keeps the commit marker .*recorded by broker-b.* not in the route"):
             _replay(options, 1)
-        assert _visible(replicated, topic, "broker-b") == partial_b, "a replay committed rows on broker-b"
+        assert _visible(replicated_pair, topic, "broker-b") == partial_b, "a replay committed rows on broker-b"
     _replay(options, 1)
-    assert _visible(replicated, topic) == collections.Counter(["r0", "r1", "r2"] + BODIES)
+    assert _visible(replicated_pair, topic) == collections.Counter(["r0", "r1", "r2"] + BODIES)
 
 
-def test_a_cut_commit_waits_for_every_broker_group_it_wrote_to(replicated, request):
+def test_a_cut_commit_waits_for_every_broker_group_it_wrote_to(replicated_pair, request):
     topic = unique_topic(request)
-    replicated.create_topic(topic, queues=2)
-    options = _options(replicated, topic)
+    replicated_pair.create_topic(topic, queues=2)
+    options = _options(replicated_pair, topic)
     _crash_inside_commit(options, 0, commits=3)
-    partial, partial_a = _visible(replicated, topic), _visible(replicated, topic, "broker-a")
+    partial, partial_a = _visible(replicated_pair, topic), _visible(replicated_pair, topic, "broker-a")
     assert partial_a and partial != partial_a, "the cut commit did not reach both broker groups"
 
-    with _Outage(replicated, "broker-b") as outage:
+    with _Outage(replicated_pair, "broker-b") as outage:
         outage.stop(0)
         with pytest.raises(CommitError, match=r"wrote to 1 \(topic, broker group\) pair.*on broker-b, whose master"):
             _replay(options, 0)
         outage.stop(1)
         with pytest.raises(CommitError, match="others are out of the routes"):
             _replay(options, 0)
-        assert _visible(replicated, topic, "broker-a") == partial_a, "a replay committed rows on broker-a"
+        assert _visible(replicated_pair, topic, "broker-a") == partial_a, "a replay committed rows on broker-a"
     _replay(options, 0)
-    assert _visible(replicated, topic) == collections.Counter(BODIES)
+    assert _visible(replicated_pair, topic) == collections.Counter(BODIES)
