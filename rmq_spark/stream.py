@@ -57,6 +57,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._cap: dict[MessageQueue, int] | None = None  # Trigger.AvailableNow target
         self._last_batch_at = time.monotonic()
         self._initial: dict | None = None  # the initial offsets this process resolved (never mirrored)
+        self._initial_offsets: dict[MessageQueue, int] | None = None  # the same, parsed
         self._group_checked = False
 
     # -- driver-side state, built lazily ----------------------------------------------------------------------
@@ -85,6 +86,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self.watch.poll(force=True)
             starts = OffsetResolver(self.client, partial=True).resolve(self.options.starting, self.watch.readable())
             self._log_unresolved(starts.failed)
+            self._initial_offsets = dict(starts)
             self._initial = offsets_to_json(starts)
         return self._initial
 
@@ -101,12 +103,13 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._cap = dict(self.watch.latest)
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
-        begin = offsets_from_json(start)
-        first = self._is_initial(start)
+        begin, recorded = offsets_from_json(start), recorded_start(start)
+        # the start of the query's first batch: the initial offsets this process resolved
+        first = recorded is None and begin == self._initial_offsets
         # Spark calls this only once the batch ending at `start` is in its commit log (except for the initial
         # offsets): the last batch of a run, which commit() never sees with AvailableNow, is mirrored here.
         if not first:
-            self._mirror(start)
+            self._mirror(begin, recorded)
         self.watch.poll()
         end = self._end(begin, limit)
         if end != begin:
@@ -137,11 +140,6 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 end.update(prorate(begin, moving, max_rows))
         return end
 
-    def _is_initial(self, start: dict) -> bool:
-        """Whether ``start`` is the initial offsets this process resolved (the start of the query's first batch)."""
-        return (self._initial is not None and recorded_start(start) is None
-                and offsets_from_json(start) == offsets_from_json(self._initial))
-
     def reportLatestOffset(self) -> dict | None:
         return offsets_to_json(self._watch.latest) if self._watch is not None and self._watch.latest else None
 
@@ -160,7 +158,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         yield from read_partition(self.options, partition, self.columns)
 
     def commit(self, end: dict) -> None:
-        self._mirror(end)
+        self._mirror(offsets_from_json(end), recorded_start(end))
 
     def stop(self) -> None:
         if self._client is not None:
@@ -273,13 +271,12 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 "its own for this query, set commitOffsetsToBroker=false, or set allowSharedConsumerGroup=true")
         self._group_checked = True
 
-    def _mirror(self, end: dict) -> None:
+    def _mirror(self, committed: dict[MessageQueue, int], recorded: dict[MessageQueue, int] | None) -> None:
         """Record the end of a batch Spark has committed and mirror what changed to the consumer group, never
         moving a group's offset back (never raises for an unreachable broker: the offsets stay pending). A first
         batch that read nothing (its end is the start it recorded) mirrors nothing: no message was read yet."""
         store = self.store
-        committed = offsets_from_json(end)
-        if store is None or not committed or recorded_start(end) == committed:
+        if store is None or not committed or recorded == committed:
             return
         self._check_group()
         if not self._group_checked:

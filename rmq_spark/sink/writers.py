@@ -45,7 +45,9 @@ def _micro_batch() -> int:
     value = ctx.getLocalProperty(BATCH_ID_PROPERTY) if ctx is not None else None
     if value is None:
         raise RocketMQError(f"the task of a streaming write has no local property {BATCH_ID_PROPERTY}, which "
-                            "exactly_once needs to key its rows by micro-batch: this Spark does not set it")
+                            "exactly_once needs to key its rows by micro-batch: this Spark does not set it. Run "
+                            "the query with the micro-batch engine of Spark 4 (not continuous or real-time mode), "
+                            "or write with deliveryGuarantee=at_least_once")
     return int(value)
 
 
