@@ -13,6 +13,7 @@ from pyspark.sql.types import (ArrayType, BinaryType, IntegerType, MapType, Stri
                                StructType)
 
 from rmq_spark.sink.routing import java_string_hash
+from tests.conftest import unique_topic
 
 ROW_SCHEMA = StructType([
     StructField("body", BinaryType()), StructField("tags", StringType()), StructField("keys", ArrayType(StringType())),
@@ -61,7 +62,6 @@ def test_a_batch_write_of_every_column_is_what_the_java_consumer_reads(spark, ro
 
 
 def test_string_bodies_topic_column_and_explicit_queues(spark, rocketmq, topic, request):
-    from tests.conftest import unique_topic
     other = unique_topic(request) + "o"
     rocketmq.create_topic(other, queues=2)
     df = spark.createDataFrame([("s0", topic, "broker-b", 3), ("s1", other, "broker-a", 1), ("s2", topic, "broker-a", 0)],
@@ -120,7 +120,6 @@ def test_exactly_once_batch_write_commits_all_or_nothing(spark, rocketmq, topic)
 
 
 def test_a_streaming_exactly_once_write_keys_each_row_by_its_micro_batch(spark, rocketmq, topic, request, tmp_path):
-    from tests.conftest import unique_topic
     source = unique_topic(request) + "s"
     rocketmq.create_topic(source, queues=1, broker="broker-a")
     rocketmq.produce(source, [{"body": "same", "broker": "broker-a", "queueId": 0} for _ in range(6)])

@@ -4,12 +4,15 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
+from rmq_spark.client.base import Answers
 from rmq_spark.client.errors import BrokerBusyError, BrokerUnavailableError, RequestTimeoutError
 from rmq_spark.client.model import BrokerData, HalfMessage, MessageQueue, OutgoingMessage, QueueData, TopicRoute
 from rmq_spark.options import OptionError, parse_sink_options
 from rmq_spark.sink.columns import check_columns, to_rows
 from rmq_spark.sink.routing import java_string_hash, queue_for_key
-from rmq_spark.sink.transactions import CommitError, RowKeys, end_halves
+from rmq_spark.sink import writers
+from rmq_spark.sink.transactions import (CommitError, RowKeys, attempt_word, end_halves, fingerprint, on_masters,
+                                         read_attempt)
 
 
 # expected values printed by Java 17's String.hashCode (jshell)
@@ -133,8 +136,6 @@ def test_a_commit_that_could_not_be_sent_waits_for_its_broker_until_the_deadline
 
 
 def test_commit_records_are_longs_a_broker_keeps_and_only_masters_answer_them():
-    from rmq_spark.client.base import Answers
-    from rmq_spark.sink.transactions import attempt_word, fingerprint, on_masters, read_attempt
     assert read_attempt(attempt_word((1 << 32) - 1, 1, 0xFFFF)) == ((1 << 32) - 1, 1, 0xFFFF)
     assert 0 <= attempt_word((1 << 32) - 1, 1, 0xFFFF) < 1 << 63
     assert all(0 <= fingerprint(n) < 1 << 63 for n in ("broker-a", "", "ü" * 300))
@@ -161,7 +162,6 @@ def test_sink_options():
 
 
 def test_a_streaming_exactly_once_write_refuses_timer_rows_before_sending(monkeypatch):
-    from rmq_spark.sink import writers
     options = parse_sink_options({"nameServer": "127.0.0.1:1", "topic": "t", "deliveryGuarantee": "exactly_once",
                                   "producerGroup": "g"})
     batch = pa.RecordBatch.from_pydict({"body": ["a", "b"], "deliverTimeMs": pa.array([None, 5], pa.int64())})
