@@ -29,8 +29,9 @@ END = 10_000  # the batch limit of the runs to the end: one batch where the job'
 
 
 class KillJob:
-    """kill_job.py in its own process, to be SIGKILLed; its output goes to ``log`` (a pipe nobody reads while it
-    runs could fill and stall it)."""
+    """kill_job.py in its own process group (the Python driver, its Spark JVM and the JVM's Python workers), to be
+    SIGKILLed together as when the driver's host dies; its output goes to ``log`` (a pipe nobody reads while it runs
+    could fill and stall it)."""
 
     def __init__(self, rocketmq, log: Path, source: str, group: str, out: Path, checkpoint: Path, *sinks: tuple):
         env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
@@ -39,7 +40,8 @@ class KillJob:
         self.log = log
         with open(log, "w") as f:
             self.proc = subprocess.Popen([sys.executable, kill_job.__file__, *map(str, args)],
-                                         stdout=f, stderr=subprocess.STDOUT, text=True, env=env)
+                                         stdout=f, stderr=subprocess.STDOUT, text=True, env=env,
+                                         start_new_session=True)
 
     def alive(self) -> None:
         if self.proc.poll() is not None:
@@ -49,8 +51,27 @@ class KillJob:
                                  + "\n".join(causes + ["..."] + lines[-40:]))
 
     def kill(self) -> None:
-        self.proc.send_signal(signal.SIGKILL)
+        """SIGKILL the whole group and wait until none of it runs: killing only the Python driver leaves its JVM
+        running its queries (and writing their checkpoints) until it notices its parent is gone."""
+        os.killpg(self.proc.pid, signal.SIGKILL)
         self.proc.wait(timeout=30)
+        deadline = time.monotonic() + 30
+        while _running_in_group(self.proc.pid):
+            assert time.monotonic() < deadline, f"processes of group {self.proc.pid} outlived SIGKILL"
+            time.sleep(0.05)
+
+
+def _running_in_group(group: int) -> list[int]:
+    """The processes of ``group`` that are not yet dead (zombies are: the container's init may never reap them)."""
+    running = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # gone meanwhile
+            continue
+        if int(fields[2]) == group and fields[0] not in "ZX":
+            running.append(int(stat.parent.name))
+    return running
 
 
 def _wait_for(condition, timeout: float, what: str, job: KillJob, poll: float = 0.2) -> None:
