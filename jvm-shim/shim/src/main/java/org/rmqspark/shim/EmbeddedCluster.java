@@ -313,6 +313,10 @@ final class EmbeddedCluster {
         // direct buffer memory"). A loopback test cluster needs few writer threads.
         bc.setEndTransactionThreadPoolNums(2);
         bc.setSendMessageThreadPoolNums(2);
+        // RocketMQ 5.5's transaction-metrics flusher spins without sleeping for its first interval (10 s by default)
+        // after a broker starts: a whole core for 10 s at each broker start. Half a second bounds that spin; a
+        // flush writes one small file.
+        bc.setTransactionMetricFlushInterval(500);
 
         NettyServerConfig server = new NettyServerConfig();
         server.setListenPort(b.port);
@@ -334,6 +338,11 @@ final class EmbeddedCluster {
         sc.setMappedFileSizeTimerLog(4 * 1024 * 1024);
         sc.setTimerPutMessageThreadNum(1); // writer threads, each with an encoder buffer (see above)
         sc.setTimerGetMessageThreadNum(1);
+        // Each flush copies the whole wheel (7 days of slots, 38 MiB) into its mapped file and forces it to disk:
+        // every second by default, which kept a quarter of a core busy per idle broker. A restarted broker rebuilds
+        // the wheel from its timer log since the last flush (TimerMessageStore.recover), so a longer interval only
+        // means a longer replay.
+        sc.setTimerFlushIntervalMs(30_000);
         if (b.master == null) {
             sc.setBrokerRole(BrokerRole.ASYNC_MASTER);
             sc.setHaListenPort(b.haPort());
