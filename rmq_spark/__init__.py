@@ -1,7 +1,8 @@
 """rmq-spark: the Apache RocketMQ connector for Apache Spark."""
 import os as _os
+from importlib.metadata import version as _version
 
-__version__ = "0.1.0"
+__version__ = _version("rmq-spark")  # set in native/Cargo.toml, the one place
 
 # gRPC core's fork handlers, on by default since grpcio 1.81, can crash the child of a fork before it execs
 # (grpc/grpc#43055): PySpark starts its JVM that way, and in a full test run one such start failed. This package's

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sourced by scripts/demo.sh and scripts/test.sh: checks the prerequisites, creates the virtualenv, installs
-# rmq-spark with its test extra (when pyproject.toml changed) and builds jvm-shim (when its sources changed).
+# rmq-spark with its test extra (when pyproject.toml changed; maturin builds the native core, again when its sources
+# changed) and builds jvm-shim (when its sources changed).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${RMQ_SPARK_VENV:-$ROOT/.venv}"
@@ -22,22 +23,23 @@ if [ ! -x "$VENV/bin/python" ]; then
   echo "==> creating virtualenv $VENV"
   "$PYTHON" -m venv "$VENV"
 fi
+# activated, as it were: maturin runs itself and zig from PATH (the release extra installs both here)
+export PATH="$VENV/bin:$PATH" VIRTUAL_ENV="$VENV"
 stamp="$VENV/.rmq-spark-installed"
-if [ ! -f "$stamp" ] || [ "$ROOT/pyproject.toml" -nt "$stamp" ]; then
-  echo "==> installing rmq-spark and its test extra into $VENV"
-  "$VENV/bin/python" -m pip install -q --upgrade pip
-  # compat mode puts the checkout on sys.path, so Spark's discovery of pyspark_* modules sees pyspark_rocketmq
-  "$VENV/bin/python" -m pip install -q -e "$ROOT[test]" --config-settings editable_mode=compat
-  touch "$stamp"
-fi
-# The native core (native/, Rust): built into the package when missing or older than its sources.
 native_lib="$ROOT/rmq_spark/_native.abi3.so"
-if [ ! -f "$native_lib" ] || [ -n "$(find "$ROOT/native/src" "$ROOT/native/Cargo.toml" "$ROOT/native/Cargo.lock" \
-                                         -newer "$native_lib" -print -quit)" ]; then
-  echo "==> building the native core (cargo build --release)"
-  (cd "$ROOT/native" && cargo build --release --locked --quiet --features extension-module) \
-    || die "building the native core failed (cargo build in $ROOT/native); see the errors above."
-  cp "$ROOT/native/target/release/lib_native.so" "$native_lib.tmp" && mv "$native_lib.tmp" "$native_lib"
+if [ ! -f "$stamp" ] || [ "$ROOT/pyproject.toml" -nt "$stamp" ]; then
+  echo "==> installing rmq-spark (editable: maturin builds the native core with cargo) and its test extra into $VENV"
+  "$VENV/bin/python" -m pip install -q --upgrade pip
+  # maturin's editable install puts the checkout on sys.path (Spark's discovery of pyspark_* modules then sees
+  # pyspark_rocketmq) and the built core beside its Python modules, in rmq_spark/
+  "$VENV/bin/python" -m pip install -q -e "$ROOT[test]" \
+    || die "installing rmq-spark into $VENV failed; see the errors above (cargo's, if the native core did not build)."
+  touch "$stamp"
+elif [ ! -f "$native_lib" ] || [ -n "$(find "$ROOT/native/src" "$ROOT/native/Cargo.toml" "$ROOT/native/Cargo.lock" \
+                                           -newer "$native_lib" -print -quit)" ]; then
+  echo "==> rebuilding the native core (its sources changed)"
+  "$VENV/bin/python" -m pip install -q --no-deps --no-build-isolation -e "$ROOT" \
+    || die "building the native core failed (maturin, cargo in $ROOT/native); see the errors above."
 fi
 echo "==> building jvm-shim (when missing or stale)"
 "$VENV/bin/python" -m rmq_spark.embedded --build >/dev/null
