@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import threading
-import time
 
 from tests.conftest import transport_options
+from tests.waiting import wait_until
 
 
 class Collect:
@@ -47,13 +47,11 @@ def start_query(spark, cluster, transport, topic, sink, checkpoint, **options):
 
 
 def wait_for(condition, timeout, what, query):
-    deadline = time.monotonic() + timeout
-    while not condition():
+    """``wait_until`` the condition holds while ``query`` runs."""
+    def alive() -> None:
         if query.exception() is not None or not query.isActive:
             raise AssertionError(f"the query stopped while waiting for {what}: {query.exception()}")
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what} (query status {query.status})")
-        time.sleep(0.1)
+    wait_until(condition, timeout, what, alive)
 
 
 def assert_exactly_once(sink: Collect, cluster, topic: str) -> None:

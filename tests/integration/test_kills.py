@@ -11,7 +11,6 @@ import collections
 import json
 import os
 import random
-import signal
 import subprocess
 import sys
 import threading
@@ -23,6 +22,8 @@ from rmq_spark.sink.transactions import MARKER_SUFFIX
 from tests.conftest import unique_topic
 from tests.integration import kill_job
 from tests.integration.streaming import remove_torn_first_write
+from tests.processes import kill_group
+from tests.waiting import wait_until
 
 BROKERS = ("broker-a", "broker-b")
 END = 10_000  # the batch limit of the runs to the end: one batch where the job's small ones would take dozens
@@ -51,35 +52,11 @@ class KillJob:
                                  + "\n".join(causes + ["..."] + lines[-40:]))
 
     def kill(self) -> None:
-        """SIGKILL the whole group and wait until none of it runs: killing only the Python driver leaves its JVM
-        running its queries (and writing their checkpoints) until it notices its parent is gone."""
-        os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(timeout=30)
-        deadline = time.monotonic() + 30
-        while _running_in_group(self.proc.pid):
-            assert time.monotonic() < deadline, f"processes of group {self.proc.pid} outlived SIGKILL"
-            time.sleep(0.05)
-
-
-def _running_in_group(group: int) -> list[int]:
-    """The processes of ``group`` that are not yet dead (zombies are: the container's init may never reap them)."""
-    running = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:  # gone meanwhile
-            continue
-        if int(fields[2]) == group and fields[0] not in "ZX":
-            running.append(int(stat.parent.name))
-    return running
+        kill_group(self.proc)
 
 
 def _wait_for(condition, timeout: float, what: str, job: KillJob, poll: float = 0.2) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        job.alive()
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(poll)
+    wait_until(condition, timeout, what, job.alive, poll)
 
 
 def _logged(checkpoint: Path, log: str) -> int:
