@@ -316,6 +316,14 @@ _SPARK_OWN = frozenset({"checkpointlocation"})  # Spark's own options, passed on
 
 def _canonical(raw: Mapping[str, str], known: Mapping[str, str], what: str) -> dict[str, str]:
     """Spark's lower-cased option map with each key in its canonical spelling; OptionError for an unknown key."""
+    if not raw:
+        raise OptionError(
+            f"the rocketmq {what} was given no options at all (it needs nameServer or endpoint, and a topic). A table "
+            "made with CREATE TABLE ... USING rocketmq OPTIONS (...) is read and written without its OPTIONS: Spark "
+            "does not pass a catalog table's options to a Python data source. Give them with each statement, "
+            "SELECT * FROM t WITH ('nameServer' = 'host:9876', 'topic' = 'T') (also FROM STREAM t WITH (...), and "
+            "INSERT INTO t WITH (...)), or spark.read.options(...).table('t'); or define the source as "
+            "CREATE TEMPORARY VIEW v USING rocketmq OPTIONS (...), which keeps them (batch reads)")
     by_lower = {k.lower(): k for k in known}
     opts: dict[str, str] = {}
     for key, value in raw.items():

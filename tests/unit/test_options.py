@@ -7,7 +7,7 @@ import pytest
 
 from rmq_spark.client.model import FilterExpression, MessageQueue
 from rmq_spark.options import (EARLIEST, LATEST, ByTimestamp, Committed, Earliest, Latest, OptionError, SourceOptions,
-                               SpecificOffsets, parse_duration_ms, parse_options)
+                               SpecificOffsets, parse_duration_ms, parse_options, parse_sink_options)
 
 BASE = {"nameserver": "127.0.0.1:9876", "topic": "T"}
 
@@ -137,3 +137,9 @@ def test_tls_files_with_an_explicit_tls_true_and_the_pairs_they_need():
         parse_options({"nameServer": "ns:9876", "topic": "T", "tlsCertFile": " ", "tlsKeyFile": "/k.pem"})
     with pytest.raises(OptionError, match="tls=false contradicts tlsCaFile: remove tls=false"):
         parse_options({"nameServer": "ns:9876", "topic": "T", "tls": "false", "tlsCaFile": "/ca.pem"})
+
+
+@pytest.mark.parametrize("parse", [parse_options, parse_sink_options])
+def test_no_options_at_all_names_the_catalog_table_limit_and_the_ways_around_it(parse):
+    with pytest.raises(OptionError, match=r"CREATE TABLE .* Spark does not pass a catalog table's options.*WITH \("):
+        parse({})
