@@ -1,17 +1,15 @@
-"""A Spark job run from a node's virtualenv, which holds the release wheel and no checkout (tests/deploy). Its last
-line of output is one JSON object.
+"""A Spark job run from a node's virtualenv, which holds the release wheel and no checkout (tests/deploy), with
+``python`` (``--master local[2]``) or ``spark-submit``. Its last line of output is one JSON object: where the driver
+and the executors load rmq-spark from, and what each part did.
 
-usage: python node_job.py local  read-write NAME_SERVER SOURCE TARGET PRODUCER_GROUP
-       spark-submit node_job.py cluster read-write NAME_SERVER SOURCE TARGET PRODUCER_GROUP
-       spark-submit node_job.py cluster stream NAME_SERVER SOURCE OUT_DIR CHECKPOINT STOP_FILE
-
-read-write: a batch read of SOURCE (its keys, each (broker, queue, offset)), then an exactly-once batch write of
-every message to TARGET, marked with its source position in property ``src``.
-stream: an exactly-once streaming read of SOURCE into Parquet files in OUT_DIR, in small micro-batches, until
-STOP_FILE exists.
+With ``--target``: a batch read of SOURCE (the key (broker, queue, offset) of each message), then an exactly-once
+batch write of every message to TARGET, marked with its source position in property ``src``.
+With ``--out``: then an exactly-once streaming read of SOURCE into Parquet files in OUT, in small micro-batches,
+until STOP_FILE exists.
 """
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shutil
@@ -31,7 +29,7 @@ def _where_rmq_spark_loads(_) -> list[str]:
 
 def placement(spark) -> dict:
     """Where the driver and the executors import rmq-spark and its compiled core from."""
-    tasks = spark.sparkContext.defaultParallelism
+    tasks = 2 * spark.sparkContext.defaultParallelism
     executors = spark.sparkContext.parallelize(range(tasks), tasks).map(_where_rmq_spark_loads).collect()
     import rmq_spark
 
@@ -39,40 +37,52 @@ def placement(spark) -> dict:
             "version": rmq_spark.__version__, "cargo": shutil.which("cargo")}
 
 
-def read_write(spark, name_server: str, source: str, target: str, group: str) -> dict:
-    df = spark.read.format("rocketmq").option("nameServer", name_server).option("topic", source).load()
+def read_write(spark, a: argparse.Namespace) -> dict:
+    df = spark.read.format("rocketmq").option("nameServer", a.name_server).option("topic", a.source).load()
     keys = [[r.brokerName, r.queueId, r.queueOffset] for r in df.select("brokerName", "queueId", "queueOffset")
             .collect()]
     out = df.select("body", F.create_map(F.lit("src"), F.concat_ws("/", "brokerName", "queueId", "queueOffset"))
                     .alias("properties"))
-    (out.write.format("rocketmq").mode("append").option("nameServer", name_server).option("topic", target)
-     .option("deliveryGuarantee", "exactly_once").option("producerGroup", group).save())
+    (out.write.format("rocketmq").mode("append").option("nameServer", a.name_server).option("topic", a.target)
+     .option("deliveryGuarantee", "exactly_once").option("producerGroup", a.group).save())
     return {"keys": keys}
 
 
-def stream(spark, name_server: str, source: str, out_dir: str, checkpoint: str, stop_file: str) -> dict:
-    df = (spark.readStream.format("rocketmq").option("nameServer", name_server).option("topic", source)
-          .option("startingOffsets", "earliest").option("maxMessagesPerTrigger", "100").load())
+def stream(spark, a: argparse.Namespace) -> dict:
+    df = (spark.readStream.format("rocketmq").option("nameServer", a.name_server).option("topic", a.source)
+          .option("startingOffsets", "earliest").option("maxMessagesPerTrigger", "200").load())
     query = (df.select("brokerName", "queueId", "queueOffset", "body").writeStream.format("parquet")
-             .option("path", out_dir).option("checkpointLocation", checkpoint)
+             .option("path", a.out).option("checkpointLocation", a.checkpoint)
              .trigger(processingTime="200 milliseconds").start())
-    while not os.path.exists(stop_file):
+    while not os.path.exists(a.stop_file):
         if query.exception() is not None:
             raise query.exception()
         time.sleep(0.2)
     query.stop()
-    return {"batches": query.lastProgress["batchId"] if query.lastProgress else None}
+    return {"last_batch": query.lastProgress["batchId"] if query.lastProgress else None}
 
 
 def main() -> None:
-    where, job, *args = sys.argv[1:]
-    builder = SparkSession.builder.appName(f"rmq-spark-node-{job}").config("spark.ui.enabled", "false")
-    if where == "local":
-        builder = builder.master("local[2]")
+    p = argparse.ArgumentParser()
+    p.add_argument("--master")
+    p.add_argument("--name-server", required=True)
+    p.add_argument("--source", required=True)
+    p.add_argument("--target")
+    p.add_argument("--group")
+    p.add_argument("--out")
+    p.add_argument("--checkpoint")
+    p.add_argument("--stop-file")
+    a = p.parse_args()
+    builder = SparkSession.builder.appName("rmq-spark-node-job").config("spark.ui.enabled", "false")
+    if a.master:
+        builder = builder.master(a.master)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     result = placement(spark)
-    result.update({"read-write": read_write, "stream": stream}[job](spark, *args))
+    if a.target:
+        result.update(read_write(spark, a))
+    if a.out:
+        result.update(stream(spark, a))
     spark.stop()
     print(json.dumps(result))
 
