@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import sys
+import traceback
 
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
@@ -50,7 +51,12 @@ def main() -> None:
     queries += [sink_writer(spark, name_server, source, *targets[i:i + 4]) for i in range(0, len(targets), 4)]
     for query in queries:
         query.trigger(processingTime="100 milliseconds").start()
-    spark.streams.awaitAnyTermination()
+    try:
+        spark.streams.awaitAnyTermination()
+    finally:  # a failed query ends the driver at once, as a supervisor that restarts drivers would see it
+        traceback.print_exc()
+        sys.stdout.flush()
+        os._exit(1)
 
 if __name__ == "__main__":
     main()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import collections
+import time
 
 import pyarrow as pa
 import pytest
@@ -94,6 +95,17 @@ def _visible(mq: EmbeddedRocketMQ, topic: str, broker: str | None = None) -> col
     return collections.Counter(_body(m) for m in mq.consume(topic, **({"broker": broker} if broker else {})))
 
 
+def _settled(mq: EmbeddedRocketMQ, topic: str) -> None:
+    """Wait until the brokers have applied what the cut commit had in flight: END_TRANSACTIONs sent before the cut
+    and the dispatch of committed messages into their queues both land after the sender has moved on, later on a
+    loaded machine. Settled: the visible bodies unchanged for a second."""
+    last, deadline = None, time.monotonic() + 20
+    while (now := _visible(mq, topic)) != last:
+        assert time.monotonic() < deadline, "the topic kept changing after the cut commit"
+        last = now
+        time.sleep(1)
+
+
 class _Outage:
     """Members of a broker group stopped one after the other, all started again (slaves first) on exit."""
 
@@ -123,6 +135,7 @@ def test_a_cut_commit_waits_for_the_marker_broker_and_completes_once_it_is_back(
     options = _options(replicated_pair, topic)
     RocketMQStreamWriter(options).commit(_tasks(options, 0, ["r0", "r1", "r2"]), 0)  # the marker: broker-a
     _crash_inside_commit(options, 1, commits=3)
+    _settled(replicated_pair, topic)
     partial, partial_b = _visible(replicated_pair, topic), _visible(replicated_pair, topic, "broker-b")
     assert 3 < sum(partial.values()) < 3 + len(BODIES)
 
@@ -143,6 +156,7 @@ def test_a_cut_commit_waits_for_every_broker_group_it_wrote_to(replicated_pair, 
     replicated_pair.create_topic(topic, queues=2)
     options = _options(replicated_pair, topic)
     _crash_inside_commit(options, 0, commits=3)
+    _settled(replicated_pair, topic)
     partial, partial_a = _visible(replicated_pair, topic), _visible(replicated_pair, topic, "broker-a")
     assert partial_a and partial != partial_a, "the cut commit did not reach both broker groups"
 
