@@ -1,6 +1,6 @@
-"""A Spark job run from a node's virtualenv, which holds the release wheel and no checkout (tests/deploy), with
-``python`` (``--master local[2]``) or ``spark-submit``. Its last line of output is one JSON object: where the driver
-and the executors load rmq-spark from, and what each part did.
+"""A Spark job sent with ``spark-submit`` from a node's virtualenv, which holds the release wheel and no checkout
+(tests/deploy/test_cluster.py). Its last line of output is one JSON object: where the driver and the executors load
+rmq-spark from, and what each part did.
 
 With ``--target``: a batch read of SOURCE (the key (broker, queue, offset) of each message), then an exactly-once
 batch write of every message to TARGET, marked with its source position in property ``src``.
@@ -64,7 +64,6 @@ def stream(spark, a: argparse.Namespace) -> dict:
 
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("--master")
     p.add_argument("--name-server", required=True)
     p.add_argument("--source", required=True)
     p.add_argument("--target")
@@ -73,10 +72,7 @@ def main() -> None:
     p.add_argument("--checkpoint")
     p.add_argument("--stop-file")
     a = p.parse_args()
-    builder = SparkSession.builder.appName("rmq-spark-node-job").config("spark.ui.enabled", "false")
-    if a.master:
-        builder = builder.master(a.master)
-    spark = builder.getOrCreate()
+    spark = SparkSession.builder.appName("rmq-spark-node-job").config("spark.ui.enabled", "false").getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     result = placement(spark)
     if a.target:
