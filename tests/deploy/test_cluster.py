@@ -3,14 +3,13 @@ the release wheel's virtualenv, jobs sent with spark-submit. One worker (with it
 streaming query runs; every message still arrives once."""
 from __future__ import annotations
 
-import json
 import subprocess
-from pathlib import Path
 
 import pytest
 
 from tests.deploy.node import (QUICK_JVM, assert_loaded_from, assert_read_and_written_once, job_in, job_result,
                                topic_keys)
+from tests.checkpoints import committed_offsets, logged
 from tests.deploy.standalone import StandaloneCluster
 from tests.processes import kill_group
 from tests.waiting import wait_until
@@ -26,20 +25,6 @@ def standalone(node_venv, tmp_path):
         yield cluster
     finally:
         cluster.close()
-
-
-def _commits(checkpoint: Path) -> list[int]:
-    d = checkpoint / "commits"
-    return sorted(int(p.name) for p in d.iterdir() if p.name.isdigit()) if d.is_dir() else []
-
-
-def _committed_offsets(checkpoint: Path, topic: str) -> dict[str, int]:
-    """The end offsets of the newest committed batch (Spark's offset log), queue by queue."""
-    commits = _commits(checkpoint)
-    if not commits:
-        return {}
-    entry = json.loads((checkpoint / "offsets" / str(commits[-1])).read_text().strip().splitlines()[-1])
-    return entry.get(topic, {})
 
 
 def test_spark_submit_to_a_standalone_cluster_survives_a_worker_killed_mid_stream(standalone, node_venv, rocketmq,
@@ -68,16 +53,16 @@ def test_spark_submit_to_a_standalone_cluster_survives_a_worker_killed_mid_strea
         assert driver.poll() is None, f"spark-submit exited ({driver.returncode}):\n{log.read_text()[-6000:]}"
 
     try:
-        wait_until(lambda: len(_commits(checkpoint)) >= 2, 240, "two micro-batches committed on the cluster", alive,
-                   poll=0.2)
+        wait_until(lambda: len(logged(checkpoint, "commits")) >= 2, 240, "two micro-batches committed on the cluster",
+                   alive, poll=0.2)
         standalone.kill_worker("worker-1")
-        killed_at = _commits(checkpoint)[-1]
+        killed_at = logged(checkpoint, "commits")[-1]
         wait_until(lambda: len(standalone.alive_workers()) == 1, 60, "the master to see the worker gone", alive)
         rocketmq.produce_bulk(topic, 200, 60, tags=["TagC"])
         ends = {f"{o['brokerName']}/{o['queueId']}": o["maxOffset"] for o in rocketmq.offsets(topic)}
-        wait_until(lambda: _committed_offsets(checkpoint, topic) == ends, 240,
+        wait_until(lambda: committed_offsets(checkpoint).get(topic, {}) == ends, 240,
                    "the stream to commit every message on the one worker left", alive, poll=0.5)
-        assert _commits(checkpoint)[-1] > killed_at
+        assert logged(checkpoint, "commits")[-1] > killed_at
         stop.touch()
         driver.wait(timeout=120)
     finally:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import base64
 import collections
-import json
 import os
 import random
 import subprocess
@@ -18,7 +17,8 @@ import time
 from pathlib import Path
 
 from rmq_spark.client import RemotingClient, RocketMQError
-from rmq_spark.sink.transactions import MARKER_SUFFIX
+from rmq_spark.sink.transactions import MARKER_SUFFIX, ROW_KEY_PROPERTY
+from tests.checkpoints import committed_offsets, logged
 from tests.conftest import unique_topic
 from tests.integration import kill_job
 from tests.integration.streaming import remove_torn_first_write
@@ -77,25 +77,14 @@ def _wait_for(condition, timeout: float, what: str, job: KillJob, poll: float = 
     wait_until(condition, timeout, what, job.alive, poll)
 
 
-def _logged(checkpoint: Path, log: str) -> int:
-    d = checkpoint / log
-    return len([p for p in d.iterdir() if p.name.isdigit()]) if d.is_dir() else 0
-
-
 def _commits(checkpoint: Path) -> int:
     """The copy query's batches in Spark's commit log."""
-    return _logged(checkpoint, "commits")
+    return len(logged(checkpoint, "commits"))
 
 
 def _batches(checkpoint: Path) -> int:
     """The copy query's batches in Spark's offset log (planned; the last may not be committed)."""
-    return _logged(checkpoint, "offsets")
-
-
-def _last_offsets(checkpoint: Path) -> dict:
-    """The source offsets of the newest committed batch, from Spark's offset log."""
-    last = max(int(p.name) for p in (checkpoint / "commits").iterdir() if p.name.isdigit())
-    return json.loads((checkpoint / "offsets" / str(last)).read_text().strip().splitlines()[-1])
+    return len(logged(checkpoint, "offsets"))
 
 
 def _run_to_end(query) -> None:
@@ -106,8 +95,14 @@ def _run_to_end(query) -> None:
     assert query.exception() is None, query.exception()
 
 
-def _sources(rocketmq, target: str) -> collections.Counter:
-    return collections.Counter(m["properties"].get("src") for m in rocketmq.consume(target))
+def _sources(rocketmq, target: str) -> dict[str, list[str]]:
+    """For each source position in ``target``, where its copies are: target queue and offset, and the row key
+    (micro-batch and task) of an exactly-once write."""
+    copies = collections.defaultdict(list)
+    for m in rocketmq.consume(target):
+        copies[m["properties"].get("src")].append(
+            f"{m['brokerName']}/{m['queueId']}/{m['queueOffset']} {m['properties'].get(ROW_KEY_PROPERTY, '')}")
+    return copies
 
 
 def test_exactly_once_across_kills_inside_commits_and_a_broker_restart(spark, rocketmq, topic, request, tmp_path):
@@ -215,14 +210,15 @@ def test_exactly_once_across_kills_inside_commits_and_a_broker_restart(spark, ro
     assert all(bytes(r["body"]) == java[(r["brokerName"], r["queueId"], r["queueOffset"])] for r in rows)
 
     expected = {f"{b}/{q}/{o}" for b, q, o in java}
-    counts = _sources(rocketmq, exact)
-    assert set(counts) == expected
-    assert max(counts.values()) == 1, "some rows were written twice"
+    copies = _sources(rocketmq, exact)
+    assert set(copies) == expected
+    twice = {src: at for src, at in sorted(copies.items()) if len(at) > 1}
+    assert not twice, f"{len(twice)} rows were written twice, e.g. {dict(list(twice.items())[:12])}"
     # at least once: nothing lost (a batch cut by a kill is sent again whole, so rows may appear twice)
     assert set(_sources(rocketmq, least)) == expected
 
     # the copy's consumer group on the brokers mirrors its last committed batch
-    final = _last_offsets(checkpoint)
+    final = committed_offsets(checkpoint)
     committed = {f"{b}/{q}": rocketmq.query_consumer_offset(group, topic, b, q) for b in BROKERS for q in range(4)}
     assert committed == final[topic]
     assert sorted(committed.values()) == sorted(o["maxOffset"] for o in rocketmq.offsets(topic))
