@@ -13,7 +13,8 @@ every queue of a (topic, broker group) *pair*, read from masters only (a slave's
   besides the home's one the commit may write to; each of them holds the nonce in group
   ``<producerGroup>_commit_pairs`` + parity;
 - where a recovery scans each queue of those pairs from (group ``<producerGroup>_commit_scan``): the queue's end
-  when the commit began.
+  when the commit began (a queue without one is scanned from its first offset). The pairs' queues are those of a
+  route that holds every pair's broker group, never of one that misses a group not registered again yet.
 
 A streaming commit of batch N: *started(N)* records the scan starts, the pairs' nonce, the attempt, then the marker
 ``2N + 1``; the halves are committed, each queue's in row order; *done(N)*: the marker becomes ``2N + 2``. A commit
@@ -30,6 +31,7 @@ replayed partition yields the same rows, in any order, and never matches a row o
 from __future__ import annotations
 
 import hashlib
+import logging
 import secrets
 from collections import defaultdict
 from typing import Callable, Iterable, Sequence, TypeVar
@@ -39,6 +41,7 @@ from rmq_spark.client.errors import BrokerBusyError, BrokerUnavailableError, RET
 from rmq_spark.client.model import PROPERTY_UNIQ_KEY, HalfMessage, MessageQueue, OutgoingMessage
 from rmq_spark.sink.retry import Retries
 
+log = logging.getLogger(__name__)
 T = TypeVar("T")
 Pair = tuple[str, str]  # (topic, broker group)
 
@@ -193,12 +196,28 @@ class CommitRecords:
         return {(t, b.broker_name) for t in sorted(set(topics)) for b in self.client.route(t, refresh=True).brokers}
 
     def _queues(self, pairs: Iterable[Pair]) -> list[MessageQueue]:
-        """Every queue of ``pairs`` in their topics' routes (read or write)."""
-        out = set()
+        """Every queue of ``pairs`` in their topics' routes (read or write). BrokerUnavailableError names the pairs
+        whose broker group is not in its topic's route (stopped, or not registered again yet after a restart):
+        their queues cannot be told, and a record or a read-back that left them out would hide their rows from a
+        recovery."""
+        wanted: dict[str, set[str]] = defaultdict(set)
         for t, b in pairs:
-            for q in self.client.route(t).queues:
-                if q.broker_name == b:
-                    out.update(MessageQueue(t, b, i) for i in range(max(q.read_queue_nums, q.write_queue_nums)))
+            wanted[t].add(b)
+        out, missing = set(), []
+        for t, brokers in sorted(wanted.items()):
+            route = self.client.route(t)
+            if not brokers <= {q.broker_name for q in route.queues}:
+                route = self.client.route(t, refresh=True)  # the cached route may predate a broker's return
+            present = {q.broker_name for q in route.queues}
+            missing += [f"{b} ({t})" for b in sorted(brokers - present)]
+            for q in route.queues:
+                if q.broker_name in brokers:
+                    out.update(MessageQueue(t, q.broker_name, i)
+                               for i in range(max(q.read_queue_nums, q.write_queue_nums)))
+        if missing:
+            raise BrokerUnavailableError(f"broker group(s) {', '.join(missing)} of the commit of producer group "
+                                         f"{self.producer_group!r} are not in the topic route now (stopped, or not "
+                                         "registered again yet after a restart)")
         return sorted(out)
 
     def _value(self, group: str, pair: Pair, what: str) -> int | None:
@@ -271,8 +290,12 @@ class CommitRecords:
         queues = self._queues(pairs)
         what = f"reading back the rows of batch {batch_id}"
         starts = on_masters(what, self.client.query_consumer_offsets(self.scan_group, queues, partial=True))
-        ends = on_masters(what, self.client.max_offsets([mq for mq in queues if starts[mq] is not None],
-                                                        partial=True))
+        unrecorded = [mq for mq in queues if starts[mq] is None]
+        if unrecorded:  # a queue newer than the record, or a broker that lost it: read the queue whole
+            log.warning("rocketmq sink: %s have no recorded scan start; batch %d's rows are looked for in them from "
+                        "their first offset", ", ".join(map(str, unrecorded)), batch_id)
+            starts.update(on_masters(what, self.client.min_offsets(unrecorded, partial=True)))
+        ends = on_masters(what, self.client.max_offsets(queues, partial=True))
         prefix = batch_prefix(self.producer_group, batch_id)
         keys = set()
         for mq, end in ends.items():

@@ -10,11 +10,12 @@ import time
 import pyarrow as pa
 import pytest
 
+from rmq_spark.client.model import TopicRoute
 from rmq_spark.connect import new_client, shared_client
 from rmq_spark.embedded import EmbeddedRocketMQ
 from rmq_spark.options import SinkOptions, parse_sink_options
 from rmq_spark.sink.routing import java_string_hash
-from rmq_spark.sink.transactions import CommitError, CommitRecords, commit_batch
+from rmq_spark.sink.transactions import SCAN_SUFFIX, CommitError, CommitRecords, commit_batch
 from rmq_spark.sink.writers import RocketMQStreamWriter, SinkCommit, write_task
 from tests.conftest import unique_topic
 
@@ -63,6 +64,43 @@ class _DiesAfter:
         return self._client.end_transaction_async(half, commit=commit, group=group)
 
 
+class _LateRegistration:
+    """A client whose first route look-up of each topic misses broker group ``broker`` (the name server answered
+    while the group was registering again after a restart), and which keeps that answer until it looks again."""
+
+    def __init__(self, client, broker: str) -> None:
+        self._client, self._broker, self._looks = client, broker, collections.Counter()
+
+    def __getattr__(self, name: str):
+        return getattr(self._client, name)
+
+    def route(self, topic: str, *, refresh: bool = False) -> TopicRoute:
+        route = self._client.route(topic, refresh=refresh)
+        if refresh or not self._looks[topic]:
+            self._looks[topic] += 1
+        if self._looks[topic] > 1:
+            return route
+        return TopicRoute(topic, tuple(b for b in route.brokers if b.broker_name != self._broker),
+                          tuple(q for q in route.queues if q.broker_name != self._broker))
+
+
+class _LostScanStarts:
+    """A client to which broker group ``broker`` answers no recorded scan start (a broker that lost its consumer
+    offsets, or queues newer than the record)."""
+
+    def __init__(self, client, broker: str) -> None:
+        self._client, self._broker = client, broker
+
+    def __getattr__(self, name: str):
+        return getattr(self._client, name)
+
+    def query_consumer_offsets(self, group: str, mqs, *, partial: bool = False):
+        answers = self._client.query_consumer_offsets(group, mqs, partial=partial)
+        if group.endswith(SCAN_SUFFIX):
+            answers.update({mq: None for mq in answers if mq.broker_name == self._broker})
+        return answers
+
+
 BODIES = [f"s{i}" for i in range(12)] + ["dup", "dup"]
 
 
@@ -80,13 +118,15 @@ def _tasks(options: SinkOptions, batch_id: int, bodies: list[str]) -> list[SinkC
             for part in (bodies[:half], bodies[half:])]
 
 
-def _crash_inside_commit(options: SinkOptions, batch_id: int, commits: int) -> None:
-    """Batch ``batch_id`` sent, and its commit cut after ``commits`` COMMITs (on every broker group)."""
+def _crash_inside_commit(options: SinkOptions, batch_id: int, commits: int, late: str | None = None) -> None:
+    """Batch ``batch_id`` sent, and its commit cut after ``commits`` COMMITs (on every broker group); with
+    ``late``, the commit's first look at the route misses that broker group."""
     halves = [pair for m in _tasks(options, batch_id, BODIES) for pair in m.halves]
     assert {h.queue.broker_name for _, h in halves} == {"broker-a", "broker-b"}
     with new_client(options) as client:
+        seen = _LateRegistration(client, late) if late else client
         with pytest.raises(_Crash):
-            commit_batch(CommitRecords(_DiesAfter(client, commits), options.producer_group, options.topic),
+            commit_batch(CommitRecords(_DiesAfter(seen, commits), options.producer_group, options.topic),
                          batch_id, halves, options.broker_retry_timeout)
 
 
@@ -169,4 +209,33 @@ def test_a_cut_commit_waits_for_every_broker_group_it_wrote_to(replicated_pair, 
             _replay(options, 0)
         assert _visible(replicated_pair, topic, "broker-a") == partial_a, "a replay committed rows on broker-a"
     _replay(options, 0)
+    assert _visible(replicated_pair, topic) == collections.Counter(BODIES)
+
+
+def test_a_commit_begun_on_a_route_that_misses_a_broker_group_is_recovered_once(replicated_pair, request):
+    # The commit starts while the name server's route lacks broker-b (registering again after a restart), though
+    # its halves are there: where a recovery scans broker-b's queues from must still be recorded, or the replay
+    # cannot see the rows the cut commit stored there and commits them again.
+    topic = unique_topic(request)
+    replicated_pair.create_topic(topic, queues=2)
+    options = _options(replicated_pair, topic)
+    _crash_inside_commit(options, 0, commits=4, late="broker-b")
+    _settled(replicated_pair, topic)
+    assert _visible(replicated_pair, topic, "broker-b"), "the cut commit stored nothing on broker-b"
+    _replay(options, 0)
+    assert _visible(replicated_pair, topic) == collections.Counter(BODIES)
+
+
+def test_a_recovery_reads_a_queue_without_a_recorded_scan_start_from_its_first_offset(replicated_pair, request):
+    topic = unique_topic(request)
+    replicated_pair.create_topic(topic, queues=2)
+    options = _options(replicated_pair, topic)
+    _crash_inside_commit(options, 0, commits=4)
+    _settled(replicated_pair, topic)
+    assert _visible(replicated_pair, topic, "broker-b"), "the cut commit stored nothing on broker-b"
+    halves = [pair for m in _tasks(options, 0, BODIES) for pair in m.halves]
+    with new_client(options) as client:
+        outcome = commit_batch(CommitRecords(_LostScanStarts(client, "broker-b"), options.producer_group, topic), 0,
+                               halves, options.broker_retry_timeout)
+    assert outcome == "recovered"
     assert _visible(replicated_pair, topic) == collections.Counter(BODIES)
