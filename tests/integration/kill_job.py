@@ -10,6 +10,7 @@ in property ``src``. Every query reads from the earliest offsets in small micro-
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import traceback
 
@@ -55,8 +56,21 @@ def main() -> None:
         spark.streams.awaitAnyTermination()
     finally:  # a failed query ends the driver at once, as a supervisor that restarts drivers would see it
         traceback.print_exc()
+        _print_load()
         sys.stdout.flush()
         os._exit(1)
+
+
+def _print_load() -> None:
+    """The machine's load when the job failed, and the processes that used the most CPU: Spark's own deaths (a
+    Python worker that did not connect back within its fixed 10 s) come from a starved machine."""
+    print(f"load average at the failure: {os.getloadavg()}")
+    try:
+        top = subprocess.run(["ps", "-eo", "pid,pgid,pcpu,etimes,rss,args", "--sort=-pcpu"], capture_output=True,
+                             text=True, timeout=10).stdout.splitlines()
+    except (OSError, subprocess.SubprocessError) as e:
+        top = [f"ps failed: {e}"]
+    print("\n".join(line[:220] for line in top[:15]))
 
 if __name__ == "__main__":
     main()
