@@ -246,6 +246,7 @@ final class EmbeddedCluster {
                 if (!c.initialize()) {
                     throw new IllegalStateException("broker " + b.name + " failed to initialize");
                 }
+                QuietTransactionService.install(c);
                 c.start();
                 b.controller = c;
                 last = null;
