@@ -4,6 +4,7 @@ Every error names the option and what it accepts. Secrets never appear in ``repr
 """
 from __future__ import annotations
 
+import difflib
 import json
 import re
 from dataclasses import dataclass, field
@@ -339,7 +340,9 @@ def _canonical(raw: Mapping[str, str], known: Mapping[str, str], what: str) -> d
                 other = "sink (df.write)" if what == "source" else "source (spark.read)"
                 raise OptionError(f"option {elsewhere} is an option of the rocketmq {other}, not of the {what}; "
                                   "the " + what + " takes: " + ", ".join(sorted(known)))
-            raise OptionError(f"unknown option {key!r} for the rocketmq {what}; known options: "
+            closest = difflib.get_close_matches(str(key).lower(), by_lower, n=1, cutoff=0.75)
+            hint = f"did you mean {by_lower[closest[0]]}? " if closest else ""
+            raise OptionError(f"unknown option {key!r} for the rocketmq {what}; {hint}known options: "
                               + ", ".join(sorted(known)))
         opts[canonical] = str(value)
     return opts

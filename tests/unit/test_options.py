@@ -48,7 +48,10 @@ def test_secrets_stay_out_of_repr():
 
 
 @pytest.mark.parametrize("raw, message", [
-    ({**BASE, "startingOffset": "earliest"}, "unknown option 'startingOffset'"),
+    ({**BASE, "startingOffset": "earliest"}, "unknown option 'startingOffset' .*; did you mean startingOffsets\\? "
+                                             "known options: .*consumerGroup"),
+    ({**BASE, "failondatalos": "false"}, "did you mean failOnDataLoss\\?"),
+    ({**BASE, "colour": "blue"}, "unknown option 'colour' for the rocketmq source; known options: "),
     ({"topic": "T"}, "option nameServer is required"),
     ({**BASE, "nameserver": "localhost"}, "option nameServer: 'localhost' is not host:port"),
     ({"nameserver": "h:1"}, "exactly one of the options topic, topics, topicPattern"),

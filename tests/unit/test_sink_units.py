@@ -159,6 +159,9 @@ def test_sink_options():
         parse_sink_options({"endpoint": "h:1", "deliveryGuarantee": "exactly_once"})
     with pytest.raises(OptionError, match="option consumerGroup is an option of the rocketmq source"):
         parse_sink_options({"nameServer": "h:1", "consumergroup": "g"})
+    with pytest.raises(OptionError, match="unknown option 'deliveryGuarantees' for the rocketmq sink; did you mean "
+                                          "deliveryGuarantee\\? known options: .*producerGroup"):
+        parse_sink_options({"nameServer": "h:1", "deliveryGuarantees": "exactly_once"})
 
 
 def test_a_streaming_exactly_once_write_refuses_timer_rows_before_sending(monkeypatch):
