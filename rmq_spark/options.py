@@ -47,6 +47,7 @@ KNOWN_OPTIONS: dict[str, str] = {
     "topic": "one topic",
     "topics": "comma-separated topics",
     "topicPattern": "regular expression over the name server's topic list",
+    "assign": 'JSON {"Topic": ["brokerName/queueId", ...]}: read only these queues',
     "subExpression": "filter expression, default *",
     "expressionType": "TAG (default) or SQL92",
     "startingOffsets": "earliest | latest | committed | JSON",
@@ -146,14 +147,41 @@ def parse_queue_json(name: str, value: str, *, what: str) -> dict[str, dict[str,
                               f"keys, like {example}")
         out[topic] = {}
         for key, v in queues.items():
-            broker, sep, qid = str(key).rpartition("/")
-            if not sep or not broker or not qid.isdigit():
-                raise OptionError(f"option {name}: queue key {key!r} of topic {topic!r} must be "
-                                  "\"brokerName/queueId\", e.g. \"broker-a/0\"")
+            mq = parse_queue_key(name, topic, key)
             if isinstance(v, bool) or not isinstance(v, int):
                 raise OptionError(f"option {name}: {topic} {key} must be an integer ({what}), not {v!r}")
-            out[topic][f"{broker}/{int(qid)}"] = v
+            out[topic][f"{mq.broker_name}/{mq.queue_id}"] = v
     return out
+
+
+def parse_queue_key(name: str, topic: str, key: object) -> MessageQueue:
+    """A ``"brokerName/queueId"`` key of topic ``topic`` in option ``name``'s JSON, as a queue."""
+    broker, sep, qid = str(key).rpartition("/")
+    if not sep or not broker or not qid.isdigit():
+        raise OptionError(f"option {name}: queue key {key!r} of topic {topic!r} must be "
+                          "\"brokerName/queueId\", e.g. \"broker-a/0\"")
+    return MessageQueue(topic, broker, int(qid))
+
+
+def parse_assign(value: str) -> frozenset[MessageQueue]:
+    """Option assign, ``{"Orders": ["broker-a/0", "broker-a/1"]}``: the only queues a query reads."""
+    example = '{"Orders": ["broker-a/0", "broker-a/1"]}'
+    try:
+        data = json.loads(value)
+    except json.JSONDecodeError as e:
+        raise OptionError(f"option assign is not valid JSON ({e.msg} at position {e.pos}); expected the queues "
+                          f"to read, like {example}") from None
+    if not isinstance(data, dict) or not data:
+        raise OptionError(f"option assign must be a JSON object of topics, each with a list of queues, like "
+                          f"{example}")
+    out = set()
+    for topic, keys in data.items():
+        _topic_name("assign", topic)
+        if not isinstance(keys, list) or not keys:
+            raise OptionError(f"option assign: topic {topic!r} must map to a non-empty list of \"brokerName/queueId\" "
+                              f"keys, like {example}")
+        out.update(parse_queue_key("assign", topic, key) for key in keys)
+    return frozenset(out)
 
 
 EARLIEST = -2
@@ -252,6 +280,7 @@ class SourceOptions(ConnectionOptions):
 
     topics: tuple[str, ...] = ()
     topic_pattern: str | None = None
+    assign: frozenset[MessageQueue] | None = None  # option assign: only these queues of ``topics``
     filter: FilterExpression = EVERY_MESSAGE  # subExpression and expressionType
     starting: OffsetSpec = Earliest()
     ending: OffsetSpec = Latest()
@@ -407,13 +436,17 @@ def parse_options(raw: Mapping[str, str], *, streaming: bool = False) -> SourceO
     connection = _connection(opts)
     endpoint = connection["endpoint"]
 
-    chosen = [k for k in ("topic", "topics", "topicPattern") if opts.get(k, "").strip()]
+    chosen = [k for k in ("topic", "topics", "topicPattern", "assign") if opts.get(k, "").strip()]
     if len(chosen) != 1:
-        raise OptionError("set exactly one of the options topic, topics, topicPattern"
+        raise OptionError("set exactly one of the options topic, topics, topicPattern, assign"
                           + (f" (got {', '.join(chosen)})" if chosen else ""))
     topics: tuple[str, ...] = ()
     pattern = None
-    if chosen[0] == "topicPattern":
+    assign = None
+    if chosen[0] == "assign":
+        assign = parse_assign(opts["assign"])
+        topics = tuple(sorted({mq.topic for mq in assign}))
+    elif chosen[0] == "topicPattern":
         if endpoint:
             raise OptionError("option topicPattern needs the name server's topic list, which the gRPC API of option "
                               "endpoint does not offer: name the topics with topic or topics, or use nameServer")
@@ -439,6 +472,12 @@ def parse_options(raw: Mapping[str, str], *, streaming: bool = False) -> SourceO
     starting = _offset_spec(opts, "starting", consumer_group, fallback,
                             default=Latest() if streaming else Earliest())
     ending = _offset_spec(opts, "ending", consumer_group, fallback, default=Latest())
+    if assign is not None:
+        for spec in (starting, ending):
+            named = set(getattr(spec, "offsets", None) or getattr(spec, "per_queue", None) or ())
+            if named - assign:
+                raise OptionError(f"option {spec.option} names queues that option assign does not: "
+                                  f"{', '.join(map(str, sorted(named - assign)))}; name only assigned queues")
     if isinstance(starting, Latest) and not streaming:
         raise OptionError("option startingOffsets=latest is for streaming queries; a batch query from latest "
                           "would be empty (use earliest, committed, JSON offsets or a timestamp)")
@@ -450,6 +489,7 @@ def parse_options(raw: Mapping[str, str], *, streaming: bool = False) -> SourceO
     parsed = SourceOptions(
         topics=topics,
         topic_pattern=pattern,
+        assign=assign,
         filter=expression,
         starting=starting,
         ending=ending,

@@ -6,9 +6,9 @@ import logging
 import re
 from typing import Iterable, Mapping
 
-from rmq_spark.client.errors import (RETRYABLE, AuthError, DataLossError, InvalidFilterError, TopicNotFoundError,
-                                     UnsupportedError)
-from rmq_spark.client.model import MessageQueue
+from rmq_spark.client.errors import (RETRYABLE, AuthError, BrokerUnavailableError, DataLossError, InvalidFilterError,
+                                     TopicNotFoundError, UnsupportedError)
+from rmq_spark.client.model import MessageQueue, TopicRoute
 from rmq_spark.offsets import QueueRange
 from rmq_spark.options import OptionError, SourceOptions
 
@@ -25,6 +25,27 @@ def reads_topic(options: SourceOptions, topic: str) -> bool:
     if options.topic_pattern is None:
         return topic in options.topics
     return re.fullmatch(options.topic_pattern, topic) is not None
+
+
+def reads_queue(options: SourceOptions, mq: MessageQueue) -> bool:
+    """Whether the options name queue ``mq``: a queue of a topic they name, and one of option assign if set."""
+    return reads_topic(options, mq.topic) and (options.assign is None or mq in options.assign)
+
+
+def check_assigned(options: SourceOptions, routes: Mapping[str, TopicRoute | None]) -> None:
+    """OptionError naming the queues of option assign that do not exist: their broker group is in the topic's
+    route with fewer queues. One whose broker group is not in the route now is not judged (it may be down)."""
+    if options.assign is None:
+        return
+    missing = []
+    for mq in sorted(options.assign):
+        route = routes.get(mq.topic)
+        queue_data = next((q for q in route.queues if q.broker_name == mq.broker_name), None) if route else None
+        if queue_data is not None and mq.queue_id >= queue_data.read_queue_nums:
+            missing.append(f"{mq} (broker group {mq.broker_name} has {queue_data.read_queue_nums} readable queues "
+                           f"of topic {mq.topic})")
+    if missing:
+        raise OptionError(f"option assign names queues that do not exist: {'; '.join(missing)}")
 
 
 def query_topics(client, options: SourceOptions) -> list[str]:
@@ -53,8 +74,17 @@ def topic_queues(client, topic: str, options: SourceOptions) -> list[MessageQueu
 
 
 def resolve_queues(client, options: SourceOptions) -> list[MessageQueue]:
-    """Every readable queue of the query's topics, sorted."""
-    return sorted(mq for topic in query_topics(client, options) for mq in topic_queues(client, topic, options))
+    """Every readable queue of the query's topics (only the assigned ones with option assign), sorted. A batch
+    cannot wait: an assigned queue that is not in the route now is an error."""
+    found = [mq for topic in query_topics(client, options) for mq in topic_queues(client, topic, options)]
+    if options.assign is not None:
+        check_assigned(options, {t: client.route(t) for t in options.topics})
+        away = sorted(options.assign - set(found))
+        if away:
+            raise BrokerUnavailableError(
+                f"option assign names queues whose broker group is not in the route now (stopped, restarting or "
+                f"unreachable): {', '.join(map(str, away))}; read them when it is back")
+    return sorted(mq for mq in found if reads_queue(options, mq))
 
 
 def check_filter(client, options: SourceOptions, queues: Iterable[MessageQueue]) -> None:

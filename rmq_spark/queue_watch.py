@@ -17,7 +17,8 @@ from rmq_spark.client.errors import RETRYABLE, TopicNotFoundError, UnsupportedEr
 from rmq_spark.client.model import MessageQueue, TopicRoute
 from rmq_spark.client.outages import RETRY_DOWN_S, broker_group
 from rmq_spark.options import SourceOptions
-from rmq_spark.planning import check_filter, compacted_topics, query_topics, reads_topic, topic_queues
+from rmq_spark.planning import (check_assigned, check_filter, compacted_topics, query_topics, reads_queue,
+                                topic_queues)
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +77,7 @@ class QueueWatch:
         first = not self._routes
         self._routes = routes
         if first:
+            check_assigned(self.options, routes)
             check_filter(self.client, self.options, self.queues())
         if new:
             self.sparse_topics |= compacted_topics(self.client, new)
@@ -118,8 +120,10 @@ class QueueWatch:
 
     # -- what the routes show --------------------------------------------------------------------------------
     def queues(self) -> list[MessageQueue]:
-        """The readable queues the routes show now, sorted."""
-        return sorted(mq for r in self._routes.values() if r is not None for mq in r.read_queues())
+        """The readable queues of the query (only the assigned ones with option assign) the routes show now,
+        sorted."""
+        return sorted(mq for r in self._routes.values() if r is not None for mq in r.read_queues()
+                      if reads_queue(self.options, mq))
 
     def readable(self) -> list[MessageQueue]:
         """The queues the routes show whose broker answered the last poll."""
@@ -138,8 +142,8 @@ class QueueWatch:
                 if mq in self.silent or mq not in self.latest:
                     unavailable.add(mq)
                 continue
-            if not reads_topic(self.options, mq.topic):
-                vanished.add(mq)  # the options no longer name its topic
+            if not reads_queue(self.options, mq):
+                vanished.add(mq)  # the options no longer name it (its topic, or the queue under option assign)
                 continue
             # A topic missing from the name server's list (all its brokers unregistered, or a name server that
             # restarted before they registered again) follows the same rules as a topic without a route.

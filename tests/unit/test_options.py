@@ -55,7 +55,13 @@ def test_secrets_stay_out_of_repr():
     ({"topic": "T"}, "option nameServer is required"),
     ({**BASE, "nameserver": "localhost"}, "option nameServer: 'localhost' is not host:port"),
     ({"nameserver": "h:1"}, "exactly one of the options topic, topics, topicPattern"),
-    ({**BASE, "topics": "A"}, r"exactly one of the options topic, topics, topicPattern \(got topic, topics\)"),
+    ({**BASE, "topics": "A"}, r"exactly one of the options topic, topics, topicPattern, assign \(got topic, topics\)"),
+    ({**BASE, "assign": '{"T": ["broker-a/0"]}'}, r"exactly one of .* \(got topic, assign\)"),
+    ({"nameserver": "h:1", "assign": "T"}, "option assign is not valid JSON"),
+    ({"nameserver": "h:1", "assign": '{"T": []}'}, "topic 'T' must map to a non-empty list"),
+    ({"nameserver": "h:1", "assign": '{"T": ["broker-a"]}'}, "option assign: queue key 'broker-a' of topic 'T'"),
+    ({"nameserver": "h:1", "assign": '{"T": ["broker-a/0"]}', "startingOffsets": '{"T": {"broker-b/0": 3}}'},
+     "option startingOffsets names queues that option assign does not: T:broker-b/0"),
     ({**BASE, "topic": "bad topic"}, "not a valid RocketMQ topic name"),
     ({"nameserver": "h:1", "topicPattern": "("}, "topicPattern is not a valid regular expression"),
     ({**BASE, "startingOffsets": "{not json"}, "option startingOffsets is not valid JSON"),
@@ -146,3 +152,12 @@ def test_tls_files_with_an_explicit_tls_true_and_the_pairs_they_need():
 def test_no_options_at_all_names_the_catalog_table_limit_and_the_ways_around_it(parse):
     with pytest.raises(OptionError, match=r"CREATE TABLE .* Spark does not pass a catalog table's options.*WITH \("):
         parse({})
+
+
+def test_assign_names_the_only_queues_read():
+    o = parse_options({"nameserver": "h:1", "assign": '{"B": ["broker-b/1"], "A": ["broker-a/0", "broker-a/2"]}',
+                       "startingOffsets": '{"A": {"broker-a/2": 7}}'})
+    assert o.topics == ("A", "B") and o.topic_pattern is None
+    assert o.assign == {MessageQueue("A", "broker-a", 0), MessageQueue("A", "broker-a", 2),
+                        MessageQueue("B", "broker-b", 1)}
+    assert parse_options(BASE).assign is None
