@@ -212,30 +212,30 @@ def test_a_cut_commit_waits_for_every_broker_group_it_wrote_to(replicated_pair, 
     assert _visible(replicated_pair, topic) == collections.Counter(BODIES)
 
 
+def _cut_with_rows_on_broker_b(pair: EmbeddedRocketMQ, request, late: str | None = None) -> SinkOptions:
+    """A new topic whose batch 0 commit was cut after 4 COMMITs, some of them on broker-b."""
+    topic = unique_topic(request)
+    pair.create_topic(topic, queues=2)
+    options = _options(pair, topic)
+    _crash_inside_commit(options, 0, commits=4, late=late)
+    _settled(pair, topic)
+    assert _visible(pair, topic, "broker-b"), "the cut commit stored nothing on broker-b"
+    return options
+
+
 def test_a_commit_begun_on_a_route_that_misses_a_broker_group_is_recovered_once(replicated_pair, request):
     # The commit starts while the name server's route lacks broker-b (registering again after a restart), though
     # its halves are there: where a recovery scans broker-b's queues from must still be recorded, or the replay
     # cannot see the rows the cut commit stored there and commits them again.
-    topic = unique_topic(request)
-    replicated_pair.create_topic(topic, queues=2)
-    options = _options(replicated_pair, topic)
-    _crash_inside_commit(options, 0, commits=4, late="broker-b")
-    _settled(replicated_pair, topic)
-    assert _visible(replicated_pair, topic, "broker-b"), "the cut commit stored nothing on broker-b"
+    options = _cut_with_rows_on_broker_b(replicated_pair, request, late="broker-b")
     _replay(options, 0)
-    assert _visible(replicated_pair, topic) == collections.Counter(BODIES)
+    assert _visible(replicated_pair, options.topic) == collections.Counter(BODIES)
 
 
 def test_a_recovery_reads_a_queue_without_a_recorded_scan_start_from_its_first_offset(replicated_pair, request):
-    topic = unique_topic(request)
-    replicated_pair.create_topic(topic, queues=2)
-    options = _options(replicated_pair, topic)
-    _crash_inside_commit(options, 0, commits=4)
-    _settled(replicated_pair, topic)
-    assert _visible(replicated_pair, topic, "broker-b"), "the cut commit stored nothing on broker-b"
+    options = _cut_with_rows_on_broker_b(replicated_pair, request)
     halves = [pair for m in _tasks(options, 0, BODIES) for pair in m.halves]
     with new_client(options) as client:
-        outcome = commit_batch(CommitRecords(_LostScanStarts(client, "broker-b"), options.producer_group, topic), 0,
-                               halves, options.broker_retry_timeout)
-    assert outcome == "recovered"
-    assert _visible(replicated_pair, topic) == collections.Counter(BODIES)
+        records = CommitRecords(_LostScanStarts(client, "broker-b"), options.producer_group, options.topic)
+        assert commit_batch(records, 0, halves, options.broker_retry_timeout) == "recovered"
+    assert _visible(replicated_pair, options.topic) == collections.Counter(BODIES)
