@@ -3,7 +3,7 @@ Spark knows but cannot read now, whether it is *unavailable* (its broker is miss
 wait for it) or has *vanished* (a live broker no longer has it: the data-loss rule applies). DESIGN.md §10.
 
 Spark asks for the latest offsets every few milliseconds when idle, so the brokers are asked at most every
-``offset_poll_s`` and the name servers every ``pollNameServerIntervalMs``. Nothing here raises because a broker or
+``OFFSET_POLL_S`` and the name servers every ``pollNameServerIntervalMs``. Nothing here raises because a broker or
 every name server is unreachable once the query has seen its topics: the last routes and offsets are kept, and
 each outage is logged once."""
 from __future__ import annotations
@@ -30,8 +30,8 @@ REFUSES = "its master is away and its slave refuses pulls (slaveReadEnable=false
 class QueueWatch:
     """Polls the routes and the latest offsets of the query's topics."""
 
-    def __init__(self, client, options: SourceOptions, *, offset_poll_s: float = OFFSET_POLL_S) -> None:
-        self.client, self.options, self.offset_poll_s = client, options, offset_poll_s
+    def __init__(self, client, options: SourceOptions) -> None:
+        self.client, self.options = client, options
         self._routes: dict[str, TopicRoute | None] = {}  # None: the topic has no route now
         self._routes_at = float("-inf")
         self._live: set[str] | None = None  # brokers registered now, looked up once per route poll when needed
@@ -51,7 +51,7 @@ class QueueWatch:
             self._poll_routes()
             self._routes_at = now
             force = True
-        if force or now - self._latest_at >= self.offset_poll_s:
+        if force or now - self._latest_at >= OFFSET_POLL_S:
             self._poll_offsets()
             self._latest_at = time.monotonic()
 

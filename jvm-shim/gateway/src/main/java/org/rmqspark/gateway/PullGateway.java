@@ -94,10 +94,6 @@ public final class PullGateway {
         return address;
     }
 
-    public int port() {
-        return server.getPort();
-    }
-
     /** The server certificate file when serving TLS, else null. */
     public File certificate() {
         return certificate;
