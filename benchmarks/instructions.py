@@ -44,7 +44,7 @@ PROPERTIES = {"TAGS": "TagA", "KEYS": "order-1 order-2", "UNIQ_KEY": "7F00000100
 
 
 def _bodies(messages: int) -> list[bytes]:
-    from tests.unit.stored_messages import encode_stored_message
+    from tests.support.stored_messages import encode_stored_message
 
     return [b"".join(encode_stored_message(body=bytes([i % 251]) * 100, queue_offset=i, commit_log_offset=200 * i,
                                            properties={**PROPERTIES, "UNIQ_KEY": f"{i:032X}"})

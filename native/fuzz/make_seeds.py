@@ -7,7 +7,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from rmq_spark.client.grpc.messages import FLAG_PROPERTY
 from rmq_spark.client.grpc.v2.definition_pb2 import GZIP
-from tests.unit.stored_messages import MAGIC_V2, encode_stored_message as rec
+from tests.support.stored_messages import MAGIC_V2, encode_stored_message as rec
 from tests.unit.test_v2_columns import frame
 
 out = Path("native/fuzz/seeds/gather_block")

@@ -9,8 +9,8 @@ import urllib.request
 from pathlib import Path
 
 from tests.deploy.node import QUICK_JVM, NodeVenv
-from tests.processes import kill_group
-from tests.waiting import wait_until
+from tests.support.processes import kill_group
+from tests.support.waiting import wait_until
 
 
 def free_port() -> int:

@@ -9,10 +9,10 @@ import pytest
 
 from tests.deploy.node import (QUICK_JVM, assert_loaded_from, assert_read_and_written_once, job_in, job_result,
                                topic_keys)
-from tests.checkpoints import committed_offsets, logged
+from tests.support.checkpoints import committed_offsets, logged
 from tests.deploy.standalone import StandaloneCluster
-from tests.processes import kill_group
-from tests.waiting import wait_until
+from tests.support.processes import kill_group
+from tests.support.waiting import wait_until
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 
 from tests.conftest import transport_options
-from tests.waiting import wait_until
+from tests.support.waiting import wait_until
 
 
 class Collect:

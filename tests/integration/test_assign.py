@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tests.checkpoints import logged
+from tests.support.checkpoints import logged
 from tests.conftest import TRANSPORTS, transport_options
 from tests.integration.streaming import Collect, start_query, wait_for
 

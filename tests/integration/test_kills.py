@@ -18,12 +18,12 @@ from pathlib import Path
 
 from rmq_spark.client import RemotingClient, RocketMQError
 from rmq_spark.sink.transactions import MARKER_SUFFIX, ROW_KEY_PROPERTY
-from tests.checkpoints import committed_offsets, logged
+from tests.support.checkpoints import committed_offsets, logged
 from tests.conftest import unique_topic
 from tests.integration import kill_job
 from tests.integration.streaming import remove_torn_first_write
-from tests.processes import kill_group
-from tests.waiting import wait_until
+from tests.support.processes import kill_group
+from tests.support.waiting import wait_until
 
 BROKERS = ("broker-a", "broker-b")
 # Spark's own failures that end a driver now and then on two busy cores, in no code of ours: a task binary whose

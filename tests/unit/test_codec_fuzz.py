@@ -12,10 +12,7 @@ from rmq_spark.client.remoting.frame import JSON, ROCKETMQ, RemotingCommand, dec
     parse_loose_json
 from rmq_spark.client.remoting.message_codec import OutgoingMessage, decode_messages, encode_batch
 
-try:
-    from .stored_messages import INNER_BATCH, MAGIC_V2, NEED_UNWRAP, encode_stored_message, mutated_prefix
-except ImportError:  # tests/unit run as plain directory
-    from stored_messages import INNER_BATCH, MAGIC_V2, NEED_UNWRAP, encode_stored_message, mutated_prefix  # type: ignore
+from tests.support.stored_messages import INNER_BATCH, MAGIC_V2, NEED_UNWRAP, encode_stored_message, mutated_prefix
 
 FUZZ = settings(max_examples=300, deadline=500, database=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -13,15 +13,11 @@ from rmq_spark.arrow_decoder import ArrowBatchDecoder, decode_to_arrow
 from rmq_spark.client.errors import ProtocolError
 from rmq_spark.client.remoting.message_codec import OutgoingMessage, decode_messages, encode_batch
 from rmq_spark.schema import ARROW_SCHEMA, MessageBatcher, to_record_batch
+from tests.support.batches import assert_same
 
-try:
-    from .stored_messages import (INNER_BATCH, MAGIC_V1, MAGIC_V2, NEED_UNWRAP, blank_record, compress,
-                                  encode_batch_record, encode_stored_message, mutated_prefix)
-    from .test_codec_fuzz import SAMPLE, _boundaries
-except ImportError:  # tests/unit run as plain directory
-    from stored_messages import (INNER_BATCH, MAGIC_V1, MAGIC_V2, NEED_UNWRAP, blank_record,  # type: ignore
-                                 compress, encode_batch_record, encode_stored_message, mutated_prefix)
-    from test_codec_fuzz import SAMPLE, _boundaries  # type: ignore
+from tests.support.stored_messages import (INNER_BATCH, MAGIC_V1, MAGIC_V2, NEED_UNWRAP, blank_record, compress,
+                                           encode_batch_record, encode_stored_message, mutated_prefix)
+from tests.unit.test_codec_fuzz import SAMPLE, _boundaries
 
 # 150 examples each keep these under 10 s; the cargo fuzz target (scripts/fuzz.sh) explores the native scanner further
 FUZZ = settings(max_examples=150, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
@@ -36,18 +32,9 @@ def expected(data, broker="broker-a", tags=None, low=None, high=None) -> pa.Reco
     return to_record_batch(msgs)
 
 
-def assert_same(got: pa.RecordBatch, want: pa.RecordBatch) -> None:
-    assert got.schema == ARROW_SCHEMA
-    assert got.schema.equals(want.schema, check_metadata=True)
-    if not got.equals(want):  # show the differing rows
-        assert got.to_pylist() == want.to_pylist()
-        for name in ARROW_SCHEMA.names:  # same values, different layout (e.g. nulls)
-            assert got.column(name).equals(want.column(name)), name
-    got.validate(full=True)
-
-
 def check(data, broker="broker-a", tags=None, low=None, high=None) -> pa.RecordBatch:
     got = decode_to_arrow(data, broker, tags=tags, low=low, high=high)
+    assert got.schema == ARROW_SCHEMA
     assert_same(got, expected(data, broker, tags, low, high))
     return got
 

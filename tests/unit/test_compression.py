@@ -17,10 +17,7 @@ from rmq_spark.client.grpc.v2 import definition_pb2 as pb
 from rmq_spark.client.model import MessageQueue
 from rmq_spark.client.remoting.message_codec import decode_messages
 
-try:
-    from .stored_messages import compress, encode_stored_message
-except ImportError:  # tests/unit run as plain directory
-    from stored_messages import compress, encode_stored_message  # type: ignore
+from tests.support.stored_messages import compress, encode_stored_message
 
 CODECS = {"zlib": compression.ZLIB, "lz4": compression.LZ4, "zstd": compression.ZSTD}
 BOMB = b"\0" * (64 << 20)  # compresses to a few KiB with every codec

@@ -16,7 +16,7 @@ from rmq_spark.client.errors import ConnectionLostError, ProtocolError, RequestT
 from rmq_spark.client.remoting.connection import Connection, ConnectionPool, DirectConnection
 from rmq_spark.client.remoting.frame import RemotingCommand, encode_command
 from tests.conftest import record_error
-from tests.unit.loopback_peer import Peer, read_request
+from tests.support.loopback_peer import Peer, read_request
 
 
 def respond(sock, request: RemotingCommand, **fields) -> None:

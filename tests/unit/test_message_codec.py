@@ -11,12 +11,8 @@ from rmq_spark.client.model import Message
 from rmq_spark.client.remoting.message_codec import (OutgoingMessage, decode_messages, decode_properties,
                                                      encode_batch, encode_properties, new_unique_id)
 
-try:
-    from .stored_messages import (BLANK_MAGIC, COMPRESSION_BITS, INNER_BATCH, MAGIC_V1, MAGIC_V2, NEED_UNWRAP,
-                                  blank_record, compress, encode_batch_record, encode_stored_message)
-except ImportError:  # tests/unit run as plain directory
-    from stored_messages import (BLANK_MAGIC, COMPRESSION_BITS, INNER_BATCH, MAGIC_V1, MAGIC_V2,  # type: ignore
-                                 NEED_UNWRAP, blank_record, compress, encode_batch_record, encode_stored_message)
+from tests.support.stored_messages import (BLANK_MAGIC, COMPRESSION_BITS, INNER_BATCH, MAGIC_V1, MAGIC_V2, NEED_UNWRAP,
+                                           blank_record, compress, encode_batch_record, encode_stored_message)
 
 # One stored message written out byte by byte (MessageDecoder.encode layout, magic V1, IPv4 hosts).
 KNOWN_RECORD = (

@@ -16,21 +16,11 @@ from rmq_spark.offsets import QueueRange
 from rmq_spark.options import parse_options
 from rmq_spark.schema import ARROW_SCHEMA, to_record_batch
 
-from tests.unit.scripted_remoting import ScriptedRemoting
-from tests.unit.stored_messages import INNER_BATCH, NEED_UNWRAP, encode_batch_record, encode_stored_message
+from tests.support.calls import Done
+from tests.support.scripted_remoting import ScriptedRemoting
+from tests.support.stored_messages import INNER_BATCH, NEED_UNWRAP, encode_batch_record, encode_stored_message
 
 MQ = MessageQueue("T", "broker-a", 1)
-
-
-class Done:
-    def __init__(self, result):
-        self._result = result
-
-    def result(self):
-        return self._result
-
-    def cancel(self):
-        pass
 
 
 class ScriptedBroker:

@@ -15,24 +15,12 @@ from rmq_spark.client.model import EVERY_MESSAGE, FilterExpression, MessageQueue
 from rmq_spark.client.range_reader import RangeReader, SharedPulls
 from rmq_spark.client.remoting.client import RemotingClient
 from rmq_spark.client.remoting.message_codec import decode_messages
-from tests.unit.scripted_remoting import ScriptedRemoting
-from tests.unit.stored_messages import encode_stored_message
+from tests.support.calls import Done
+from tests.support.scripted_remoting import ScriptedRemoting
+from tests.support.stored_messages import encode_stored_message
 
 MQ = MessageQueue("T", "broker-a", 0)
 DRIVERS = ("python", "native")
-
-
-class Done:
-    def __init__(self, result=None, error=None):
-        self._result, self._error = result, error
-
-    def result(self):
-        if self._error:
-            raise self._error
-        return self._result
-
-    def cancel(self):
-        pass
 
 
 @lru_cache(maxsize=None)

@@ -15,7 +15,7 @@ from rmq_spark.client.errors import ConnectionLostError, RocketMQError
 from rmq_spark.client.model import FilterExpression, MessageQueue, PullStatus
 from rmq_spark.client.remoting import codes
 from rmq_spark.client.remoting.frame import RemotingCommand, encode_command
-from tests.unit.loopback_peer import Peer, read_request
+from tests.support.loopback_peer import Peer, read_request
 
 _CODES = {
     PullStatus.FOUND: (codes.SUCCESS, None),

@@ -1,0 +1,17 @@
+"""A finished call, as the clients' ``*_async`` methods return them: for fakes that answer at once."""
+from __future__ import annotations
+
+
+class Done:
+    """A call that has finished with ``result``, or with ``error`` raised by ``result()``."""
+
+    def __init__(self, result=None, error: BaseException | None = None) -> None:
+        self._result, self._error = result, error
+
+    def result(self):
+        if self._error is not None:
+            raise self._error
+        return self._result
+
+    def cancel(self) -> None:
+        pass
