@@ -36,6 +36,8 @@ final class Commands {
     private static final Comparator<MessageQueue> QUEUE_ORDER =
         Comparator.comparing(MessageQueue::getBrokerName).thenComparingInt(MessageQueue::getQueueId);
     private static final long TIMEOUT_MS = 10_000;
+    // what the consume and offsets commands wait at most for the brokers to dispatch what they stored
+    private static final long DISPATCH_WAIT_MS = 5_000;
 
     private final EmbeddedCluster cluster;
     private final Clients clients;
@@ -316,6 +318,7 @@ final class Commands {
         Long toOffset = a.lng("toOffset", null);
         long maxMessages = a.lng("maxMessages", Long.MAX_VALUE);
 
+        cluster.awaitDispatched(DISPATCH_WAIT_MS);
         DefaultMQPullConsumer consumer = clients.consumer();
         List<MessageQueue> queues = new ArrayList<>();
         for (MessageQueue mq : routeQueues(topic, false)) {
@@ -357,6 +360,7 @@ final class Commands {
     // ---------------------------------------------------------------- offsets
 
     private JsonElement offsets(String topic) throws Exception {
+        cluster.awaitDispatched(DISPATCH_WAIT_MS);
         TopicStatsTable stats = clients.admin().examineTopicStats(topic);
         Map<MessageQueue, TopicOffset> sorted = new TreeMap<>(QUEUE_ORDER);
         sorted.putAll(stats.getOffsetTable());

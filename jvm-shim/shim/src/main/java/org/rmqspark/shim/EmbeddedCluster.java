@@ -124,6 +124,22 @@ final class EmbeddedCluster {
         return c;
     }
 
+    /**
+     * Waits (up to {@code timeoutMs}) until every running broker has dispatched all it has stored into its consume
+     * queues: a send is answered once its message is in the commit log, and the consume queue, which reads and
+     * max offsets answer from, follows a moment later (later still on a loaded machine).
+     */
+    void awaitDispatched(long timeoutMs) throws InterruptedException {
+        long deadline = System.currentTimeMillis() + timeoutMs;
+        for (Broker b : brokers.values()) {
+            BrokerController c = b.controller;
+            while (c != null && c.getMessageStore().dispatchBehindBytes() > 0
+                && System.currentTimeMillis() < deadline) {
+                Thread.sleep(2);
+            }
+        }
+    }
+
     /** The running slaves of broker group {@code name}. */
     List<Broker> runningSlaves(String name) {
         List<Broker> out = new ArrayList<>();
