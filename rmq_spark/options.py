@@ -128,9 +128,9 @@ def parse_duration_ms(name: str, value: str) -> int:
 START_KEY = "$start"
 
 
-def parse_queue_json(name: str, value: str, *, what: str) -> dict[str, dict[str, int]]:
-    """``{"Topic": {"broker-a/0": 42}}`` → nested dict; error names the option and the bad part."""
-    example = '{"TopicA": {"broker-a/0": 42, "broker-b/3": -2}}'
+def _topics_json(name: str, value: str, *, what: str, example: str) -> dict:
+    """Option ``name``'s JSON, a non-empty object keyed by topic; the error names the option and shows ``example``
+    of ``what`` it holds."""
     try:
         data = json.loads(value)
     except json.JSONDecodeError as e:
@@ -138,6 +138,13 @@ def parse_queue_json(name: str, value: str, *, what: str) -> dict[str, dict[str,
                           f"like {example}") from None
     if not isinstance(data, dict) or not data:
         raise OptionError(f"option {name} must be a JSON object of topics, like {example}")
+    return data
+
+
+def parse_queue_json(name: str, value: str, *, what: str) -> dict[str, dict[str, int]]:
+    """``{"Topic": {"broker-a/0": 42}}`` → nested dict; error names the option and the bad part."""
+    example = '{"TopicA": {"broker-a/0": 42, "broker-b/3": -2}}'
+    data = _topics_json(name, value, what=what, example=example)
     out: dict[str, dict[str, int]] = {}
     for topic, queues in data.items():
         if topic == START_KEY:
@@ -166,14 +173,7 @@ def parse_queue_key(name: str, topic: str, key: object) -> MessageQueue:
 def parse_assign(value: str) -> frozenset[MessageQueue]:
     """Option assign, ``{"Orders": ["broker-a/0", "broker-a/1"]}``: the only queues a query reads."""
     example = '{"Orders": ["broker-a/0", "broker-a/1"]}'
-    try:
-        data = json.loads(value)
-    except json.JSONDecodeError as e:
-        raise OptionError(f"option assign is not valid JSON ({e.msg} at position {e.pos}); expected the queues "
-                          f"to read, like {example}") from None
-    if not isinstance(data, dict) or not data:
-        raise OptionError(f"option assign must be a JSON object of topics, each with a list of queues, like "
-                          f"{example}")
+    data = _topics_json("assign", value, what="the queues to read", example=example)
     out = set()
     for topic, keys in data.items():
         _topic_name("assign", topic)
