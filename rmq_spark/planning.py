@@ -40,7 +40,7 @@ def check_assigned(options: SourceOptions, routes: Mapping[str, TopicRoute | Non
     missing = []
     for mq in sorted(options.assign):
         route = routes.get(mq.topic)
-        queue_data = next((q for q in route.queues if q.broker_name == mq.broker_name), None) if route else None
+        queue_data = route.queue_data(mq.broker_name) if route else None
         if queue_data is not None and mq.queue_id >= queue_data.read_queue_nums:
             missing.append(f"{mq} (broker group {mq.broker_name} has {queue_data.read_queue_nums} readable queues "
                            f"of topic {mq.topic})")

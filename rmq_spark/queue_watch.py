@@ -148,7 +148,7 @@ class QueueWatch:
             # A topic missing from the name server's list (all its brokers unregistered, or a name server that
             # restarted before they registered again) follows the same rules as a topic without a route.
             route = self._routes.get(mq.topic)
-            queue_data = next((q for q in route.queues if q.broker_name == mq.broker_name), None) if route else None
+            queue_data = route.queue_data(mq.broker_name) if route else None
             broker = route.broker(mq.broker_name) if route else None
             if queue_data is not None and broker is not None and broker.addresses:
                 (vanished if mq.queue_id >= queue_data.read_queue_nums else unavailable).add(mq)

@@ -151,6 +151,10 @@ class TopicRoute:
                 return b
         return None
 
+    def queue_data(self, broker_name: str) -> QueueData | None:
+        """The topic's queue counts and permission on broker group ``broker_name``, None where it has none."""
+        return next((q for q in self.queues if q.broker_name == broker_name), None)
+
     def read_queues(self) -> list[MessageQueue]:
         """Every readable queue, sorted by broker name and queue id."""
         out = [MessageQueue(self.topic, q.broker_name, i)
