@@ -104,12 +104,8 @@ class OffsetStore:
 
     def _report(self, asked: list[MessageQueue], failed: Mapping[MessageQueue, Exception],
                 who: Callable[[str], str], consequence: str) -> None:
-        errors = {mq.broker_name: e for mq, e in failed.items()}
-        for broker in sorted({mq.broker_name for mq in asked}):
-            if broker in errors:
-                self.client.outages.down(who(broker), consequence, errors[broker])
-            else:
-                self.client.outages.up(who(broker))
+        self.client.outages.report((mq.broker_name for mq in asked), {mq.broker_name: e for mq, e in failed.items()},
+                                   who, consequence)
 
     def remove(self, mq: MessageQueue) -> None:
         with self._lock:

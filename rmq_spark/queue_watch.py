@@ -92,11 +92,7 @@ class QueueWatch:
         for broker in refusing:
             failed[broker] = REFUSES
         self.silent = set(answers.failed) | {mq for mq in answers if mq.broker_name in refusing}
-        for broker in sorted({mq.broker_name for mq in queues}):
-            if broker in failed:
-                self.client.outages.down(broker_group(broker), WAITS, failed[broker])
-            else:
-                self.client.outages.up(broker_group(broker))
+        self.client.outages.report((mq.broker_name for mq in queues), failed, broker_group, WAITS)
 
     def _refusing_reads(self, answers) -> set[str]:
         """The brokers whose latest offsets a slave answered (their master is away) and whose slave refuses pulls

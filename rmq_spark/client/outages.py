@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from typing import Callable, Iterable, Mapping
 
 # How often a call to something that is down is tried again by callers that ask ``due`` first.
 RETRY_DOWN_S = 5.0
@@ -45,6 +46,16 @@ class OutageLog:
             self._tried.pop(who, None)
         if since is not None:
             self._log.warning("%s answers again after %.1f s", who, time.monotonic() - since)
+
+    def report(self, brokers: Iterable[str], failed: Mapping[str, BaseException | str], who: Callable[[str], str],
+               consequence: str) -> None:
+        """The outcome of asking each of ``brokers`` (named in the log by ``who``): down with its error for those in
+        ``failed``, up for the others."""
+        for broker in sorted(set(brokers)):
+            if broker in failed:
+                self.down(who(broker), consequence, failed[broker])
+            else:
+                self.up(who(broker))
 
     def due(self, who: str, every: float = RETRY_DOWN_S) -> bool:
         """Whether ``who`` may be asked now: always while it is up; while it is down, once per ``every`` seconds

@@ -97,3 +97,16 @@ def test_the_mirror_retries_a_master_that_is_away_on_a_clock_not_at_every_call(m
     now[0] += outages.RETRY_DOWN_S
     store.persist_all()
     assert client.asked.count("broker-b") == 3
+
+
+def test_an_outage_report_logs_each_broker_down_once_and_back_up(caplog):
+    log = OutageLog(logging.getLogger("test.outages"))
+    name = "the master of broker {}".format
+    with caplog.at_level(logging.WARNING, "test.outages"):
+        log.report(["b", "a", "b"], {"b": "refused"}, name, "kept for later")
+        log.report(["a", "b"], {"b": "refused"}, name, "kept for later")
+        log.report(["b"], {}, name, "kept for later")
+    assert [r.getMessage() for r in caplog.records] == [
+        "the master of broker b did not answer (refused); kept for later",
+        caplog.records[1].getMessage()]
+    assert caplog.records[1].getMessage().startswith("the master of broker b answers again after ")
