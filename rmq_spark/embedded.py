@@ -115,15 +115,14 @@ class EmbeddedRocketMQ:
         self.name_server: str = ""
         self.brokers: dict[str, str] = {}  # broker group -> its master's address
         self.slaves: dict[tuple[str, int], str] = {}  # (broker group, broker id) -> the slave's address
-        # The v2 pull gateway beside the cluster ("127.0.0.1:PORT", None when started with gateway=False) and,
-        # with tls=True, the PEM file of its self-signed certificate (valid for localhost and 127.0.0.1).
+        # The v2 pull gateway beside the cluster ("127.0.0.1:PORT", None when started with gateway=False).
         self.gateway: str | None = None
-        self.gateway_cert: str | None = None
         # With stock_proxy=True, the gRPC address of the stock Apache RocketMQ proxy run in front of the cluster: a
         # real v2 server without the pull calls (it answers them UNIMPLEMENTED).
         self.stock_proxy: str | None = None
-        # With mutual_tls=True: the private CA's certificate (the servers' certificates are signed by it), and a
-        # client certificate and key it signed, which the name server, brokers and gateway require on TLS.
+        # With tls=True, the PEM file of the self-signed certificate that the name server, brokers and gateway serve
+        # (valid for localhost and 127.0.0.1). With mutual_tls=True: the private CA's certificate (the servers'
+        # certificates are signed by it), and a client certificate and key it signed, which they require on TLS.
         self.tls_ca: str | None = None
         self.tls_client_cert: str | None = None
         self.tls_client_key: str | None = None
@@ -178,7 +177,6 @@ class EmbeddedRocketMQ:
         self.brokers = {b["name"]: b["address"] for b in self._ready["brokers"]}
         self.slaves = {(b["name"], int(b["id"])): b["address"] for b in self._ready.get("slaves", [])}
         self.gateway = self._ready.get("gateway")
-        self.gateway_cert = self._ready.get("gatewayCert")
         self.stock_proxy = self._ready.get("stockProxy")
         self.tls_ca = self._ready.get("tlsCa")
         self.tls_client_cert = self._ready.get("tlsClientCert")

@@ -13,7 +13,7 @@ from typing import Iterable, Mapping
 
 from rmq_spark.client.base import Answers
 from rmq_spark.client.model import MessageQueue
-from rmq_spark.options import (EARLIEST, LATEST, START_KEY, ByTimestamp, Committed, Earliest, Latest, OffsetSpec,
+from rmq_spark.options import (START_KEY, ByTimestamp, Committed, Edge, OffsetSpec,
                                OptionError, SpecificOffsets, queue_offsets)
 
 
@@ -83,9 +83,9 @@ class OffsetResolver:
     def resolve(self, spec: OffsetSpec, queues: list[MessageQueue]) -> Answers:
         if not queues:
             return Answers()
-        if isinstance(spec, Earliest):
+        if spec is Edge.EARLIEST:
             return self.client.min_offsets(queues, partial=self.partial)
-        if isinstance(spec, Latest):
+        if spec is Edge.LATEST:
             return self.client.max_offsets(queues, partial=self.partial)
         if isinstance(spec, Committed):
             return self._committed(spec, queues)
@@ -93,8 +93,7 @@ class OffsetResolver:
             _check_known(spec.option, spec.offsets, queues)
             chosen = {mq: spec.offsets.get(mq, spec.default) for mq in queues}
             return _merge(Answers({mq: o for mq, o in chosen.items() if o >= 0}),
-                          self.resolve(Earliest(), [mq for mq, o in chosen.items() if o == EARLIEST]),
-                          self.resolve(Latest(), [mq for mq, o in chosen.items() if o == LATEST]))
+                          *(self.resolve(edge, [mq for mq, o in chosen.items() if o == edge]) for edge in Edge))
         if isinstance(spec, ByTimestamp):
             per_queue = spec.per_queue if spec.per_queue is not None else {mq: spec.timestamp for mq in queues}
             _check_known(spec.option, per_queue, queues)
@@ -105,19 +104,19 @@ class OffsetResolver:
             rest = [mq for mq in queues if mq not in per_queue]
             return _merge(*(self.client.search_offsets(mqs, ts, "lower", partial=self.partial)
                             for ts, mqs in by_ts.items()),
-                          self.resolve(Earliest() if spec.default == EARLIEST else Latest(), rest))
+                          self.resolve(spec.default, rest))
         raise TypeError(f"not an offset spec: {spec!r}")
 
     def _committed(self, spec: Committed, queues: list[MessageQueue]) -> Answers:
         stored = self.client.query_consumer_offsets(spec.group, queues, partial=self.partial)
         missing = [mq for mq, off in stored.items() if off is None or off < 0]
-        if missing and spec.fallback == "error":
+        if missing and spec.fallback is None:
             raise OptionError(f"consumer group {spec.group!r} has no committed offset for "
                               + ", ".join(str(mq) for mq in missing[:10])
                               + (" ..." if len(missing) > 10 else "")
                               + "; set startingOffsetsFallback to earliest or latest to start those queues there")
         found = Answers({mq: off for mq, off in stored.items() if off is not None and off >= 0}, stored.failed)
-        return _merge(found, self.resolve(Earliest() if spec.fallback == "earliest" else Latest(), missing))
+        return _merge(found, self.resolve(spec.fallback, missing))
 
 
 def _check_known(name: str, wanted: Iterable[MessageQueue], queues: Iterable[MessageQueue]) -> None:

@@ -5,17 +5,18 @@ Every error names the option and what it accepts. Secrets never appear in ``repr
 from __future__ import annotations
 
 import difflib
+import enum
 import json
 import re
 from dataclasses import dataclass, field
 from typing import Mapping, Union
 
-from rmq_spark.client.errors import RocketMQError
-from rmq_spark.client.compression import DEFAULT_MAX_MESSAGE_BYTES
-from rmq_spark.client.grpc.client import parse_endpoint
+from rmq_spark.client.addresses import address_list, host_port
+from rmq_spark.client.defaults import (DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_PULL_DEPTH,
+                                       DEFAULT_REQUEST_TIMEOUT, DEFAULT_RETRY_TIMEOUT)
+from rmq_spark.client.errors import AddressError, RocketMQError
 from rmq_spark.client.model import (DEFAULT_GROUP, DEFAULT_PRODUCER_GROUP, EVERY_MESSAGE, FILTER_TYPES,
                                     FilterExpression, MessageQueue)
-from rmq_spark.client.range_reader import DEFAULT_RETRY_TIMEOUT
 from rmq_spark.client.tls import TlsConfig
 
 
@@ -36,8 +37,8 @@ CONNECTION_OPTIONS: dict[str, str] = {
     "tlsServerName": "the name the servers' certificates must carry (default: the host connected to)",
     "tlsCertFile": "PEM client certificate (chain), for servers that require one (mutual TLS)",
     "tlsKeyFile": "PEM private key of tlsCertFile",
-    "requestTimeoutMs": "per-request timeout, default 10000",
-    "connectTimeoutMs": "connect timeout, default 5000",
+    "requestTimeoutMs": f"per-request timeout, default {DEFAULT_REQUEST_TIMEOUT * 1000:.0f}",
+    "connectTimeoutMs": f"connect timeout, default {DEFAULT_CONNECT_TIMEOUT * 1000:.0f}",
     "brokerRetryTimeoutMs": ("how long a task waits for a broker that went away or is busy before it fails, default "
                              f"{DEFAULT_RETRY_TIMEOUT * 1000:.0f}"),
     "maxMessageBytes": f"the most a message body may decompress to, default {DEFAULT_MAX_MESSAGE_BYTES}",
@@ -63,7 +64,7 @@ KNOWN_OPTIONS: dict[str, str] = {
     "minMessagesPerPartition": "read smaller queue ranges together in one task, up to this many, default 16384; 0: "
                                "one task per range",
     "failOnDataLoss": "true (default) or false",
-    "pullDepth": "pulls in flight per task, default 8",
+    "pullDepth": f"pulls in flight per task, default {DEFAULT_PULL_DEPTH}",
     "rowsPerBatch": "rows per Arrow batch a task yields, default 8192",
     "maxMessagesPerTrigger": "streaming: at most this many messages per micro-batch",
     "minMessagesPerTrigger": "streaming: wait for at least this many messages per micro-batch",
@@ -184,36 +185,32 @@ def parse_assign(value: str) -> frozenset[MessageQueue]:
     return frozenset(out)
 
 
-EARLIEST = -2
-LATEST = -1
-
-
 # -- where reading starts or ends, parsed once (as Spark's KafkaOffsetRangeLimit) -------------------------------
-@dataclass(frozen=True)
-class Earliest:
-    """Each queue's first offset held by the broker."""
+class Edge(enum.IntEnum):
+    """Each queue's first offset held by the broker, or its end (the offset after its last message). The values
+    stand for them in offsets JSON, as in Spark's Kafka source."""
 
-
-@dataclass(frozen=True)
-class Latest:
-    """Each queue's end (the offset after its last message)."""
+    EARLIEST = -2
+    LATEST = -1
 
 
 @dataclass(frozen=True)
 class Committed:
-    """The consumer group's committed offsets; queues without one start at ``fallback`` (earliest, latest, error)."""
+    """The consumer group's committed offsets; queues without one start at ``fallback``, or fail the query when it
+    is None (startingOffsetsFallback=error)."""
 
     group: str
-    fallback: str = "earliest"
+    fallback: Edge | None = Edge.EARLIEST
 
 
 @dataclass(frozen=True)
 class SpecificOffsets:
-    """Offsets per queue from an option's JSON (-2 earliest, -1 latest); queues left out take ``default``."""
+    """Offsets per queue from an option's JSON (an Edge's value for earliest or latest); queues left out take
+    ``default``."""
 
     option: str
     offsets: dict[MessageQueue, int]
-    default: int
+    default: Edge
 
 
 @dataclass(frozen=True)
@@ -224,10 +221,10 @@ class ByTimestamp:
     option: str
     timestamp: int | None = None
     per_queue: dict[MessageQueue, int] | None = None
-    default: int = EARLIEST
+    default: Edge = Edge.EARLIEST
 
 
-OffsetSpec = Union[Earliest, Latest, Committed, SpecificOffsets, ByTimestamp]
+OffsetSpec = Union[Edge, Committed, SpecificOffsets, ByTimestamp]
 
 
 def queue_offsets(nested: Mapping[str, Mapping[str, int]]) -> dict[MessageQueue, int]:
@@ -256,17 +253,17 @@ class ConnectionOptions:
     tls_server_name: str | None = None
     tls_cert_file: str | None = None
     tls_key_file: str | None = None
-    request_timeout_ms: int = 10_000
-    connect_timeout_ms: int = 5_000
+    request_timeout_ms: int = int(DEFAULT_REQUEST_TIMEOUT * 1000)
+    connect_timeout_ms: int = int(DEFAULT_CONNECT_TIMEOUT * 1000)
     broker_retry_timeout_ms: int = int(DEFAULT_RETRY_TIMEOUT * 1000)
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
 
     @property
-    def tls_config(self) -> TlsConfig | bool:
-        """What the clients get for option tls and the tls* files: a TlsConfig when any file or name is set."""
-        if self.tls_ca_file or self.tls_server_name or self.tls_cert_file:
+    def tls_config(self) -> TlsConfig | None:
+        """What the clients get for option tls and the tls* files: None for plain TCP."""
+        if self.tls or self.tls_ca_file or self.tls_server_name or self.tls_cert_file:
             return TlsConfig(self.tls_ca_file, self.tls_server_name, self.tls_cert_file, self.tls_key_file)
-        return self.tls
+        return None
 
     @property
     def broker_retry_timeout(self) -> float:
@@ -282,8 +279,8 @@ class SourceOptions(ConnectionOptions):
     topic_pattern: str | None = None
     assign: frozenset[MessageQueue] | None = None  # option assign: only these queues of ``topics``
     filter: FilterExpression = EVERY_MESSAGE  # subExpression and expressionType
-    starting: OffsetSpec = Earliest()
-    ending: OffsetSpec = Latest()
+    starting: OffsetSpec = Edge.EARLIEST
+    ending: OffsetSpec = Edge.LATEST
     consumer_group: str | None = None
     min_partitions: int | None = None
     max_messages_per_partition: int | None = None
@@ -291,7 +288,7 @@ class SourceOptions(ConnectionOptions):
     # messages: smaller parts are read together by one task (two Arrow batches of the default size).
     min_messages_per_partition: int = 16384
     fail_on_data_loss: bool = True
-    pull_depth: int = 8
+    pull_depth: int = DEFAULT_PULL_DEPTH
     rows_per_batch: int = 8192
     max_messages_per_trigger: int | None = None
     min_messages_per_trigger: int | None = None
@@ -398,17 +395,13 @@ def _connection(opts: Mapping[str, str]) -> dict[str, object]:
     if not name_server and not endpoint:
         raise OptionError("option nameServer is required: the name server addresses, host:port[;host:port] "
                           "(or option endpoint, the host:port of a gRPC pull gateway)")
-    for addr in (name_server or "").replace(",", ";").split(";"):
-        host, sep, port = addr.strip().rpartition(":")
-        if addr.strip() and (not sep or not host or not port.isdigit()):
-            raise OptionError(f"option nameServer: {addr.strip()!r} is not host:port")
-    if endpoint:
-        if ";" in endpoint or "," in endpoint:
-            raise OptionError(f"option endpoint takes one host:port (the gateway), not a list: {endpoint!r}")
-        try:
-            parse_endpoint(endpoint)
-        except ValueError as e:
-            raise OptionError(f"option {e}") from None
+    if endpoint and (";" in endpoint or "," in endpoint):
+        raise OptionError(f"option endpoint takes one host:port (the gateway), not a list: {endpoint!r}")
+    try:
+        address_list(name_server, "option nameServer:") if name_server else host_port(endpoint or "",
+                                                                                      "option endpoint")
+    except AddressError as e:
+        raise OptionError(str(e)) from None
     if ("accessKey" in opts) != ("secretKey" in opts):
         raise OptionError("options accessKey and secretKey go together: set both or neither")
     tls_files = {attr: opts[name].strip() for name, attr in _TLS_FILE_OPTIONS.items() if opts.get(name, "").strip()}
@@ -469,16 +462,16 @@ def parse_options(raw: Mapping[str, str], *, streaming: bool = False) -> SourceO
                 raise OptionError(f"option {name} is for batch queries only; a streaming query has no end")
     fallback = _parse_choice("startingOffsetsFallback", opts.get("startingOffsetsFallback", "earliest"),
                              ("earliest", "latest", "error"))
-    starting = _offset_spec(opts, "starting", consumer_group, fallback,
-                            default=Latest() if streaming else Earliest())
-    ending = _offset_spec(opts, "ending", consumer_group, fallback, default=Latest())
+    starting = _offset_spec(opts, "starting", consumer_group, None if fallback == "error" else Edge[fallback.upper()],
+                            default=Edge.LATEST if streaming else Edge.EARLIEST)
+    ending = _offset_spec(opts, "ending", consumer_group, None, default=Edge.LATEST)
     if assign is not None:
         for spec in (starting, ending):
             named = set(getattr(spec, "offsets", None) or getattr(spec, "per_queue", None) or ())
             if named - assign:
                 raise OptionError(f"option {spec.option} names queues that option assign does not: "
                                   f"{', '.join(map(str, sorted(named - assign)))}; name only assigned queues")
-    if isinstance(starting, Latest) and not streaming:
+    if starting is Edge.LATEST and not streaming:
         raise OptionError("option startingOffsets=latest is for streaming queries; a batch query from latest "
                           "would be empty (use earliest, committed, JSON offsets or a timestamp)")
 
@@ -525,12 +518,12 @@ def parse_sink_options(raw: Mapping[str, str]) -> SinkOptions:
                        **{**connection, **_typed_values(opts)})
 
 
-def _offset_spec(opts: Mapping[str, str], side: str, group: str | None, fallback: str, *,
+def _offset_spec(opts: Mapping[str, str], side: str, group: str | None, fallback: Edge | None, *,
                  default: OffsetSpec) -> OffsetSpec:
     """The start (``side`` "starting") or end ("ending") of reading, from its three options. Precedence as in
     Spark's Kafka source: {side}Timestamp, then {side}OffsetsByTimestamp, then {side}Offsets."""
     name_ts, name_by_ts, name_offsets = f"{side}Timestamp", f"{side}OffsetsByTimestamp", f"{side}Offsets"
-    unnamed = EARLIEST if side == "starting" else LATEST
+    unnamed = Edge.EARLIEST if side == "starting" else Edge.LATEST
     if name_ts in opts:
         return ByTimestamp(name_ts, timestamp=_parse_int(name_ts, opts[name_ts], minimum=0))
     if name_by_ts in opts:
@@ -547,17 +540,15 @@ def _offset_spec(opts: Mapping[str, str], side: str, group: str | None, fallback
     v = opts[name_offsets].strip()
     word = v.lower()
     if word in words:
-        if word == "earliest":
-            return Earliest()
-        if word == "latest":
-            return Latest()
+        if word != "committed":
+            return Edge[word.upper()]
         if group is None:
             raise OptionError(f"option {name_offsets}=committed needs option consumerGroup")
         return Committed(group, fallback)
     if v.startswith("{"):
         offsets = queue_offsets(parse_queue_json(name_offsets, v, what="offsets (-2 earliest, -1 latest)"))
         for mq, o in offsets.items():
-            if o < EARLIEST:
+            if o < Edge.EARLIEST:
                 raise OptionError(f"option {name_offsets}: offset {o} for {mq} is not valid (use >= 0, -2 earliest, "
                                   "-1 latest)")
         return SpecificOffsets(name_offsets, offsets, unnamed)

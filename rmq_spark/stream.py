@@ -22,7 +22,7 @@ from rmq_spark.client.model import MessageQueue
 from rmq_spark.connect import new_client
 from rmq_spark.offset_store import OffsetStore
 from rmq_spark.offsets import OffsetResolver, offsets_from_json, offsets_to_json, recorded_start
-from rmq_spark.options import Committed, Earliest, OptionError, SourceOptions
+from rmq_spark.options import Committed, Edge, OptionError, SourceOptions
 from rmq_spark.planning import plan_ranges, query_topics
 from rmq_spark.queue_watch import QueueWatch
 from rmq_spark.schema import COLUMNS
@@ -198,7 +198,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """Where queues that appear after the start are read from: the group's committed offset when the query
         starts from committed offsets, else their first offset (as Spark's Kafka source reads new partitions)."""
         spec = self.options.starting
-        spec = Committed(spec.group, "earliest") if isinstance(spec, Committed) else Earliest()
+        spec = Committed(spec.group) if isinstance(spec, Committed) else Edge.EARLIEST
         starts = OffsetResolver(self.client, partial=True).resolve(spec, queues)
         for mq, o in sorted(starts.items()):
             log.info("rocketmq source: new queue %s enters at offset %d", mq, o)

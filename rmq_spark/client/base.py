@@ -10,14 +10,14 @@ import time
 from typing import Any, Callable, Iterable, Iterator, Mapping, Protocol, Sequence
 
 from rmq_spark.client import hints
-from rmq_spark.client.compression import DEFAULT_MAX_MESSAGE_BYTES
+from rmq_spark.client.defaults import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_PULL_DEPTH, DEFAULT_RETRY_TIMEOUT
 from rmq_spark.client.errors import (RETRYABLE, BrokerError, BrokerUnavailableError, RocketMQError,
                                      UnsupportedError)
 from rmq_spark.client.model import (DEFAULT_GROUP, DEFAULT_PRODUCER_GROUP, EVERY_MESSAGE, SLOT, FilterExpression,
                                     HalfMessage, Message, MessageQueue, OutgoingMessage, PullResult, SendResult,
                                     TopicRoute)
 from rmq_spark.client.outages import OutageLog
-from rmq_spark.client.range_reader import DEFAULT_RETRY_TIMEOUT, PullSession, RangeReader, SharedPulls
+from rmq_spark.client.range_reader import PullSession, RangeReader, SharedPulls
 
 log = logging.getLogger(__name__)
 
@@ -348,7 +348,7 @@ class BaseClient:
         return self.pull_async(mq, offset, max_nums, **kw).result()
 
     # -- exact range reads -----------------------------------------------------------------------------------
-    def read_range(self, mq: MessageQueue, start: int, end: int, *, depth: int = 8, group: str = DEFAULT_GROUP,
+    def read_range(self, mq: MessageQueue, start: int, end: int, *, depth: int = DEFAULT_PULL_DEPTH, group: str = DEFAULT_GROUP,
                    expression: FilterExpression = EVERY_MESSAGE, fail_on_data_loss: bool = True,
                    retry_timeout: float = DEFAULT_RETRY_TIMEOUT, sparse: bool = False) -> Iterator[Message]:
         """Every message of ``mq`` with ``start <= queueOffset < end`` that matches the filter, in order,

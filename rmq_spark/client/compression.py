@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import zlib
 
+from rmq_spark.client.defaults import DEFAULT_MAX_MESSAGE_BYTES  # noqa: F401 (the decoders' default bound)
 from rmq_spark.client.errors import ProtocolError
 
 try:  # optional at import so that the pure-Python parts stay importable; both are dependencies
@@ -18,9 +19,6 @@ except ImportError:  # pragma: no cover
     _zstd = None
 
 ZLIB, GZIP, LZ4, ZSTD = "zlib", "gzip", "lz4", "zstd"
-# A message body may decompress to at most this (option maxMessageBytes): four times the broker's default
-# maxMessageSize (4 MiB), which the Java producer checks before it compresses.
-DEFAULT_MAX_MESSAGE_BYTES = 16 << 20
 
 
 class MessageTooLargeError(ProtocolError):

@@ -18,6 +18,10 @@ class ProtocolError(RocketMQError):
     """Bytes that do not follow the RocketMQ wire format (truncated or malformed frame, header or message)."""
 
 
+class AddressError(RocketMQError, ValueError):
+    """A server address is not ``host:port``."""
+
+
 class ConnectionLostError(RocketMQError):
     """The connection closed or broke while a request was pending, or could not be opened."""
 

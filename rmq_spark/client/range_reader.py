@@ -19,12 +19,11 @@ import time
 from dataclasses import dataclass
 from typing import Iterator, Protocol
 
+from rmq_spark.client.defaults import DEFAULT_PULL_DEPTH, DEFAULT_RETRY_TIMEOUT
 from rmq_spark.client.errors import RETRYABLE, BrokerUnavailableError, DataLossError, RocketMQError
 from rmq_spark.client.model import EVERY_MESSAGE, SLOT, FilterExpression, MessageQueue, PullResult
 from rmq_spark.compiled import BlockGatherer, RangeCursor
 
-# How long a task waits for a broker that went away (restart, commit-log recovery, fail-over) before it fails.
-DEFAULT_RETRY_TIMEOUT = 600.0
 _NO_LIMIT = 1 << 62
 # The cursor's faults, as errors.
 _FAULTS = {"lost": DataLossError, "refused": RocketMQError, "unavailable": BrokerUnavailableError}
@@ -106,7 +105,7 @@ class RangeChunk:
 class RangeReader:
     """Reads ``[start, end)`` of ``mq`` into a builder (``fill``); ``lost`` counts offsets skipped for data loss."""
 
-    def __init__(self, client: Puller, mq: MessageQueue, start: int, end: int, *, depth: int = 8,
+    def __init__(self, client: Puller, mq: MessageQueue, start: int, end: int, *, depth: int = DEFAULT_PULL_DEPTH,
                  slot: int = SLOT, group: str, expression: FilterExpression = EVERY_MESSAGE,
                  fail_on_data_loss: bool = True, retry_timeout: float = DEFAULT_RETRY_TIMEOUT,
                  sparse: bool = False) -> None:

@@ -85,7 +85,7 @@ def _query_offset(rocketmq, request: bytes) -> tuple[int, str, int]:
 def test_ready_reports_a_gateway_that_accepts_connections(rocketmq):
     host, _, port = rocketmq.gateway.rpartition(":")
     assert host == "127.0.0.1" and int(port) > 0
-    assert rocketmq.gateway_cert is None  # no TLS unless asked
+    assert rocketmq.tls_ca is None  # no TLS unless asked
     with socket.create_connection((host, int(port)), timeout=5):
         pass
 

@@ -1,6 +1,7 @@
-"""TLS: the client talks TLS to a name server and broker that accept it (RocketMQ's permissive mode with its
-self-signed test certificate); certificate verification stays on by default and fails clearly on that one. With a
-private CA and mutual TLS (client certificates required), through both transports and from Spark options."""
+"""TLS: the client talks TLS to a name server, broker and gateway that accept it (RocketMQ's permissive mode, with
+the shim's self-signed certificate); certificate verification stays on by default and fails clearly without the
+certificate to trust. With a private CA and mutual TLS (client certificates required), through both transports and
+from Spark options."""
 from __future__ import annotations
 
 import ssl
@@ -19,15 +20,8 @@ def tls_cluster():
     yield from seeded_cluster("Encrypted", queues=1, count=3, prefix="e", tls=True)
 
 
-def _trust_any() -> ssl.SSLContext:
-    ctx = ssl.create_default_context()
-    ctx.check_hostname = False
-    ctx.verify_mode = ssl.CERT_NONE  # the broker's self-signed test certificate
-    return ctx
-
-
 def test_reads_over_tls(tls_cluster):
-    with RemotingClient(tls_cluster.name_server, tls=_trust_any()) as client:
+    with RemotingClient(tls_cluster.name_server, tls=TlsConfig(ca_file=tls_cluster.tls_ca)) as client:
         mq = MessageQueue("Encrypted", "broker-a", 0)
         assert [m.body for m in client.read_range(mq, 0, client.max_offset(mq))] == [b"e0", b"e1", b"e2"]
         broker = client.broker_address("Encrypted", "broker-a")
@@ -36,20 +30,19 @@ def test_reads_over_tls(tls_cluster):
 
 
 def test_certificate_verification_is_on_by_default(tls_cluster):
-    with RemotingClient(tls_cluster.name_server, tls=True) as client:
+    with RemotingClient(tls_cluster.name_server, tls=TlsConfig()) as client:
         with pytest.raises(ConnectionLostError, match="cannot connect to .*CERTIFICATE_VERIFY_FAILED"):
             client.route("Encrypted")
 
 
 def test_reads_over_tls_through_the_gateway(tls_cluster):
-    cert = Path(tls_cluster.gateway_cert).read_bytes()
-    with GrpcClient(tls_cluster.gateway, root_certificates=cert, server_name="localhost") as client:
+    with GrpcClient(tls_cluster.gateway, tls=TlsConfig(ca_file=tls_cluster.tls_ca, server_name="localhost")) as client:
         mq = MessageQueue("Encrypted", "broker-a", 0)
         assert [m.body for m in client.read_range(mq, 0, client.max_offset(mq))] == [b"e0", b"e1", b"e2"]
 
 
 def test_the_gateway_certificate_is_verified_and_plaintext_refused(tls_cluster):
-    with GrpcClient(tls_cluster.gateway, tls=True, connect_timeout=2) as client:  # system roots only
+    with GrpcClient(tls_cluster.gateway, tls=TlsConfig(), connect_timeout=2) as client:  # system roots only
         with pytest.raises(ConnectionLostError, match="TLS handshake .* failed.*set tlsCaFile"):
             client.route("Encrypted")
     with GrpcClient(tls_cluster.gateway, connect_timeout=2) as client:  # no TLS at all

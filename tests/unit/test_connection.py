@@ -15,6 +15,7 @@ import pytest
 from rmq_spark.client.errors import ConnectionLostError, ProtocolError, RequestTimeoutError
 from rmq_spark.client.remoting.connection import Connection, ConnectionPool, DirectConnection
 from rmq_spark.client.remoting.frame import RemotingCommand, encode_command
+from rmq_spark.client.tls import TlsConfig
 from tests.conftest import record_error
 from tests.support.loopback_peer import Peer, read_request
 
@@ -349,7 +350,7 @@ def test_range_reads_pull_over_direct_connections_unless_tls_and_natively_unless
     assert isinstance(plain, DirectPulls) and plain.native
     signed = RemotingClient("127.0.0.1:9876", credentials=Credentials("ak", "sk")).pull_session(mq, group="g")
     assert isinstance(signed, DirectPulls) and not signed.native  # a signature covers every field: no template
-    assert isinstance(RemotingClient("127.0.0.1:9876", tls=True).pull_session(mq, group="g"), SharedPulls)
+    assert isinstance(RemotingClient("127.0.0.1:9876", tls=TlsConfig()).pull_session(mq, group="g"), SharedPulls)
 
 
 def test_a_native_pull_is_the_request_the_command_path_sends(peer_factory):

@@ -13,7 +13,7 @@ from rmq_spark.client.errors import AuthError, ConnectionLostError, RocketMQErro
 from rmq_spark.client.grpc import client as grpc_client
 from rmq_spark.client.grpc import messages, status
 from rmq_spark.client.grpc.auth import Metadata, signature
-from rmq_spark.client.grpc.client import GrpcClient, parse_endpoint, route_from_queues
+from rmq_spark.client.grpc.client import GrpcClient, route_from_queues
 from rmq_spark.client.grpc.v2 import definition_pb2 as pb
 from rmq_spark.client.grpc.v2 import service_pb2 as svc
 from rmq_spark.client.model import Credentials, MessageQueue
@@ -35,13 +35,6 @@ def test_metadata_signs_without_showing_the_secret():
     assert md["x-mq-session-token"] == "tok" and md["x-mq-broker-name"] == "b" and md["x-mq-protocol"] == "v2"
     assert not any("s3cr3t" in v for v in md.values())
     assert "authorization" not in dict(Metadata(None, "v")())
-
-
-def test_parse_endpoint():
-    assert parse_endpoint("gw:8081") == ("gw", 8081) and parse_endpoint("[::1]:9") == ("::1", 9)
-    for bad in ("gw", "gw:", ":1", "gw:x", "gw:70000"):
-        with pytest.raises(ValueError, match="not host:port"):
-            parse_endpoint(bad)
 
 
 def test_route_from_queues_counts_leading_readable_and_writable_ids():

@@ -2,11 +2,13 @@
 from __future__ import annotations
 
 import pickle
+import subprocess
+import sys
 
 import pytest
 
 from rmq_spark.client.model import FilterExpression, MessageQueue
-from rmq_spark.options import (EARLIEST, LATEST, ByTimestamp, Committed, Earliest, Latest, OptionError, SourceOptions,
+from rmq_spark.options import (ByTimestamp, Committed, Edge, OptionError, SourceOptions,
                                SpecificOffsets, parse_duration_ms, parse_options, parse_sink_options)
 
 BASE = {"nameserver": "127.0.0.1:9876", "topic": "T"}
@@ -103,24 +105,24 @@ def test_secret_not_in_errors():
 def test_streaming_rejects_ending_options():
     with pytest.raises(OptionError, match="endingOffsets is for batch queries only"):
         parse_options({**BASE, "endingOffsets": "latest"}, streaming=True)
-    assert parse_options({**BASE, "startingOffsets": "latest"}, streaming=True).starting == Latest()
+    assert parse_options({**BASE, "startingOffsets": "latest"}, streaming=True).starting == Edge.LATEST
 
 
 def test_offset_options_are_parsed_once_into_typed_specs():
     mq = MessageQueue("T", "broker-a", 0)
-    assert parse_options(BASE).starting == Earliest() and parse_options(BASE).ending == Latest()
-    assert parse_options(BASE, streaming=True).starting == Latest()
+    assert parse_options(BASE).starting == Edge.EARLIEST and parse_options(BASE).ending == Edge.LATEST
+    assert parse_options(BASE, streaming=True).starting == Edge.LATEST
     o = parse_options({**BASE, "startingOffsets": '{"T": {"broker-a/00": 7}}', "endingOffsets": "latest"})
-    assert o.starting == SpecificOffsets("startingOffsets", {mq: 7}, EARLIEST) and o.ending == Latest()
+    assert o.starting == SpecificOffsets("startingOffsets", {mq: 7}, Edge.EARLIEST) and o.ending == Edge.LATEST
     o = parse_options({**BASE, "startingOffsets": "committed", "consumerGroup": "g",
                        "startingOffsetsFallback": "ERROR"})
-    assert o.starting == Committed("g", "error")
+    assert o.starting == Committed("g", None)
     # precedence as in Spark's Kafka source: timestamp, then per-queue timestamps, then offsets
     o = parse_options({**BASE, "startingOffsets": "earliest", "startingOffsetsByTimestamp": '{"T": {"broker-a/0": 5}}',
                        "startingTimestamp": "9"})
     assert o.starting == ByTimestamp("startingTimestamp", timestamp=9)
     o = parse_options({**BASE, "endingOffsets": "latest", "endingOffsetsByTimestamp": '{"T": {"broker-a/0": 5}}'})
-    assert o.ending == ByTimestamp("endingOffsetsByTimestamp", per_queue={mq: 5}, default=LATEST)
+    assert o.ending == ByTimestamp("endingOffsetsByTimestamp", per_queue={mq: 5}, default=Edge.LATEST)
 
 
 def test_one_default_per_option():
@@ -161,3 +163,11 @@ def test_assign_names_the_only_queues_read():
     assert o.assign == {MessageQueue("A", "broker-a", 0), MessageQueue("A", "broker-a", 2),
                         MessageQueue("B", "broker-b", 1)}
     assert parse_options(BASE).assign is None
+
+
+def test_parsing_options_needs_neither_grpc_nor_the_native_core():
+    probe = ("import sys, rmq_spark.options as o; o.parse_options({'nameServer': 'h:1', 'topic': 'T'}); "
+             "print(sorted(m for m in sys.modules if m.split('.')[0] == 'grpc' or m in "
+             "('rmq_spark._native', 'rmq_spark.compiled')))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

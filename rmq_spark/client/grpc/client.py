@@ -10,7 +10,8 @@ import grpc.experimental
 
 from rmq_spark.client import hints
 from rmq_spark.client.base import BaseClient
-from rmq_spark.client.compression import DEFAULT_MAX_MESSAGE_BYTES
+from rmq_spark.client.addresses import host_port
+from rmq_spark.client.defaults import DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_REQUEST_TIMEOUT
 from rmq_spark.client.errors import ProtocolError, RocketMQError, UnsupportedError
 from rmq_spark.client.grpc import messages, status
 from rmq_spark.client.grpc.auth import Metadata
@@ -32,15 +33,6 @@ _FILTER_TYPES = {"TAG": pb.TAG, "SQL92": pb.SQL}
 # The first byte of a PullMessageResponse frame that holds a message (field 2, length-delimited): such frames are
 # kept as they are, for the native gatherer; the two others of a pull (status, next offset) are parsed here.
 _MESSAGE_FIELD = b"\x12"
-
-
-def parse_endpoint(endpoint: str) -> tuple[str, int]:
-    """``host:port`` (IPv6 in brackets) -> (host, port); ValueError names what is wrong."""
-    host, sep, port = endpoint.strip().rpartition(":")
-    host = host.strip("[]")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ValueError(f"endpoint {endpoint!r} is not host:port")
-    return host, int(port)
 
 
 def _endpoints(host: str, port: int) -> pb.Endpoints:
@@ -159,19 +151,16 @@ class GrpcClient(BaseClient):
     """A RocketMQ client over the apache.rocketmq.v2 gRPC API of one endpoint (``host:port``). Thread-safe; the
     channel opens on first use."""
 
-    def __init__(self, endpoint: str, *, credentials: Credentials | None = None, tls: bool | TlsConfig = False,
-                 root_certificates: bytes | None = None, server_name: str | None = None,
-                 request_timeout: float = 10.0, connect_timeout: float = 5.0, route_ttl: float = 30.0,
+    def __init__(self, endpoint: str, *, credentials: Credentials | None = None, tls: TlsConfig | None = None,
+                 request_timeout: float = DEFAULT_REQUEST_TIMEOUT, connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+                 route_ttl: float = 30.0,
                  max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> None:
         super().__init__(route_ttl=route_ttl, max_message_bytes=max_message_bytes)
-        self._host, self._port = parse_endpoint(endpoint)
+        self._host, self._port = host_port(endpoint, "endpoint")
         self.endpoint = endpoint.strip()
         self.request_timeout = request_timeout
         self.connect_timeout = connect_timeout
-        self._tls_config = tls if isinstance(tls, TlsConfig) else TlsConfig()
-        self._tls = bool(tls) or root_certificates is not None
-        self._roots = root_certificates
-        self._server_name = server_name or self._tls_config.server_name
+        self._tls = tls
         self._metadata = Metadata(credentials, CLIENT_VERSION)
         self._channel: grpc.Channel | None = None
         self._credentials: grpc.ChannelCredentials | None = None  # held as long as the channel
@@ -207,12 +196,12 @@ class GrpcClient(BaseClient):
             # itself: 2.5x the messages per CPU-second. Calls still start (and run) when they are made.
             options.append((grpc.experimental.ChannelOptions.SingleThreadedUnaryStream, 1))
             target = f"{self._host}:{self._port}" if ":" not in self._host else f"[{self._host}]:{self._port}"
-            if self._tls:
-                if self._server_name:
-                    options.append(("grpc.ssl_target_name_override", self._server_name))
-                roots, key, chain = self._tls_config.grpc_parts()
-                self._credentials = grpc.ssl_channel_credentials(root_certificates=self._roots or roots,
-                                                                 private_key=key, certificate_chain=chain)
+            if self._tls is not None:
+                if self._tls.server_name:
+                    options.append(("grpc.ssl_target_name_override", self._tls.server_name))
+                roots, key, chain = self._tls.grpc_parts()
+                self._credentials = grpc.ssl_channel_credentials(root_certificates=roots, private_key=key,
+                                                                 certificate_chain=chain)
                 self._channel = grpc.secure_channel(target, self._credentials, options=options)
             else:
                 self._channel = grpc.insecure_channel(target, options=options)

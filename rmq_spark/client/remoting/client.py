@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 import functools
-import ssl
 from typing import Callable, Iterable, Sequence, TypeVar
 
+from rmq_spark.client.addresses import address_list
 from rmq_spark.client.base import BaseClient
-from rmq_spark.client.compression import DEFAULT_MAX_MESSAGE_BYTES
+from rmq_spark.client.defaults import DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_REQUEST_TIMEOUT
 from rmq_spark.client.errors import (BrokerBusyError, BrokerUnavailableError, ConnectionLostError, RocketMQError,
                                     TopicNotFoundError)
 from rmq_spark.client.model import (DEFAULT_GROUP, DEFAULT_PRODUCER_GROUP, EVERY_MESSAGE, MASTER_ID, SLOT, BrokerData,
@@ -19,7 +19,7 @@ from rmq_spark.client.remoting import acl
 from rmq_spark.client.remoting.connection import ConnectionPool, DirectConnection, PendingRequest, pipe_failure
 from rmq_spark.client.remoting.frame import RemotingCommand, command_of, request_template
 from rmq_spark.client.remoting.message_codec import compressed_for_send, decode_messages
-from rmq_spark.client.remoting.namesrv import NameServerClient, parse_name_servers
+from rmq_spark.client.remoting.namesrv import NameServerClient
 from rmq_spark.client.tls import TlsConfig
 from rmq_spark.compiled import BlockGatherer, RangeCursor
 
@@ -130,14 +130,6 @@ class DirectPulls:
             conn.close()
 
 
-def _tls_context(tls: bool | ssl.SSLContext | TlsConfig) -> ssl.SSLContext | None:
-    if isinstance(tls, ssl.SSLContext):
-        return tls
-    if isinstance(tls, TlsConfig):
-        return tls.ssl_context()
-    return ssl.create_default_context() if tls else None
-
-
 class RemotingClient(BaseClient):
     """A RocketMQ client over the native remoting protocol (name server and brokers). Thread-safe.
 
@@ -146,14 +138,13 @@ class RemotingClient(BaseClient):
     connect; consumer offsets and sends go to the master only."""
 
     def __init__(self, name_server: str | list[str], *, credentials: Credentials | None = None,
-                 tls: bool | ssl.SSLContext | TlsConfig = False, request_timeout: float = 10.0,
-                 connect_timeout: float = 5.0,
-                 route_ttl: float = 30.0, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> None:
+                 tls: TlsConfig | None = None, request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
+                 connect_timeout: float = DEFAULT_CONNECT_TIMEOUT, route_ttl: float = 30.0, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> None:
         super().__init__(route_ttl=route_ttl, max_message_bytes=max_message_bytes)
-        addresses = parse_name_servers(name_server) if isinstance(name_server, str) else list(name_server)
+        addresses = address_list(name_server) if isinstance(name_server, str) else list(name_server)
         self.request_timeout = request_timeout
-        self._pool = ConnectionPool(connect_timeout=connect_timeout, tls=_tls_context(tls),
-                                    server_name=tls.server_name if isinstance(tls, TlsConfig) else None,
+        self._pool = ConnectionPool(connect_timeout=connect_timeout, tls=tls.ssl_context() if tls else None,
+                                    server_name=tls.server_name if tls else None,
                                     signer=functools.partial(acl.sign, credentials) if credentials else None)
         self._namesrv = NameServerClient(self._pool, addresses, timeout=request_timeout)
         # the broker id each queue's broker last suggested for its next pull (PullAPIWrapper.pullFromWhichNodeTable)

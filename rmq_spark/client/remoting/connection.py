@@ -12,6 +12,8 @@ import time
 from typing import Callable, TypeVar
 
 from rmq_spark.client import hints
+from rmq_spark.client.addresses import host_port
+from rmq_spark.client.defaults import DEFAULT_CONNECT_TIMEOUT
 from rmq_spark.client.errors import ConnectionLostError, ProtocolError, RequestTimeoutError, RocketMQError
 from rmq_spark.client.remoting.frame import RemotingCommand, command_of, decode_frame, encode_command
 from rmq_spark.compiled import FramePipe
@@ -35,14 +37,6 @@ T = TypeVar("T")
 def next_opaque() -> int:
     """The next request id, in 1..2^31-1 and wrapping: the header carries it as a signed int32."""
     return (next(_opaques) - 1) % _OPAQUE_MAX + 1
-
-
-def split_address(address: str) -> tuple[str, int]:
-    """``host:port`` (or ``[v6]:port``) → (host, port); raise RocketMQError naming the address if malformed."""
-    host, sep, port = address.strip().rpartition(":")
-    if not sep or not host or not port.isdigit():
-        raise RocketMQError(f"address {address!r} is not host:port")
-    return host.strip("[]"), int(port)
 
 
 def _request_frame(cmd: RemotingCommand, signer: Signer | None) -> bytes:
@@ -110,7 +104,7 @@ class Connection:
     connection is replaced, not kept), the reader fails every pending request and closes the connection on any
     error, and requests nobody waits for are dropped after their deadline."""
 
-    def __init__(self, address: str, *, connect_timeout: float = 5.0, tls: ssl.SSLContext | None = None,
+    def __init__(self, address: str, *, connect_timeout: float = DEFAULT_CONNECT_TIMEOUT, tls: ssl.SSLContext | None = None,
                  server_name: str | None = None, signer: Signer | None = None) -> None:
         self.address = address
         self._signer = signer
@@ -119,7 +113,7 @@ class Connection:
         self._pending_lock = threading.Lock()
         self._closed_error: RocketMQError | None = None
         self.last_received = time.monotonic()
-        host, port = split_address(address)
+        host, port = host_port(address)
         try:
             sock = socket.create_connection((host, port), timeout=connect_timeout)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -312,10 +306,10 @@ class DirectConnection:
     a RuntimeError). A late answer, a send that does not finish in time, a malformed frame or a broken socket
     closes it; the owner opens a new one."""
 
-    def __init__(self, address: str, *, connect_timeout: float = 5.0, signer: Signer | None = None) -> None:
+    def __init__(self, address: str, *, connect_timeout: float = DEFAULT_CONNECT_TIMEOUT, signer: Signer | None = None) -> None:
         self.address = address
         self._signer = signer
-        host, port = split_address(address)
+        host, port = host_port(address)
         try:
             self.pipe = FramePipe(host, port, connect_timeout, MAX_FRAME_LENGTH)
         except OSError as e:
@@ -365,7 +359,7 @@ class ConnectionPool:
 
     COOLDOWN_S = 2.0
 
-    def __init__(self, *, connect_timeout: float = 5.0, tls: ssl.SSLContext | None = None,
+    def __init__(self, *, connect_timeout: float = DEFAULT_CONNECT_TIMEOUT, tls: ssl.SSLContext | None = None,
                  server_name: str | None = None, signer: Signer | None = None) -> None:
         self._connect_timeout = connect_timeout
         self._tls = tls

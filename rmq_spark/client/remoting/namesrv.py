@@ -9,11 +9,6 @@ from rmq_spark.client.remoting.frame import RemotingCommand, parse_loose_json
 from rmq_spark.client.remoting.status import check
 
 
-def parse_name_servers(spec: str) -> list[str]:
-    """``host:port;host:port`` (commas accepted too) → list of addresses."""
-    return [a.strip() for a in spec.replace(",", ";").split(";") if a.strip()]
-
-
 class NameServerClient:
     """Asks the first reachable name server; remembers which one answered last."""
 

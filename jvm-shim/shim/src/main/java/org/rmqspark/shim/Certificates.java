@@ -29,7 +29,7 @@ import java.util.Date;
  * Test certificates, PEM (keys as PKCS#8), valid for the names localhost, 127.0.0.1 and ::1 so that a client
  * connecting to the loopback address verifies them without overriding the target name:
  * <ul>
- * <li>{@link #selfSigned}: one self-signed server certificate (the gateway's plain --tls);</li>
+ * <li>{@link #selfSigned}: one self-signed server certificate (--tls: name server, brokers and gateway);</li>
  * <li>{@link #privateCa}: a private CA, a server certificate and a client certificate it signed (--tls-ca: brokers,
  * name server and gateway serve the server certificate and require a client certificate from that CA).</li>
  * </ul>

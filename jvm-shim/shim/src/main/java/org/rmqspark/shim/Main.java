@@ -61,13 +61,13 @@ public final class Main {
         Certificates certificates;
         try {
             certificates = options.tlsCa ? Certificates.privateCa(new File(root, "tls"))
-                : options.tls ? Certificates.selfSigned(new File(root, "gateway-tls")) : null;
+                : options.tls ? Certificates.selfSigned(new File(root, "tls")) : null;
         } catch (Exception e) {
             System.err.println("rmq-shim: cannot create the test certificates: " + e);
             System.exit(2);
             return;
         }
-        configureRocketMqProperties(root, options.tls, options.tlsCa ? certificates : null);
+        configureRocketMqProperties(root, certificates, options.tlsCa);
         installSignalHandlers();
         Runtime.getRuntime().addShutdownHook(new Thread(Main::stop, "shim-shutdown-hook"));
 
@@ -104,15 +104,14 @@ public final class Main {
         JsonObject ready = cluster.readyInfo();
         if (gateway != null) {
             ready.addProperty("gateway", gateway.address());
-            if (gateway.certificate() != null) {
-                ready.addProperty("gatewayCert", gateway.certificate().getAbsolutePath());
-            }
         }
         if (stockProxy != null) {
             ready.addProperty("stockProxy", stockProxy.address());
         }
+        if (certificates != null) {  // a self-signed certificate is its own CA
+            ready.addProperty("tlsCa", (options.tlsCa ? certificates.ca : certificates.certificate).getAbsolutePath());
+        }
         if (options.tlsCa) {
-            ready.addProperty("tlsCa", certificates.ca.getAbsolutePath());
             ready.addProperty("tlsClientCert", certificates.clientCertificate.getAbsolutePath());
             ready.addProperty("tlsClientKey", certificates.clientKey.getAbsolutePath());
         }
@@ -275,7 +274,7 @@ public final class Main {
      * (--tls-ca) the name server and brokers serve its server certificate and require a client certificate of the
      * CA on TLS connections (mutual TLS; plain connections, used between the servers, stay allowed).
      */
-    private static void configureRocketMqProperties(File root, boolean tls, Certificates ca) {
+    private static void configureRocketMqProperties(File root, Certificates certificates, boolean requireClients) {
         File logs = new File(root, "logs");
         logs.mkdirs();
         System.setProperty("rmq.logdir", logs.getAbsolutePath());
@@ -293,17 +292,20 @@ public final class Main {
         // format and drops all of its topics.
         System.setProperty("rocketmq.remoting.version",
             Integer.toString(org.apache.rocketmq.common.MQVersion.CURRENT_VERSION));
-        // Plain TCP unless asked: "permissive" TLS (plain and TLS on the same port, a self-signed test
-        // certificate) builds an SSL context per server (~1 s each).
-        System.setProperty("tls.server.mode", tls ? "permissive" : "disabled");
+        // Plain TCP unless asked: "permissive" TLS (plain and TLS on the same port) with the shim's certificate, the
+        // one the gateway serves, so that clients verify every server against one file (RocketMQ's own test mode
+        // would generate a certificate nobody can trust).
+        System.setProperty("tls.server.mode", certificates != null ? "permissive" : "disabled");
         System.setProperty("tls.enable", "false");
-        if (ca != null) {
+        if (certificates != null) {
             System.setProperty("tls.config.file", new File(root, "tls/none.properties").getPath()); // not /etc
             System.setProperty("tls.test.mode.enable", "false");
-            System.setProperty("tls.server.certPath", ca.certificate.getPath());
-            System.setProperty("tls.server.keyPath", ca.privateKey.getPath());
+            System.setProperty("tls.server.certPath", certificates.certificate.getPath());
+            System.setProperty("tls.server.keyPath", certificates.privateKey.getPath());
+        }
+        if (requireClients) {
             System.setProperty("tls.server.authClient", "true");
-            System.setProperty("tls.server.trustCertPath", ca.ca.getPath());
+            System.setProperty("tls.server.trustCertPath", certificates.ca.getPath());
             System.setProperty("tls.server.need.client.auth", "require");
         }
         // jraft/sofa (unused, but on the class path) would otherwise log under ~/logs
