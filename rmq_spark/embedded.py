@@ -274,6 +274,11 @@ class EmbeddedRocketMQ:
         self.command("createTopic", topic=topic, queues=queues, **({"broker": broker} if broker else {}),
                      **({"attributes": attributes} if attributes else {}))
 
+    def create_static_topic(self, topic: str, queues: int = 4) -> None:
+        """Create ``topic`` as a static topic (RocketMQ 5 logic queues, as ``mqadmin updateStaticTopic``) of
+        ``queues`` logic queues over the running broker groups, and wait for its queue mapping in the route."""
+        self.command("createStaticTopic", topic=topic, queues=queues)
+
     def stop_broker(self, broker: str, broker_id: int = 0) -> None:
         """Stop the master (or slave ``broker_id``) of a broker group; it unregisters from the name server."""
         self.command("stopBroker", broker=broker, brokerId=broker_id)

@@ -192,6 +192,8 @@ class BaseClient:
             return cached[1]
         try:
             route = self._fetch_route(topic)
+            if route.logic_queues:
+                raise UnsupportedError(f"topic {topic!r} cannot be used: {hints.STATIC_TOPIC}")
         except RETRYABLE as e:
             if cached is None:
                 raise

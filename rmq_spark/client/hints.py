@@ -25,4 +25,7 @@ BUSY = ("the broker asked to back off (busy, flow control, or starting / stoppin
 TOO_LARGE = ("the broker refused the message as too large or malformed: a body must fit the broker's "
              "maxMessageSize (4 MiB by default) and the properties 32 KiB; split the body or raise maxMessageSize on "
              "the brokers")
+STATIC_TOPIC = ("it is a static topic (RocketMQ 5 logic queues): its logic queues and their offsets span the queues "
+                "of several brokers over time, which rmq-spark does not read or write; read it with RocketMQ's own "
+                "consumers, or use a topic without logic queues")
 TIMER_OFF = "the broker does not deliver timer messages: enable timerWheelEnable on the brokers, or drop deliverTimeMs"

@@ -144,6 +144,8 @@ class TopicRoute:
     topic: str
     brokers: tuple[BrokerData, ...]
     queues: tuple[QueueData, ...]
+    # A static topic (RocketMQ 5): the route maps logic queues onto the brokers' queues (topicQueueMappingByBroker)
+    logic_queues: bool = False
 
     def broker(self, broker_name: str) -> BrokerData | None:
         for b in self.brokers:

@@ -87,4 +87,5 @@ def parse_route(topic: str, body: bytes) -> TopicRoute:
             for q in data.get("queueDatas") or [])
     except (UnicodeDecodeError, KeyError, TypeError, ValueError, AttributeError) as e:
         raise RocketMQError(f"the name server's route for topic {topic!r} could not be read: {e!r}") from e
-    return TopicRoute(topic=topic, brokers=brokers, queues=queues)
+    return TopicRoute(topic=topic, brokers=brokers, queues=queues,
+                      logic_queues=bool(data.get("topicQueueMappingByBroker")))

@@ -70,6 +70,11 @@ final class BrokerDirectory {
             }
             throw e;
         }
+        if (r.getTopicQueueMappingByBroker() != null && !r.getTopicQueueMappingByBroker().isEmpty()) {
+            // its queue ids and offsets are logic ones, served across brokers: not what this gateway's calls name
+            throw GatewayException.badRequest("topic " + topic + " is a static topic (RocketMQ 5 logic queues), "
+                + "which this gateway does not serve");
+        }
         routes.put(topic, new Cached(r, System.nanoTime()));
         seenTopics.add(topic);
         if (r.getBrokerDatas() != null) {

@@ -22,12 +22,17 @@ import org.apache.rocketmq.remoting.protocol.header.QueryConsumerOffsetRequestHe
 import org.apache.rocketmq.remoting.protocol.route.QueueData;
 import org.apache.rocketmq.remoting.protocol.route.TopicRouteData;
 import org.apache.rocketmq.remoting.protocol.subscription.SubscriptionGroupConfig;
+import org.apache.rocketmq.remoting.protocol.statictopic.TopicConfigAndQueueMapping;
+import org.apache.rocketmq.remoting.protocol.statictopic.TopicQueueMappingUtils;
 import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
+import org.apache.rocketmq.tools.admin.MQAdminUtils;
 
 import java.util.ArrayList;
 import java.util.Comparator;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.TreeMap;
 import java.util.concurrent.atomic.AtomicInteger;
 
@@ -54,6 +59,7 @@ final class Commands {
         switch (cmd) {
             case "ping": return new JsonPrimitive("pong");
             case "createTopic": return createTopic(a);
+            case "createStaticTopic": return createStaticTopic(a);
             case "stopBroker": return stopBroker(a);
             case "startBroker": return startBroker(a);
             case "stopNamesrv": cluster.stopNamesrv(); return null;
@@ -123,6 +129,41 @@ final class Commands {
             EmbeddedCluster.sleep(20);
         }
         return null;
+    }
+
+    /**
+     * A static topic (RocketMQ 5 logic queues) of "queues" logic queues over every running broker group, created as
+     * mqadmin updateStaticTopic does; waits until the name server's route carries its queue mapping.
+     */
+    private JsonElement createStaticTopic(Args a) throws Exception {
+        String topic = a.str("topic");
+        Set<String> targets = new HashSet<>();
+        for (EmbeddedCluster.Broker b : cluster.brokers()) {
+            if (b.running() && b.id == 0) {
+                targets.add(b.name);
+            }
+        }
+        DefaultMQAdminExt admin = clients.admin();
+        Map<String, TopicConfigAndQueueMapping> configs = MQAdminUtils.examineTopicConfigAll(topic, admin);
+        TopicQueueMappingUtils.createTopicConfigMapping(topic, a.integer("queues"), targets, configs);
+        MQAdminUtils.completeNoTargetBrokers(configs, admin);
+        MQAdminUtils.updateTopicConfigMappingAll(configs, admin, false);
+        long deadline = System.currentTimeMillis() + 10_000;
+        while (true) {
+            TopicRouteData r = cluster.route(topic);
+            if (r != null && r.getTopicQueueMappingByBroker() != null
+                && r.getTopicQueueMappingByBroker().keySet().containsAll(targets)) {
+                return null;
+            }
+            if (System.currentTimeMillis() > deadline) {
+                throw new IllegalStateException("route of static topic " + topic + " did not show its queue "
+                    + "mapping on " + targets + " within 10 s");
+            }
+            for (String name : targets) {
+                cluster.runningController(name).registerBrokerAll(true, false, true);
+            }
+            EmbeddedCluster.sleep(50);
+        }
     }
 
     /** The name server's route of a topic: [{brokerName, readQueueNums, writeQueueNums, perm}], or null. */
@@ -321,7 +362,11 @@ final class Commands {
         cluster.awaitDispatched(DISPATCH_WAIT_MS);
         DefaultMQPullConsumer consumer = clients.consumer();
         List<MessageQueue> queues = new ArrayList<>();
-        for (MessageQueue mq : routeQueues(topic, false)) {
+        TopicRouteData route = cluster.route(topic);
+        boolean logic = route != null && route.getTopicQueueMappingByBroker() != null
+            && !route.getTopicQueueMappingByBroker().isEmpty();
+        // a static topic is read as the Java client reads it, by its logic queues
+        for (MessageQueue mq : logic ? consumer.fetchSubscribeMessageQueues(topic) : routeQueues(topic, false)) {
             if ((broker == null || broker.equals(mq.getBrokerName())) && (queueId == null || queueId == mq.getQueueId())) {
                 queues.add(mq);
             }

@@ -1,0 +1,58 @@
+"""Static topics (RocketMQ 5 logic queues, created as mqadmin updateStaticTopic does): their logic queues and
+offsets span the queues of several brokers, which rmq-spark's plans by broker queue and offset would misread, so
+every use of one is refused with an error that names the feature, through both transports and in the source, the
+stream and the sink."""
+from __future__ import annotations
+
+import base64
+import uuid
+
+import pytest
+
+from tests.conftest import TRANSPORTS, transport_options
+
+STATIC = "static topic \\(RocketMQ 5 logic queues\\)"
+
+
+@pytest.fixture(scope="module")
+def static_topic(rocketmq) -> str:
+    name = f"Static-{uuid.uuid4().hex[:8]}"
+    rocketmq.create_static_topic(name, queues=4)
+    rocketmq.produce(name, [{"body": f"s{i}"} for i in range(8)])
+    return name
+
+
+@pytest.fixture(params=TRANSPORTS)
+def transport(request) -> str:
+    return request.param
+
+
+def test_the_embedded_broker_serves_the_static_topic(rocketmq, static_topic):
+    """The refusals below are of a real static topic: RocketMQ's own consumer reads all its messages."""
+    got = rocketmq.consume(static_topic)
+    assert sorted(base64.b64decode(m["bodyBase64"]) for m in got) == sorted(f"s{i}".encode() for i in range(8))
+    assert {m["brokerName"] for m in got} == {"__syslo__global__"}  # logic queues, as RocketMQ's clients see them
+
+
+def test_a_batch_read_is_refused(spark, rocketmq, static_topic, transport):
+    df = spark.read.format("rocketmq").options(**transport_options(rocketmq, transport), topic=static_topic).load()
+    with pytest.raises(Exception, match=f"topic '?{static_topic}'? .*{STATIC}"):
+        df.collect()
+
+
+def test_a_stream_is_refused(spark, rocketmq, static_topic, tmp_path):
+    df = (spark.readStream.format("rocketmq").option("nameServer", rocketmq.name_server)
+          .option("topic", static_topic).load())
+    with pytest.raises(Exception, match=STATIC):
+        query = df.writeStream.format("noop").option("checkpointLocation", str(tmp_path)).start()
+        try:
+            query.awaitTermination(60)
+        finally:
+            query.stop()
+
+
+def test_a_write_is_refused(spark, rocketmq, static_topic):
+    df = spark.createDataFrame([("x",)], "body string")
+    with pytest.raises(Exception, match=STATIC):
+        (df.write.format("rocketmq").mode("append").option("nameServer", rocketmq.name_server)
+         .option("topic", static_topic).save())
