@@ -14,8 +14,8 @@ from rmq_spark.client.defaults import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_PULL_DE
 from rmq_spark.client.errors import (RETRYABLE, BrokerError, BrokerUnavailableError, RocketMQError,
                                      UnsupportedError)
 from rmq_spark.client.model import (DEFAULT_GROUP, DEFAULT_PRODUCER_GROUP, EVERY_MESSAGE, SLOT, FilterExpression,
-                                    HalfMessage, Message, MessageQueue, OutgoingMessage, PullResult, SendResult,
-                                    TopicRoute)
+                                    HalfMessage, Message, MessageQueue, MessageType, OutgoingMessage, PullResult,
+                                    SendResult, TopicRoute)
 from rmq_spark.client.outages import OutageLog
 from rmq_spark.client.range_reader import PullSession, RangeReader, SharedPulls
 
@@ -170,6 +170,11 @@ class BaseClient:
     def is_compacted(self, topic: str) -> bool:
         """True when ``topic`` has the cleanup policy COMPACTION (its queue offsets may be sparse)."""
         raise UnsupportedError(f"{type(self).__name__} cannot read topic attributes")
+
+    def topic_message_type(self, topic: str) -> MessageType | None:
+        """The topic's RocketMQ 5 message.type where the server tells it, else None. This default: what the route
+        says."""
+        return self.route(topic).message_type
 
     def serves_reads(self, mq: MessageQueue, offset: int, group: str) -> bool:
         """Whether the broker member reads of ``mq`` go to now serves pulls (a slave may refuse them). A

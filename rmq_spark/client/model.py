@@ -24,6 +24,7 @@ PROPERTY_TAGS = "TAGS"
 PROPERTY_KEYS = "KEYS"
 PROPERTY_UNIQ_KEY = "UNIQ_KEY"
 PROPERTY_TIMER_DELIVER_MS = "TIMER_DELIVER_MS"
+PROPERTY_SHARDING_KEY = "__SHARDINGKEY"  # the message group RocketMQ 5 FIFO consumers order by
 KEY_SEPARATOR = " "
 
 
@@ -146,6 +147,8 @@ class TopicRoute:
     queues: tuple[QueueData, ...]
     # A static topic (RocketMQ 5): the route maps logic queues onto the brokers' queues (topicQueueMappingByBroker)
     logic_queues: bool = False
+    # The topic's message.type where the route tells it (the v2 API's accept_message_types), else None
+    message_type: MessageType | None = None
 
     def broker(self, broker_name: str) -> BrokerData | None:
         for b in self.brokers:
@@ -195,6 +198,20 @@ class Message:
     sys_flag: int = 0
     commit_log_offset: int = 0
     body_crc: int = 0
+
+
+class MessageType(enum.Enum):
+    """A RocketMQ 5 topic's attribute message.type, and the kind of a message checked against it: a topic takes
+    messages of its own type, a MIXED topic all of them (TopicMessageType; the proxy refuses other sends)."""
+
+    NORMAL = "NORMAL"
+    FIFO = "FIFO"
+    DELAY = "DELAY"
+    TRANSACTION = "TRANSACTION"
+    MIXED = "MIXED"
+
+    def takes(self, kind: MessageType) -> bool:
+        return self is MessageType.MIXED or self is kind
 
 
 class PullStatus(enum.Enum):
@@ -249,8 +266,8 @@ class HalfMessage:
 
 @dataclass(frozen=True)
 class OutgoingMessage:
-    """A message to send: body, optional tag and keys, user properties, the user flag and, for a timer message,
-    the time (ms since the epoch) the broker delivers it at."""
+    """A message to send: body, optional tag and keys, user properties, the user flag, for a timer message the
+    time (ms since the epoch) the broker delivers it at, and the sharding key (message group) of an ordered one."""
 
     body: bytes
     tags: str | None = None
@@ -258,10 +275,11 @@ class OutgoingMessage:
     properties: dict[str, str] = field(default_factory=dict)
     flag: int = 0
     deliver_time_ms: int | None = None
+    sharding_key: str | None = None
 
     def wire_properties(self) -> dict[str, str]:
-        """The properties as sent: the user properties plus TAGS, KEYS (space-joined) and TIMER_DELIVER_MS, which
-        win."""
+        """The properties as sent over remoting: the user properties plus TAGS, KEYS (space-joined),
+        TIMER_DELIVER_MS and __SHARDINGKEY, which win."""
         props = dict(self.properties)
         if self.tags:
             props[PROPERTY_TAGS] = self.tags
@@ -269,7 +287,17 @@ class OutgoingMessage:
             props[PROPERTY_KEYS] = KEY_SEPARATOR.join(self.keys)
         if self.deliver_time_ms is not None:
             props[PROPERTY_TIMER_DELIVER_MS] = str(self.deliver_time_ms)
+        if self.sharding_key is not None:
+            props[PROPERTY_SHARDING_KEY] = self.sharding_key
         return props
+
+    @property
+    def message_type(self) -> MessageType:
+        """The kind of message RocketMQ 5 sees in it when it is not a transaction's (TopicMessageType's rule:
+        a delivery time makes it DELAY, else a sharding key FIFO)."""
+        if self.deliver_time_ms is not None:
+            return MessageType.DELAY
+        return MessageType.NORMAL if self.sharding_key is None else MessageType.FIFO
 
     def with_unique_id(self) -> "OutgoingMessage":
         """This message with a UNIQ_KEY property (a new one unless it already has one)."""

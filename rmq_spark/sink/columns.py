@@ -37,7 +37,7 @@ RESERVED_PROPERTIES = frozenset({
     "RETRY_TOPIC", "TAGS", "TIMER_DELAY_LEVEL", "TIMER_DELAY_MS", "TIMER_DELAY_SEC", "TIMER_DELIVER_MS",
     "TIMER_DEL_UNIQKEY", "TIMER_DEQUEUE_MS", "TIMER_ENQUEUE_MS", "TIMER_OUT_MS", "TIMER_ROLL_TIMES", "TRACE_ON",
     "TRANSACTION_CHECK_TIMES", "TRANSFER_FLAG", "TRAN_MSG", "TRAN_PREPARED_QUEUE_OFFSET", "TTL", "UNIQ_KEY", "WAIT",
-    "__BORNHOST", "__CRC32#", "__transactionId__",
+    "__BORNHOST", "__CRC32#", "__SHARDINGKEY", "__transactionId__",
 })
 _TRANSIENT_PREFIX = "__RMQ.TRANSIENT."
 _VALID = "; the rocketmq sink writes the columns " + ", ".join(
@@ -72,11 +72,11 @@ def check_columns(fields: Sequence[tuple[str, str]], *, default_topic: str | Non
 
 @dataclass
 class Rows:
-    """One Arrow batch as messages plus what routes them, all in row order (None where a row has no value)."""
+    """One Arrow batch as messages (each with its sharding key, which routes it) plus their topics and explicit
+    queues, all in row order (None where a row has no value)."""
 
     topics: list[str | None]
     messages: list[OutgoingMessage]
-    sharding_keys: list[str | None] | None
     queues: list[tuple[str | None, int | None]] | None
 
 
@@ -114,6 +114,7 @@ def to_rows(batch: pa.RecordBatch, default_topic: str | None) -> Rows:
     props = _column(batch, "properties") or nothing
     flags = _column(batch, "flag") or nothing
     times = _column(batch, "deliverTimeMs") or nothing
+    shards = _column(batch, "shardingKey") or nothing
     messages = []
     for i in range(n):
         body = bodies[i]
@@ -125,10 +126,10 @@ def to_rows(batch: pa.RecordBatch, default_topic: str | None) -> Rows:
                              "topic")
         messages.append(OutgoingMessage(
             body=body.encode("utf-8") if isinstance(body, str) else body, tags=tags[i] or None, keys=_keys(keys[i]),
-            properties=_properties(props[i], new_unique_id()), flag=flags[i] or 0, deliver_time_ms=times[i]))
+            properties=_properties(props[i], new_unique_id()), flag=flags[i] or 0, deliver_time_ms=times[i],
+            sharding_key=shards[i]))
     brokers = _column(batch, "brokerName")
-    return Rows(topics, messages, _column(batch, "shardingKey"),
-                list(zip(brokers, _column(batch, "queueId"))) if brokers is not None else None)
+    return Rows(topics, messages, list(zip(brokers, _column(batch, "queueId"))) if brokers is not None else None)
 
 
 def iter_rows(batches: Iterator[pa.RecordBatch], default_topic: str | None) -> Iterator[Rows]:

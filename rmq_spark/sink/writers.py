@@ -13,6 +13,7 @@ from rmq_spark.client.model import HalfMessage
 from rmq_spark.connect import new_client, shared_client
 from rmq_spark.options import OptionError, SinkOptions
 from rmq_spark.sink.columns import Rows, iter_rows
+from rmq_spark.sink.message_types import TopicTypes
 from rmq_spark.sink.routing import Router
 from rmq_spark.sink.sender import Sender
 from rmq_spark.sink.transactions import ROW_KEY_PROPERTY, CommitRecords, RowKeys, commit_batch, end_halves
@@ -72,17 +73,17 @@ def write_task(options: SinkOptions, batches: Iterator[pa.RecordBatch], batch_id
         router = Router(client, start=partition)
         sender = Sender(client, options.producer_group, transactional=eo,
                         retry_timeout=options.broker_retry_timeout)
+        types = TopicTypes(client, transactional=eo)
         row_keys = RowKeys(options.producer_group, batch_id, partition) if eo and batch_id is not None else None
         keys: list[str] = []
         for rows in iter_rows(batches, options.topic):
             if row_keys is not None:  # a streaming exactly-once batch, whose commit a restart may recover
                 _refuse_timers(rows)
-            shard = rows.sharding_keys
             explicit = rows.queues
             for i, message in enumerate(rows.messages):
                 topic = rows.topics[i]
-                mq = router.route(topic, shard[i] if shard is not None else None,
-                                  *(explicit[i] if explicit is not None else (None, None)))
+                types.check(topic, message)
+                mq = router.route(topic, message.sharding_key, *(explicit[i] if explicit is not None else (None, None)))
                 if row_keys is not None:
                     keys.append(row_keys.key(topic, message))
                     message.properties[ROW_KEY_PROPERTY] = keys[-1]

@@ -16,7 +16,7 @@ from rmq_spark.client.grpc.auth import Metadata, signature
 from rmq_spark.client.grpc.client import GrpcClient, route_from_queues
 from rmq_spark.client.grpc.v2 import definition_pb2 as pb
 from rmq_spark.client.grpc.v2 import service_pb2 as svc
-from rmq_spark.client.model import Credentials, MessageQueue
+from rmq_spark.client.model import Credentials, MessageQueue, MessageType
 from rmq_spark.client.remoting.message_codec import OutgoingMessage
 
 MQ = MessageQueue("T", "broker-a", 2)
@@ -82,6 +82,24 @@ def test_outgoing_messages_carry_tag_keys_id_and_flag():
     assert (m.topic.name, m.body, m.system_properties.tag, list(m.system_properties.keys)) == ("T", b"b", "t", ["k"])
     assert m.system_properties.message_id == out.unique_id and m.system_properties.queue_id == 1
     assert m.user_properties[messages.FLAG_PROPERTY] == "3" and m.user_properties["p"] == "v"
+    assert m.system_properties.message_type == pb.NORMAL and not m.system_properties.HasField("message_group")
+
+
+def test_timer_and_keyed_messages_carry_their_time_and_group_as_the_v2_api_has_them():
+    timer, keyed = messages.to_v2("T", 0, [OutgoingMessage(b"t", deliver_time_ms=1_700_000_000_123),
+                                           OutgoingMessage(b"k", sharding_key="order-7")])
+    assert timer.system_properties.message_type == pb.DELAY
+    assert timer.system_properties.delivery_timestamp.ToMilliseconds() == 1_700_000_000_123
+    assert keyed.system_properties.message_type == pb.FIFO and keyed.system_properties.message_group == "order-7"
+
+
+def test_a_route_tells_the_topic_message_type_from_the_types_its_queues_accept():
+    def route(*accepts):
+        return route_from_queues("T", "gw:1", [pb.MessageQueue(topic=pb.Resource(name="T"), id=0,
+                                                               permission=pb.READ_WRITE, broker=pb.Broker(name="a"),
+                                                               accept_message_types=accepts)])
+    assert route().message_type is None and route(pb.FIFO).message_type is MessageType.FIFO
+    assert route(pb.NORMAL, pb.FIFO, pb.DELAY, pb.TRANSACTION).message_type is MessageType.MIXED
 
 
 class _RpcError(grpc.RpcError):

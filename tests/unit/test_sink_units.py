@@ -6,9 +6,11 @@ import pytest
 
 from rmq_spark.client.base import Answers
 from rmq_spark.client.errors import BrokerBusyError, BrokerUnavailableError, RequestTimeoutError
-from rmq_spark.client.model import BrokerData, HalfMessage, MessageQueue, OutgoingMessage, QueueData, TopicRoute
+from rmq_spark.client.model import (BrokerData, HalfMessage, MessageQueue, MessageType, OutgoingMessage, QueueData,
+                                    TopicRoute)
 from rmq_spark.options import OptionError, parse_sink_options
 from rmq_spark.sink.columns import check_columns, to_rows
+from rmq_spark.sink.message_types import TopicTypes
 from rmq_spark.sink.routing import java_string_hash, queue_for_key
 from rmq_spark.sink import writers
 from rmq_spark.sink.transactions import (CommitError, RowKeys, attempt_word, end_halves, fingerprint, on_masters,
@@ -65,9 +67,43 @@ def test_rows_become_messages_with_reserved_properties_dropped():
     assert (a.body, a.keys, a.deliver_time_ms) == (b"a", ("k1", "k2"), None)
     assert a.properties["n"] == "1" and a.properties["UNIQ_KEY"] != "x" and len(a.properties) == 2
     assert b.wire_properties()["TIMER_DELIVER_MS"] == "5"
-    assert rows.topics == ["topic-a", "topic-a"] and rows.sharding_keys is None and rows.queues is None
+    assert rows.topics == ["topic-a", "topic-a"] and rows.queues is None
+    assert [m.message_type for m in rows.messages] == [MessageType.NORMAL, MessageType.DELAY]
     with pytest.raises(ValueError, match="row 1 of the batch has a null body"):
         to_rows(pa.RecordBatch.from_pydict({"body": ["x", None]}), "t")
+
+
+def test_keyed_rows_carry_their_sharding_key_which_a_properties_value_cannot_set():
+    batch = pa.RecordBatch.from_pydict({
+        "body": ["a", "b"], "shardingKey": ["order-1", None],
+        "properties": pa.array([[("__SHARDINGKEY", "forged")], [("__SHARDINGKEY", "forged")]],
+                               pa.map_(pa.string(), pa.string()))})
+    keyed, plain = to_rows(batch, "t").messages
+    assert keyed.sharding_key == "order-1" and keyed.wire_properties()["__SHARDINGKEY"] == "order-1"
+    assert "__SHARDINGKEY" not in plain.wire_properties()
+    assert (keyed.message_type, plain.message_type) == (MessageType.FIFO, MessageType.NORMAL)
+
+
+class _Typed:
+    def __init__(self, types: dict[str, MessageType | None]) -> None:
+        self.types, self.asked = types, []
+
+    def topic_message_type(self, topic: str) -> MessageType | None:
+        self.asked.append(topic)
+        return self.types[topic]
+
+
+def test_a_topic_takes_messages_of_its_type_a_mixed_one_all_and_an_untyped_one_is_not_checked():
+    client = _Typed({"F": MessageType.FIFO, "M": MessageType.MIXED, "U": None})
+    types = TopicTypes(client, transactional=False)
+    keyed, plain = OutgoingMessage(b"k", sharding_key="k"), OutgoingMessage(b"p")
+    for topic, message in (("F", keyed), ("F", keyed), ("M", keyed), ("M", plain), ("U", plain), ("U", keyed)):
+        types.check(topic, message)
+    assert client.asked == ["F", "M", "U"]  # once per topic
+    with pytest.raises(OptionError, match="topic 'F' has message.type=FIFO, which does not take NORMAL messages"):
+        types.check("F", plain)
+    with pytest.raises(OptionError, match="does not take TRANSACTION .*deliveryGuarantee=at_least_once"):
+        TopicTypes(client, transactional=True).check("F", keyed)
 
 
 def test_row_keys_name_batch_partition_and_content_not_position():

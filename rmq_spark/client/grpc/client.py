@@ -18,8 +18,8 @@ from rmq_spark.client.grpc.auth import Metadata
 from rmq_spark.client.grpc.v2 import definition_pb2 as pb
 from rmq_spark.client.grpc.v2 import service_pb2 as svc
 from rmq_spark.client.model import (DEFAULT_GROUP, DEFAULT_PRODUCER_GROUP, EVERY_MESSAGE, PERM_READ, PERM_WRITE, SLOT,
-                                    BrokerData, Credentials, FilterExpression, Message, MessageQueue, OutgoingMessage,
-                                    PullResult, PullStatus, QueueData, SendResult, TopicRoute)
+                                    BrokerData, Credentials, FilterExpression, Message, MessageQueue, MessageType,
+                                    OutgoingMessage, PullResult, PullStatus, QueueData, SendResult, TopicRoute)
 from rmq_spark.client.tls import TlsConfig
 from rmq_spark.compiled import v2_queue_offset
 
@@ -30,6 +30,7 @@ CLIENT_VERSION = "rmq-spark-0.1"
 FRAME_HEADROOM = 1 << 20
 _PERMS = {pb.READ: PERM_READ, pb.WRITE: PERM_WRITE, pb.READ_WRITE: PERM_READ | PERM_WRITE}
 _FILTER_TYPES = {"TAG": pb.TAG, "SQL92": pb.SQL}
+_MESSAGE_TYPES = {v2: kind for kind, v2 in messages.V2_MESSAGE_TYPES.items()}
 # The first byte of a PullMessageResponse frame that holds a message (field 2, length-delimited): such frames are
 # kept as they are, for the native gatherer; the two others of a pull (status, next offset) are parsed here.
 _MESSAGE_FIELD = b"\x12"
@@ -47,11 +48,23 @@ def _queue(mq: MessageQueue) -> pb.MessageQueue:
     return pb.MessageQueue(topic=pb.Resource(name=mq.topic), id=mq.queue_id, broker=pb.Broker(name=mq.broker_name))
 
 
+def message_type_of(accepts: Iterable[int]) -> MessageType | None:
+    """A topic's message.type from the message types its queues accept (a MIXED topic's accept all four); None
+    when they name none."""
+    kinds = {_MESSAGE_TYPES[t] for t in accepts if t in _MESSAGE_TYPES}
+    if not kinds:
+        return None
+    return kinds.pop() if len(kinds) == 1 else MessageType.MIXED
+
+
 def route_from_queues(topic: str, endpoint: str, queues: Iterable[pb.MessageQueue]) -> TopicRoute:
-    """A TopicRoute from QueryRoute's queues: per broker, the leading run of readable / writable queue ids."""
+    """A TopicRoute from QueryRoute's queues: per broker, the leading run of readable / writable queue ids, and
+    the topic's message type from the types they accept."""
     perms: dict[str, dict[int, int]] = {}
+    accepts: set[int] = set()
     for q in queues:
         perms.setdefault(q.broker.name, {})[q.id] = _PERMS.get(q.permission, 0)
+        accepts.update(q.accept_message_types)
 
     def leading(ids: dict[int, int], bit: int) -> int:
         n = 0
@@ -64,7 +77,7 @@ def route_from_queues(topic: str, endpoint: str, queues: Iterable[pb.MessageQueu
     for name in sorted(perms):
         r, w = leading(perms[name], PERM_READ), leading(perms[name], PERM_WRITE)
         datas.append(QueueData(name, r, w, (PERM_READ if r else 0) | (PERM_WRITE if w else 0)))
-    return TopicRoute(topic, brokers, tuple(datas))
+    return TopicRoute(topic, brokers, tuple(datas), message_type=message_type_of(accepts))
 
 
 class PendingGrpcPull:

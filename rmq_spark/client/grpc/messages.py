@@ -10,10 +10,13 @@ from rmq_spark.client.compression import DEFAULT_MAX_MESSAGE_BYTES, MessageTooLa
 from rmq_spark.client.errors import ProtocolError
 from rmq_spark.client.grpc.v2 import definition_pb2 as pb
 from rmq_spark.client.grpc.v2 import service_pb2 as svc
-from rmq_spark.client.model import Message, MessageQueue
+from rmq_spark.client.model import Message, MessageQueue, MessageType
 from rmq_spark.client.model import OutgoingMessage
 
 FLAG_PROPERTY = "__rmq_spark_flag"
+# the v2 API's message types, by the client's
+V2_MESSAGE_TYPES = {MessageType.NORMAL: pb.NORMAL, MessageType.FIFO: pb.FIFO, MessageType.DELAY: pb.DELAY,
+                    MessageType.TRANSACTION: pb.TRANSACTION}
 
 
 def from_v2(m: pb.Message, mq: MessageQueue, max_body: int = DEFAULT_MAX_MESSAGE_BYTES) -> Message:
@@ -74,9 +77,13 @@ def to_v2(topic: str, queue_id: int, messages: Iterable[OutgoingMessage]) -> lis
         if m.flag:
             props[FLAG_PROPERTY] = str(m.flag)
         sp = pb.SystemProperties(keys=list(m.keys), message_id=m.unique_id or "", queue_id=queue_id,
-                                 body_encoding=pb.IDENTITY, message_type=pb.NORMAL)
+                                 body_encoding=pb.IDENTITY, message_type=V2_MESSAGE_TYPES[m.message_type])
         if m.tags:
             sp.tag = m.tags
+        if m.deliver_time_ms is not None:
+            sp.delivery_timestamp.FromMilliseconds(m.deliver_time_ms)
+        if m.sharding_key is not None:
+            sp.message_group = m.sharding_key
         out.append(pb.Message(topic=pb.Resource(name=topic), user_properties=props, system_properties=sp,
                               body=bytes(m.body)))
     return out

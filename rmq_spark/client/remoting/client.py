@@ -7,10 +7,10 @@ from typing import Callable, Iterable, Sequence, TypeVar
 from rmq_spark.client.addresses import address_list
 from rmq_spark.client.base import BaseClient
 from rmq_spark.client.defaults import DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_REQUEST_TIMEOUT
-from rmq_spark.client.errors import (BrokerBusyError, BrokerUnavailableError, ConnectionLostError, RocketMQError,
-                                    TopicNotFoundError)
+from rmq_spark.client.errors import (AuthError, BrokerBusyError, BrokerError, BrokerUnavailableError,
+                                     ConnectionLostError, RocketMQError, TopicNotFoundError)
 from rmq_spark.client.model import (DEFAULT_GROUP, DEFAULT_PRODUCER_GROUP, EVERY_MESSAGE, MASTER_ID, SLOT, BrokerData,
-                                    Credentials, FilterExpression, HalfMessage, Message, MessageQueue,
+                                    Credentials, FilterExpression, HalfMessage, Message, MessageQueue, MessageType,
                                     OutgoingMessage, PullResult, PullStatus, TopicRoute)
 from rmq_spark.client.range_reader import PullSession
 from rmq_spark.client.remoting import broker as req
@@ -26,6 +26,7 @@ from rmq_spark.compiled import BlockGatherer, RangeCursor
 T = TypeVar("T")
 
 COMPACTION = ("cleanup.policy", "COMPACTION")
+MESSAGE_TYPE = "message.type"
 _PULL_VARY = ("queueOffset", "maxMsgNums")
 
 
@@ -261,15 +262,32 @@ class RemotingClient(BaseClient):
                              lambda r, a: req.header_long(r, "timestamp", f"earliest store time of {mq}", a)).result()
 
     # -- topic and group facts -------------------------------------------------------------------------------
-    def is_compacted(self, topic: str) -> bool:
-        """True when ``topic`` has the cleanup policy COMPACTION (asked of one of its brokers)."""
+    def topic_attributes(self, topic: str) -> dict[str, str]:
+        """The topic's attributes (RocketMQ 5), asked of one of its brokers; empty where it has none."""
         route = self.route(topic)
         queues = route.read_queues() or route.write_queues()
         if not queues:
-            return False
-        attributes = self._request(queues[0], req.topic_config_request(topic),
-                                   lambda r, a: req.topic_attributes(r, topic, a)).result()
-        return attributes.get(COMPACTION[0], "").upper() == COMPACTION[1]
+            return {}
+        return self._request(queues[0], req.topic_config_request(topic),
+                             lambda r, a: req.topic_attributes(r, topic, a)).result()
+
+    def is_compacted(self, topic: str) -> bool:
+        """True when ``topic`` has the cleanup policy COMPACTION."""
+        return self.topic_attributes(topic).get(COMPACTION[0], "").upper() == COMPACTION[1]
+
+    def topic_message_type(self, topic: str) -> MessageType | None:
+        """The topic's attribute message.type; None where it has none, or the broker has no topic attributes
+        (RocketMQ 4) or does not let this user read them."""
+        try:
+            value = self.topic_attributes(topic).get(MESSAGE_TYPE)
+        except (AuthError, BrokerError) as e:
+            if isinstance(e, AuthError) or e.code == codes.REQUEST_CODE_NOT_SUPPORTED:
+                return None
+            raise
+        try:
+            return MessageType(value.upper()) if value else None
+        except ValueError:
+            return None  # UNSPECIFIED, or a type newer than this client: nothing to check against
 
     def check_filter(self, mq: MessageQueue, group: str, expression: FilterExpression) -> None:
         """InvalidFilterError when the broker of ``mq`` cannot filter by the expression (CHECK_CLIENT_CONFIG, as the

@@ -159,6 +159,13 @@ final class BrokerDirectory {
         return members.get(ids.get(0));
     }
 
+    /** Attribute {@code name} of the topic on the broker at {@code address} (RocketMQ 5 topic attributes), or null. */
+    String topicAttribute(String address, String topic, String name) throws Exception {
+        Map<String, String> attributes = client.api().getTopicConfig(address, topic, client.timeoutMs())
+            .getAttributes();
+        return attributes == null ? null : attributes.get(name);
+    }
+
     /** The master address of {@code q}'s broker; PROXY_TIMEOUT while the group has no master (slaves only read). */
     String masterAddress(QueueRef q) throws Exception {
         String master = members(q).get(MixAll.MASTER_ID);

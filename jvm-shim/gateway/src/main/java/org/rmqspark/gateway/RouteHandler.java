@@ -5,11 +5,13 @@ import apache.rocketmq.v2.AddressScheme;
 import apache.rocketmq.v2.Broker;
 import apache.rocketmq.v2.Endpoints;
 import apache.rocketmq.v2.MessageQueue;
+import apache.rocketmq.v2.MessageType;
 import apache.rocketmq.v2.Permission;
 import apache.rocketmq.v2.QueryRouteRequest;
 import apache.rocketmq.v2.QueryRouteResponse;
 import apache.rocketmq.v2.Resource;
 import org.apache.rocketmq.common.constant.PermName;
+import org.apache.rocketmq.remoting.protocol.route.BrokerData;
 import org.apache.rocketmq.remoting.protocol.route.QueueData;
 import org.apache.rocketmq.remoting.protocol.route.TopicRouteData;
 
@@ -44,6 +46,7 @@ final class RouteHandler {
         qds.sort(Comparator.comparing(QueueData::getBrokerName));
         QueryRouteResponse.Builder out = QueryRouteResponse.newBuilder().setStatus(Statuses.OK);
         Resource topicResource = Resource.newBuilder().setName(topic).build();
+        List<MessageType> accepted = acceptedTypes(topic, route);
         for (QueueData qd : qds) {
             Broker broker = Broker.newBuilder().setName(qd.getBrokerName()).setId(0).setEndpoints(endpoints).build();
             int queues = Math.max(qd.getReadQueueNums(), qd.getWriteQueueNums());
@@ -51,10 +54,39 @@ final class RouteHandler {
                 boolean read = PermName.isReadable(qd.getPerm()) && id < qd.getReadQueueNums();
                 boolean write = PermName.isWriteable(qd.getPerm()) && id < qd.getWriteQueueNums();
                 out.addMessageQueues(MessageQueue.newBuilder().setTopic(topicResource).setId(id)
-                    .setPermission(permission(read, write)).setBroker(broker));
+                    .setPermission(permission(read, write)).setBroker(broker).addAllAcceptMessageTypes(accepted));
             }
         }
         return out.build();
+    }
+
+    /**
+     * The message types the topic takes, from its attribute message.type as the proxy reports them (MIXED: all
+     * four); none when the topic has no such attribute or no master answers, since the brokers behind this gateway
+     * check no message type.
+     */
+    private List<MessageType> acceptedTypes(String topic, TopicRouteData route) {
+        for (BrokerData bd : route.getBrokerDatas() == null ? List.<BrokerData>of() : route.getBrokerDatas()) {
+            String master = bd.getBrokerAddrs() == null ? null : bd.getBrokerAddrs().get(0L);
+            if (master == null) {
+                continue;
+            }
+            try {
+                String type = directory.topicAttribute(master, topic, "message.type");
+                if (type == null) {
+                    return List.of();
+                }
+                if ("MIXED".equals(type)) {
+                    return List.of(MessageType.NORMAL, MessageType.FIFO, MessageType.DELAY, MessageType.TRANSACTION);
+                }
+                return List.of(MessageType.valueOf(type));
+            } catch (IllegalArgumentException e) {
+                return List.of(); // UNSPECIFIED or a type this gateway does not know
+            } catch (Exception e) {
+                // this master cannot tell now: ask the next
+            }
+        }
+        return List.of();
     }
 
     private static Permission permission(boolean read, boolean write) {

@@ -121,6 +121,13 @@ final class V2Messages {
         if (!sp.getMessageId().isEmpty()) {
             MessageAccessor.putProperty(m, MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, sp.getMessageId());
         }
+        if (sp.hasDeliveryTimestamp()) {  // a timer message, as the proxy sends one
+            Timestamp at = sp.getDeliveryTimestamp();
+            m.setDeliverTimeMs(at.getSeconds() * 1000 + at.getNanos() / 1_000_000);
+        }
+        if (sp.hasMessageGroup() && !sp.getMessageGroup().isEmpty()) {  // the group FIFO consumers order by
+            MessageAccessor.putProperty(m, MessageConst.PROPERTY_SHARDING_KEY, sp.getMessageGroup());
+        }
         return m;
     }
 

@@ -323,6 +323,8 @@ final class EmbeddedCluster {
         bc.setAutoCreateSubscriptionGroup(true);
         // SQL92 filters (subExpression with expressionType=SQL92) need the broker to evaluate properties.
         bc.setEnablePropertyFilter(true);
+        // Topics may have message.type=MIXED (RocketMQ 5's default refuses it), as managed clusters allow.
+        bc.setEnableMixedMessageType(true);
         bc.setRegisterNameServerPeriod(10_000);
         // Every thread that writes to the commit log keeps its own direct encoder buffer of maxMessageSize (4 MiB).
         // The default END_TRANSACTION pool (8 + 2 x cores threads per broker) alone can fill the JVM's direct

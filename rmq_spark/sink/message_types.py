@@ -1,0 +1,45 @@
+"""RocketMQ 5's rule for a topic's message.type, checked by the sink before a topic's first send of each kind of
+message: a topic takes messages of its own type, a MIXED topic every type. The proxy refuses other sends; brokers
+reached over remoting store them, so the sink refuses them itself, naming the topic, its type and the fix."""
+from __future__ import annotations
+
+from rmq_spark.client.base import BaseClient
+from rmq_spark.client.model import MessageType, OutgoingMessage
+from rmq_spark.options import OptionError
+
+# what makes a row of each kind, and how to write it as another
+_WHY = {
+    MessageType.TRANSACTION: ("deliveryGuarantee=exactly_once sends half messages (TRANSACTION)",
+                              "use deliveryGuarantee=at_least_once"),
+    MessageType.DELAY: ("rows with a deliverTimeMs are timer messages (DELAY)", "leave deliverTimeMs null"),
+    MessageType.FIFO: ("rows with a shardingKey are ordered messages of that message group (FIFO)",
+                       "drop the shardingKey column"),
+    MessageType.NORMAL: ("rows without a shardingKey or deliverTimeMs are NORMAL messages",
+                         "give every row a shardingKey (FIFO) or write to another topic"),
+}
+
+
+class TopicTypes:
+    """The message.type of each topic a task writes to, asked once per topic (None where the broker has none:
+    nothing to check)."""
+
+    def __init__(self, client: BaseClient, *, transactional: bool) -> None:
+        self._client = client
+        self._transactional = transactional
+        self._types: dict[str, MessageType | None] = {}
+        self._taken: set[tuple[str, MessageType]] = set()
+
+    def check(self, topic: str, message: OutgoingMessage) -> None:
+        """OptionError when ``topic`` does not take ``message``'s kind of message."""
+        kind = MessageType.TRANSACTION if self._transactional else message.message_type
+        if (topic, kind) in self._taken:
+            return
+        if topic not in self._types:
+            self._types[topic] = self._client.topic_message_type(topic)
+        declared = self._types[topic]
+        if declared is not None and not declared.takes(kind):
+            why, other = _WHY[kind]
+            raise OptionError(f"topic {topic!r} has message.type={declared.value}, which does not take {kind.value} "
+                              f"messages: {why}. Create the topic with message.type={kind.value} or MIXED, or "
+                              f"{other}")
+        self._taken.add((topic, kind))
