@@ -47,19 +47,21 @@ class ArrowBatchDecoder:
     ``tags``: the TAG subscription's tag set (None, empty or containing ``*``: every message), re-checked on
     the TAGS property as the Java client does. ``columns``: the columns to output, in order (a projection of
     ``ARROW_SCHEMA``); only those are built. ``queue``: the queue read (its topic stands for a v2 message's that
-    names none).
+    names none). ``topic``: every row's topic instead of the one its record names (a read in a namespace, whose
+    records name the topic as the brokers know it).
     """
 
     def __init__(self, broker_name: str, *, tags: frozenset[str] | set[str] | None = None,
                  max_body: int = DEFAULT_MAX_MESSAGE_BYTES, columns: tuple[str, ...] = COLUMNS,
-                 queue: MessageQueue | None = None) -> None:
+                 queue: MessageQueue | None = None, topic: str | None = None) -> None:
         self.max_body = max_body
         self.broker_name = broker_name
         self.queue = queue or MessageQueue("", broker_name, -1)
         self._tag_set = frozenset(tags) if tags and "*" not in tags else None
         self.columns = tuple(columns)
         self.schema = arrow_schema(self.columns)
-        self._gatherer = BlockGatherer([c for c in self.columns if c != "brokerName"],
+        self._constant = {"brokerName": broker_name, **({"topic": topic} if topic is not None else {})}
+        self._gatherer = BlockGatherer([c for c in self.columns if c not in self._constant],
                                        sorted(self._tag_set) if self._tag_set else None)
         # messages decoded already (blocks only the reference decoder reads, or a transport's decoded messages);
         # at most one of it and the gatherer holds rows: adding to one seals the other into _done
@@ -153,8 +155,9 @@ class ArrowBatchDecoder:
                                                         got.pop("propertyValues"), type=_MAP_TYPE)
         if "keys" in self.columns:
             got["keys"] = pa.ListArray.from_arrays(got.pop("keyOffsets"), got.pop("keyWords"), type=_KEYS_TYPE)
-        if "brokerName" in self.columns:
-            got["brokerName"] = pa.repeat(pa.scalar(self.broker_name, _STRING), n)
+        for name, value in self._constant.items():
+            if name in self.columns:
+                got[name] = pa.repeat(pa.scalar(value, _STRING), n)
         return pa.RecordBatch.from_arrays([got[c] for c in self.columns], schema=self.schema)
 
 

@@ -27,15 +27,16 @@ def new_client(o: ConnectionOptions) -> BaseClient:
     if o.endpoint:
         return GrpcClient(o.endpoint, credentials=credentials, tls=o.tls_config,
                           request_timeout=o.request_timeout_ms / 1000,
-                          connect_timeout=o.connect_timeout_ms / 1000, max_message_bytes=o.max_message_bytes)
+                          connect_timeout=o.connect_timeout_ms / 1000, max_message_bytes=o.max_message_bytes,
+                          namespace=o.wire_namespace)
     return RemotingClient(o.name_server or "", credentials=credentials, tls=o.tls_config,
                           request_timeout=o.request_timeout_ms / 1000, connect_timeout=o.connect_timeout_ms / 1000,
-                          max_message_bytes=o.max_message_bytes)
+                          max_message_bytes=o.max_message_bytes, namespace=o.wire_namespace)
 
 
 def settings_key(o: ConnectionOptions) -> str:
     """A digest of everything that makes two clients differ (the secret included, but not readable from it)."""
-    settings = (o.name_server, o.endpoint, o.access_key, o.secret_key, o.security_token, o.tls_config,
+    settings = (o.name_server, o.endpoint, o.access_key, o.secret_key, o.security_token, o.namespace, o.tls_config,
                 o.request_timeout_ms, o.connect_timeout_ms, o.max_message_bytes)
     return hashlib.sha256(repr(settings).encode("utf-8")).hexdigest()
 

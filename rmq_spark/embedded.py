@@ -303,10 +303,13 @@ class EmbeddedRocketMQ:
     def stop_consumer(self, group: str) -> None:
         self.command("stopConsumer", group=group)
 
-    def produce(self, topic: str, messages: list[dict], *, batch: bool = False) -> list[dict]:
-        """Send messages with the official Java producer; each dict may hold body or bodyBase64, tags, keys,
-        properties, broker and queueId. Returns msgId, brokerName, queueId and queueOffset of each."""
-        return self.command("produce", topic=topic, messages=messages, batch=batch)
+    def produce(self, topic: str, messages: list[dict], *, batch: bool = False,
+                namespace: str | None = None) -> list[dict]:
+        """Send messages with the official Java producer (in ``namespace``, as its setNamespace takes one); each
+        dict may hold body or bodyBase64, tags, keys, properties, broker and queueId. Returns msgId, brokerName,
+        queueId and queueOffset of each."""
+        return self.command("produce", topic=topic, messages=messages, batch=batch,
+                            **({"namespace": namespace} if namespace else {}))
 
     def produce_bulk(self, topic: str, count: int, body_size: int = 100, *, tags: list[str] | None = None,
                      key_prefix: str = "key-", timeout: float = 600.0) -> dict:
@@ -315,7 +318,8 @@ class EmbeddedRocketMQ:
                             keyPrefix=key_prefix, timeout=timeout)
 
     def consume(self, topic: str, **selection: Any) -> list[dict]:
-        """Every message of the topic (or of ``broker``/``queueId``) as the official Java consumer sees it."""
+        """Every message of the topic (or of ``broker``/``queueId``) as the official Java consumer sees it (in
+        ``namespace=``, as its setNamespace takes one)."""
         return self.command("consume", topic=topic, **selection)
 
     def offsets(self, topic: str) -> list[dict]:

@@ -8,7 +8,7 @@ import difflib
 import enum
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Mapping, Union
 
 from rmq_spark.client.addresses import address_list, host_port
@@ -17,6 +17,7 @@ from rmq_spark.client.defaults import (DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_MESS
 from rmq_spark.client.errors import AddressError, RocketMQError
 from rmq_spark.client.model import (DEFAULT_GROUP, DEFAULT_PRODUCER_GROUP, EVERY_MESSAGE, FILTER_TYPES,
                                     FilterExpression, MessageQueue)
+from rmq_spark.client.namespaces import VALID_NAME, Namespace
 from rmq_spark.client.tls import TlsConfig
 
 
@@ -32,6 +33,7 @@ CONNECTION_OPTIONS: dict[str, str] = {
     "accessKey": "ACL access key",
     "secretKey": "ACL secret key",
     "securityToken": "ACL security token",
+    "namespace": "the namespace of the topics and groups (managed RocketMQ instances): Topic is ns%Topic on the wire",
     "tls": "true or false (default); implied by the other tls options",
     "tlsCaFile": "PEM file of the CAs to trust (default: the system's)",
     "tlsServerName": "the name the servers' certificates must carry (default: the host connected to)",
@@ -248,6 +250,7 @@ class ConnectionOptions:
     access_key: str | None = None
     secret_key: str | None = field(default=None, repr=False)
     security_token: str | None = field(default=None, repr=False)
+    namespace: str | None = None
     tls: bool = False
     tls_ca_file: str | None = None
     tls_server_name: str | None = None
@@ -264,6 +267,11 @@ class ConnectionOptions:
         if self.tls or self.tls_ca_file or self.tls_server_name or self.tls_cert_file:
             return TlsConfig(self.tls_ca_file, self.tls_server_name, self.tls_cert_file, self.tls_key_file)
         return None
+
+    @property
+    def wire_namespace(self) -> Namespace:
+        """The namespace the clients put topics and groups in (none: names as they are)."""
+        return Namespace(self.namespace or "")
 
     @property
     def broker_retry_timeout(self) -> float:
@@ -411,8 +419,12 @@ def _connection(opts: Mapping[str, str]) -> dict[str, object]:
     if tls_files and opts.get("tls", "").strip().lower() == "false":
         raise OptionError("option tls=false contradicts " + ", ".join(n for n in _TLS_FILE_OPTIONS if n in opts)
                           + ": remove tls=false to connect with TLS, or remove those options")
+    namespace = opts.get("namespace", "").strip() or None
+    if namespace is not None and not VALID_NAME.match(namespace):
+        raise OptionError(f"option namespace {namespace!r} is not a namespace: letters, digits, _ and -, at most 64 "
+                          "characters (the instance id of a managed RocketMQ, without the %)")
     return {"name_server": name_server, "endpoint": endpoint, "access_key": opts.get("accessKey"),
-            "secret_key": opts.get("secretKey"), "security_token": opts.get("securityToken"),
+            "secret_key": opts.get("secretKey"), "security_token": opts.get("securityToken"), "namespace": namespace,
             **tls_files, **({"tls": True} if tls_files else {})}
 
 
@@ -454,8 +466,12 @@ def parse_options(raw: Mapping[str, str], *, streaming: bool = False) -> SourceO
 
     expression = FilterExpression(opts.get("subExpression", "*"),
                                   _parse_choice("expressionType", opts.get("expressionType", "TAG"), FILTER_TYPES))
+    ns = Namespace(connection["namespace"] or "")
+    if ns:  # names given with the namespace already: shown without it, like every other
+        topics = tuple(sorted({ns.unwrap(t) for t in topics}))
+        assign = frozenset(replace(mq, topic=ns.unwrap(mq.topic)) for mq in assign) if assign is not None else None
 
-    consumer_group = opts.get("consumerGroup", "").strip() or None
+    consumer_group = ns.unwrap(opts.get("consumerGroup", "").strip()) or None
     if streaming:
         for name in ("endingOffsets", "endingTimestamp", "endingOffsetsByTimestamp"):
             if name in opts:
@@ -500,10 +516,11 @@ def parse_sink_options(raw: Mapping[str, str]) -> SinkOptions:
     """Validate the sink's (case-insensitive) option map; raise OptionError on the first problem."""
     opts = _canonical(raw, SINK_OPTIONS, "sink")
     connection = _connection(opts)
-    topic = opts.get("topic", "").strip() or None
+    ns = Namespace(connection["namespace"] or "")
+    topic = ns.unwrap(opts.get("topic", "").strip()) or None
     if topic is not None:
         _topic_name("topic", topic)
-    group = opts.get("producerGroup", "").strip()
+    group = ns.unwrap(opts.get("producerGroup", "").strip())
     guarantee = _parse_choice("deliveryGuarantee", opts.get("deliveryGuarantee", AT_LEAST_ONCE),
                               (AT_LEAST_ONCE, EXACTLY_ONCE))
     if guarantee == EXACTLY_ONCE and connection["endpoint"]:

@@ -41,7 +41,8 @@ def _read(client, options: SourceOptions, qr: QueueRange, columns: tuple[str, ..
     # without copying; a batch that still runs over (inner batches unwrap into more rows) is sliced.
     flush_at = max(1, limit - SLOT + 1)
     decoder = ArrowBatchDecoder(qr.queue.broker_name, tags=options.filter.tags, max_body=options.max_message_bytes,
-                                columns=columns, queue=qr.queue)
+                                columns=columns, queue=qr.queue,
+                                topic=qr.queue.topic if client.namespace else None)
     for _ in reader.fill(decoder, flush_at, MAX_PENDING_BYTES):
         yield from _bounded(decoder.flush(), limit)
     yield from _bounded(decoder.flush(), limit)

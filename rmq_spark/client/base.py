@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from dataclasses import replace
 from typing import Any, Callable, Iterable, Iterator, Mapping, Protocol, Sequence
 
 from rmq_spark.client import hints
@@ -16,6 +17,7 @@ from rmq_spark.client.errors import (RETRYABLE, BrokerError, BrokerUnavailableEr
 from rmq_spark.client.model import (DEFAULT_GROUP, DEFAULT_PRODUCER_GROUP, EVERY_MESSAGE, SLOT, FilterExpression,
                                     HalfMessage, Message, MessageQueue, MessageType, OutgoingMessage, PullResult,
                                     SendResult, TopicRoute)
+from rmq_spark.client.namespaces import NO_NAMESPACE, Namespace
 from rmq_spark.client.outages import OutageLog
 from rmq_spark.client.range_reader import PullSession, RangeReader, SharedPulls
 
@@ -70,8 +72,10 @@ class BaseClient:
 
     request_timeout: float
 
-    def __init__(self, *, route_ttl: float = 30.0, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> None:
+    def __init__(self, *, route_ttl: float = 30.0, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+                 namespace: Namespace = NO_NAMESPACE) -> None:
         self._route_ttl = route_ttl
+        self.namespace = namespace  # topics and groups go to the brokers in it; the client's callers never see it
         self.max_message_bytes = max_message_bytes
         self._routes: dict[str, tuple[float, TopicRoute]] = {}
         self._routes_lock = threading.Lock()
@@ -392,7 +396,10 @@ class _Collected:
         self._add(self._client._frame_messages(frames, self._mq, self._tags), low, high)
 
     def _add(self, messages: Sequence[Message], low: int, high: int) -> None:
-        self._messages.extend(m for m in messages if low <= m.queue_offset < high)
+        kept = (m for m in messages if low <= m.queue_offset < high)
+        if self._client.namespace:  # the records name the topic as the brokers know it
+            kept = (replace(m, topic=self._mq.topic) for m in kept)
+        self._messages.extend(kept)
 
     def take(self) -> list[Message]:
         taken, self._messages = self._messages, []

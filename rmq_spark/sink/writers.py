@@ -82,8 +82,8 @@ def write_task(options: SinkOptions, batches: Iterator[pa.RecordBatch], batch_id
             explicit = rows.queues
             for i, message in enumerate(rows.messages):
                 topic = rows.topics[i]
-                types.check(topic, message)
                 mq = router.route(topic, message.sharding_key, *(explicit[i] if explicit is not None else (None, None)))
+                types.check(topic, message)
                 if row_keys is not None:
                     keys.append(row_keys.key(topic, message))
                     message.properties[ROW_KEY_PROPERTY] = keys[-1]

@@ -10,6 +10,7 @@ import pytest
 
 import rmq_spark.partition_reader as partition_reader
 from rmq_spark.client.model import EVERY_MESSAGE, FilterExpression, MessageQueue, PullResult, PullStatus
+from rmq_spark.client.namespaces import NO_NAMESPACE
 from rmq_spark.client.range_reader import SharedPulls
 from rmq_spark.client.remoting.message_codec import decode_messages
 from rmq_spark.offsets import QueueRange
@@ -27,6 +28,8 @@ class ScriptedBroker:
     """One queue of stored records (one per offset); a pull scans at most 32 offsets, skips the records whose tag
     does not match (as the broker's tag-hash filter does) and returns at most max_nums of them, and no more than
     256 KiB unless a single record is larger (the broker's limit per pull from memory)."""
+
+    namespace = NO_NAMESPACE
 
     def __init__(self, records: list[bytes], tags: list[str]):
         self.records, self.tags = records, tags

@@ -1,4 +1,5 @@
-"""Request metadata of the v2 API: client identity and, with credentials, the MQv2-HMAC-SHA1 signature."""
+"""Request metadata of the v2 API: client identity, the namespace (``x-mq-namespace``) and, with credentials, the
+MQv2-HMAC-SHA1 signature."""
 from __future__ import annotations
 
 import hashlib
@@ -22,11 +23,13 @@ def signature(secret_key: str, date_time: str) -> str:
 class Metadata:
     """Builds the metadata of each call; the signature is renewed once a second (it signs the date-time)."""
 
-    def __init__(self, credentials: Credentials | None, client_version: str) -> None:
+    def __init__(self, credentials: Credentials | None, client_version: str, namespace: str = "") -> None:
         self._credentials = credentials
         client_id = f"{socket.gethostname()}@{os.getpid()}@{uuid.uuid4().hex[:8]}"
         self._static = (("x-mq-protocol", "v2"), ("x-mq-language", "PYTHON"),
                         ("x-mq-client-version", client_version), ("x-mq-client-id", client_id))
+        if namespace:
+            self._static += (("x-mq-namespace", namespace),)
         if credentials and credentials.security_token:
             self._static += (("x-mq-session-token", credentials.security_token),)
         self._second = -1

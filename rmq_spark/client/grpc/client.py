@@ -20,6 +20,7 @@ from rmq_spark.client.grpc.v2 import service_pb2 as svc
 from rmq_spark.client.model import (DEFAULT_GROUP, DEFAULT_PRODUCER_GROUP, EVERY_MESSAGE, PERM_READ, PERM_WRITE, SLOT,
                                     BrokerData, Credentials, FilterExpression, Message, MessageQueue, MessageType,
                                     OutgoingMessage, PullResult, PullStatus, QueueData, SendResult, TopicRoute)
+from rmq_spark.client.namespaces import NO_NAMESPACE, Namespace
 from rmq_spark.client.tls import TlsConfig
 from rmq_spark.compiled import v2_queue_offset
 
@@ -166,15 +167,17 @@ class GrpcClient(BaseClient):
 
     def __init__(self, endpoint: str, *, credentials: Credentials | None = None, tls: TlsConfig | None = None,
                  request_timeout: float = DEFAULT_REQUEST_TIMEOUT, connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
-                 route_ttl: float = 30.0,
-                 max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> None:
-        super().__init__(route_ttl=route_ttl, max_message_bytes=max_message_bytes)
+                 route_ttl: float = 30.0, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+                 namespace: Namespace = NO_NAMESPACE) -> None:
+        """With a ``namespace``, the server puts the calls' topics and groups in it (``x-mq-namespace``) and
+        answers them without it."""
+        super().__init__(route_ttl=route_ttl, max_message_bytes=max_message_bytes, namespace=namespace)
         self._host, self._port = host_port(endpoint, "endpoint")
         self.endpoint = endpoint.strip()
         self.request_timeout = request_timeout
         self.connect_timeout = connect_timeout
         self._tls = tls
-        self._metadata = Metadata(credentials, CLIENT_VERSION)
+        self._metadata = Metadata(credentials, CLIENT_VERSION, namespace.name)
         self._channel: grpc.Channel | None = None
         self._credentials: grpc.ChannelCredentials | None = None  # held as long as the channel
         self._methods: dict[str, Callable] = {}

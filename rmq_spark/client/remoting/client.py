@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import functools
+from dataclasses import replace
 from typing import Callable, Iterable, Sequence, TypeVar
 
 from rmq_spark.client.addresses import address_list
@@ -12,6 +13,7 @@ from rmq_spark.client.errors import (AuthError, BrokerBusyError, BrokerError, Br
 from rmq_spark.client.model import (DEFAULT_GROUP, DEFAULT_PRODUCER_GROUP, EVERY_MESSAGE, MASTER_ID, SLOT, BrokerData,
                                     Credentials, FilterExpression, HalfMessage, Message, MessageQueue, MessageType,
                                     OutgoingMessage, PullResult, PullStatus, TopicRoute)
+from rmq_spark.client.namespaces import NO_NAMESPACE, Namespace
 from rmq_spark.client.range_reader import PullSession
 from rmq_spark.client.remoting import broker as req
 from rmq_spark.client.remoting import codes
@@ -24,6 +26,7 @@ from rmq_spark.client.tls import TlsConfig
 from rmq_spark.compiled import BlockGatherer, RangeCursor
 
 T = TypeVar("T")
+W = TypeVar("W", str, MessageQueue)
 
 COMPACTION = ("cleanup.policy", "COMPACTION")
 MESSAGE_TYPE = "message.type"
@@ -62,13 +65,15 @@ class DirectPulls:
 
     def __init__(self, client: "RemotingClient", mq: MessageQueue, *, group: str, expression: FilterExpression) -> None:
         self._client, self._mq = client, mq
-        self._kw = {"group": group, "expression": expression}
+        self._wire = client.namespace.queue(mq)
+        self._kw = {"group": client.namespace.wrap(group), "expression": expression}
         self._conns: dict[str, DirectConnection] = {}
         self._conn: DirectConnection | None = None
         self._replica = False
         self._suggested = MASTER_ID
         self.native = not client._pool.signs
-        self._template = request_template(req.pull_request(mq, offset=0, max_nums=0, **self._kw), _PULL_VARY)
+        self._template = request_template(req.pull_request(self._wire, offset=0, max_nums=0, **self._kw),
+                                          _PULL_VARY)
 
     def _connection(self) -> DirectConnection:
         """The connection to the member reads of the queue go to now: chosen again when it closed, the broker
@@ -119,7 +124,7 @@ class DirectPulls:
         client, mq = self._client, self._mq
         conn = self._connection()
         try:
-            pending = conn.send(req.pull_request(mq, offset=offset, max_nums=max_nums, **self._kw),
+            pending = conn.send(req.pull_request(self._wire, offset=offset, max_nums=max_nums, **self._kw),
                                 client.request_timeout)
         except ConnectionLostError:
             client.invalidate_route(mq.topic)
@@ -140,8 +145,9 @@ class RemotingClient(BaseClient):
 
     def __init__(self, name_server: str | list[str], *, credentials: Credentials | None = None,
                  tls: TlsConfig | None = None, request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
-                 connect_timeout: float = DEFAULT_CONNECT_TIMEOUT, route_ttl: float = 30.0, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> None:
-        super().__init__(route_ttl=route_ttl, max_message_bytes=max_message_bytes)
+                 connect_timeout: float = DEFAULT_CONNECT_TIMEOUT, route_ttl: float = 30.0,
+                 max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES, namespace: Namespace = NO_NAMESPACE) -> None:
+        super().__init__(route_ttl=route_ttl, max_message_bytes=max_message_bytes, namespace=namespace)
         addresses = address_list(name_server) if isinstance(name_server, str) else list(name_server)
         self.request_timeout = request_timeout
         self._pool = ConnectionPool(connect_timeout=connect_timeout, tls=tls.ssl_context() if tls else None,
@@ -157,11 +163,13 @@ class RemotingClient(BaseClient):
 
     # -- routing ---------------------------------------------------------------------------------------------
     def _fetch_route(self, topic: str) -> TopicRoute:
-        return self._namesrv.route(topic)
+        route = self._namesrv.route(self.namespace.wrap(topic))
+        return replace(route, topic=topic) if self.namespace else route
 
     def topics(self) -> list[str]:
-        """Every topic known to the name server."""
-        return self._namesrv.topics()
+        """Every topic of the client's namespace (every topic, without one) known to the name server."""
+        ns = self.namespace
+        return sorted(ns.unwrap(t) for t in self._namesrv.topics() if ns.owns(t))
 
     def live_brokers(self) -> set[str]:
         return self._namesrv.live_brokers()
@@ -190,6 +198,11 @@ class RemotingClient(BaseClient):
         return master
 
     # -- request plumbing ------------------------------------------------------------------------------------
+    def _wire(self, group: str, where: W) -> tuple[str, W]:
+        """A group and a queue (or a topic) as the brokers know them: in the client's namespace."""
+        ns = self.namespace
+        return ns.wrap(group), (ns.wrap(where) if isinstance(where, str) else ns.queue(where))
+
     def _read_address(self, mq: MessageQueue) -> tuple[str, bool]:
         """Where a read of ``mq`` goes (the member the broker last suggested, else the master, else a slave,
         skipping members that just failed to connect), and whether that is a slave. While the route has no master,
@@ -224,15 +237,15 @@ class RemotingClient(BaseClient):
 
     # -- per-queue requests (the fan-out is BaseClient's) ----------------------------------------------------
     def _min_offset_call(self, mq: MessageQueue) -> RemotingCall:
-        return self._request(mq, req.offset_request(codes.GET_MIN_OFFSET, mq),
+        return self._request(mq, req.offset_request(codes.GET_MIN_OFFSET, self.namespace.queue(mq)),
                              lambda r, a: req.header_long(r, "offset", f"min offset of {mq}", a))
 
     def _max_offset_call(self, mq: MessageQueue) -> RemotingCall:
-        return self._request(mq, req.offset_request(codes.GET_MAX_OFFSET, mq, committed="true"),
+        return self._request(mq, req.offset_request(codes.GET_MAX_OFFSET, self.namespace.queue(mq), committed="true"),
                              lambda r, a: req.header_long(r, "offset", f"max offset of {mq}", a))
 
     def _search_offset_call(self, mq: MessageQueue, timestamp: int, boundary: str) -> RemotingCall:
-        return self._request(mq, req.offset_request(codes.SEARCH_OFFSET_BY_TIMESTAMP, mq, timestamp=str(timestamp),
+        return self._request(mq, req.offset_request(codes.SEARCH_OFFSET_BY_TIMESTAMP, self.namespace.queue(mq), timestamp=str(timestamp),
                                                     boundaryType=boundary.upper()),
                              lambda r, a: req.header_long(r, "offset", f"offset by timestamp of {mq}", a))
 
@@ -241,7 +254,7 @@ class RemotingClient(BaseClient):
             if r.code == codes.QUERY_NOT_FOUND:
                 return None
             return req.header_long(r, "offset", f"consumer offset of group {group!r} on {mq}", a)
-        return self._request(mq, req.query_consumer_offset_request(group, mq), parse)
+        return self._request(mq, req.query_consumer_offset_request(*self._wire(group, mq)), parse)
 
     def _store_offset_call(self, group: str, mq: MessageQueue, offset: int) -> RemotingCall:
         def parse(r: RemotingCommand, a: str) -> bool:
@@ -249,16 +262,17 @@ class RemotingClient(BaseClient):
                 return False
             req.check(r, f"update of group {group!r} offset on {mq}", a)
             return True
-        return self._request(mq, req.update_consumer_offset_request(group, mq, offset), parse, master=True)
+        return self._request(mq, req.update_consumer_offset_request(*self._wire(group, mq), offset), parse, master=True)
 
     def _create_group(self, group: str, mq: MessageQueue, offset: int) -> None:
         # the pull goes to the master, where the offset update will go
-        self._request(mq, req.pull_request(mq, group, offset, 1), lambda r, a: req.pull_result(r, mq, a, offset),
-                      master=True).result()
+        wire_group, wire_queue = self._wire(group, mq)
+        self._request(mq, req.pull_request(wire_queue, wire_group, offset, 1),
+                      lambda r, a: req.pull_result(r, mq, a, offset), master=True).result()
 
     def earliest_store_time(self, mq: MessageQueue) -> int:
         """Store time (ms) of the queue's oldest message."""
-        return self._request(mq, req.offset_request(codes.GET_EARLIEST_MSG_STORETIME, mq),
+        return self._request(mq, req.offset_request(codes.GET_EARLIEST_MSG_STORETIME, self.namespace.queue(mq)),
                              lambda r, a: req.header_long(r, "timestamp", f"earliest store time of {mq}", a)).result()
 
     # -- topic and group facts -------------------------------------------------------------------------------
@@ -268,7 +282,7 @@ class RemotingClient(BaseClient):
         queues = route.read_queues() or route.write_queues()
         if not queues:
             return {}
-        return self._request(queues[0], req.topic_config_request(topic),
+        return self._request(queues[0], req.topic_config_request(self.namespace.wrap(topic)),
                              lambda r, a: req.topic_attributes(r, topic, a)).result()
 
     def is_compacted(self, topic: str) -> bool:
@@ -293,7 +307,7 @@ class RemotingClient(BaseClient):
         """InvalidFilterError when the broker of ``mq`` cannot filter by the expression (CHECK_CLIENT_CONFIG, as the
         Java consumer checks its subscriptions): a broker handed a SQL92 filter it cannot compile in a pull drops
         the filter and answers every message."""
-        self._request(mq, req.check_client_config_request(group, mq.topic, expression),
+        self._request(mq, req.check_client_config_request(*self._wire(group, mq.topic), expression),
                       lambda r, a: req.check_client_config(r, expression, a)).result()
 
     def online_consumers(self, group: str, topics: Iterable[str]) -> list[str]:
@@ -303,7 +317,8 @@ class RemotingClient(BaseClient):
             for b in self.route(topic).brokers:
                 if b.master_address:
                     masters[b.broker_name] = MessageQueue(topic, b.broker_name, 0)
-        calls = [self._request(mq, req.consumer_list_request(group), lambda r, a: req.consumer_list(r, group, a),
+        wire = self.namespace.wrap(group)
+        calls = [self._request(mq, req.consumer_list_request(wire), lambda r, a: req.consumer_list(r, group, a),
                                master=True) for mq in masters.values()]
         return sorted({cid for c in calls for cid in c.result()})
 
@@ -314,7 +329,8 @@ class RemotingClient(BaseClient):
         if not self._read_address(mq)[1]:
             return True
         try:
-            result = self._request(mq, req.pull_request(mq, group, offset, 1),
+            wire_group, wire_queue = self._wire(group, mq)
+            result = self._request(mq, req.pull_request(wire_queue, wire_group, offset, 1),
                                    lambda r, a: req.pull_result(r, mq, a, offset)).result()
         except BrokerBusyError:
             return False
@@ -325,7 +341,9 @@ class RemotingClient(BaseClient):
                    expression: FilterExpression = EVERY_MESSAGE, suspend_ms: int = 0) -> RemotingCall:
         """Send a pull and return at once. With ``suspend_ms`` > 0 the broker holds it until messages arrive or the
         suspension ends (long polling); the request timeout is extended past it."""
-        cmd = req.pull_request(mq, group, offset, max_nums, expression=expression, suspend_ms=suspend_ms)
+        wire_group, wire_queue = self._wire(group, mq)
+        cmd = req.pull_request(wire_queue, wire_group, offset, max_nums, expression=expression,
+                               suspend_ms=suspend_ms)
         return self._request(mq, cmd, self._pull_parse(mq, offset),
                              timeout=self.request_timeout + suspend_ms / 1000.0)
 
@@ -358,7 +376,8 @@ class RemotingClient(BaseClient):
         names = set(broker_names) if broker_names is not None else {b.broker_name for b in route.brokers}
         for b in route.brokers:
             if b.broker_name in names and b.master_address:
-                r = self._pool.request(b.master_address, req.create_topic_request(topic, queues, queues),
+                r = self._pool.request(b.master_address,
+                                       req.create_topic_request(self.namespace.wrap(topic), queues, queues),
                                        self.request_timeout)
                 req.check(r, f"create topic {topic!r}", b.master_address)
 
@@ -369,15 +388,17 @@ class RemotingClient(BaseClient):
     def send_async(self, mq: MessageQueue, messages: Sequence[OutgoingMessage], *,
                    group: str = DEFAULT_PRODUCER_GROUP, sys_flag: int = 0) -> RemotingCall:
         batch = list(messages)
-        return self._request(mq, req.send_request(group, mq, batch, sys_flag=sys_flag),
+        return self._request(mq, req.send_request(*self._wire(group, mq), batch, sys_flag=sys_flag),
                              lambda r, a: req.send_result(r, mq, a, batch), master=True)
 
     def send_half_async(self, mq: MessageQueue, message: OutgoingMessage, *, group: str = DEFAULT_PRODUCER_GROUP,
                         sys_flag: int = 0) -> RemotingCall:
-        return self._request(mq, req.half_request(group, mq, message, sys_flag=sys_flag),
+        return self._request(mq, req.half_request(*self._wire(group, mq), message, sys_flag=sys_flag),
                              lambda r, a: req.half_result(r, mq, a, message), master=True)
 
     def end_transaction_async(self, half: HalfMessage, *, commit: bool,
                               group: str = DEFAULT_PRODUCER_GROUP) -> RemotingCall:
-        return self._request(half.queue, req.end_transaction_request(group, half, commit),
+        wire_group, wire_queue = self._wire(group, half.queue)
+        return self._request(half.queue, req.end_transaction_request(wire_group, replace(half, queue=wire_queue),
+                                                                     commit),
                              lambda r, a: req.end_transaction_result(r, half, commit, a), master=True)

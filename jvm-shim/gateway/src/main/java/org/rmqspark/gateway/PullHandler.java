@@ -59,8 +59,8 @@ final class PullHandler {
     private record Pulled(MessageExt message, String offsetMsgId) {
     }
 
-    /** The validated pull parameters. */
-    private record Spec(QueueRef queue, String group, long offset, int batch, String expressionType,
+    /** The validated pull parameters; {@code topic} as the caller names it (without its namespace). */
+    private record Spec(QueueRef queue, String topic, String group, long offset, int batch, String expressionType,
                         String expression, long suspendMs) {
         String describe() {
             return "pull of " + queue + ", group " + group + ", offset " + offset;
@@ -135,7 +135,8 @@ final class PullHandler {
                     + MAX_POLLING_MS / 1000 + " s (" + q + ")");
             }
         }
-        return new Spec(q, group, req.getOffset(), batch, type, expression, suspendMs);
+        return new Spec(q, req.getMessageQueue().getTopic().getName(), group, req.getOffset(), batch, type, expression,
+            suspendMs);
     }
 
     /**
@@ -235,7 +236,8 @@ final class PullHandler {
         List<PullMessageResponse> out = new ArrayList<>();
         out.add(PullMessageResponse.newBuilder().setStatus(status).build());
         for (Pulled p : found) {
-            out.add(PullMessageResponse.newBuilder().setMessage(V2Messages.fromPulled(p.message, p.offsetMsgId)).build());
+            out.add(PullMessageResponse.newBuilder()
+                .setMessage(V2Messages.fromPulled(p.message, spec.topic, p.offsetMsgId)).build());
         }
         out.add(PullMessageResponse.newBuilder().setNextOffset(next).build());
         return out;

@@ -36,12 +36,15 @@ final class QueueRef {
         return new QueueRef(topic, mq.getBroker().getName(), mq.getId());
     }
 
-    /** The name of a required resource (topic, group), else BAD_REQUEST naming the field. */
+    /**
+     * The name of a required resource (topic, group) as the brokers know it (in the call's namespace), else
+     * BAD_REQUEST naming the field.
+     */
     static String name(boolean present, Resource r, String field) {
         if (!present || r.getName().isBlank()) {
             throw GatewayException.badRequest(field + " is required");
         }
-        return r.getName();
+        return CallMetadata.wrap(r.getName());
     }
 
     org.apache.rocketmq.common.message.MessageQueue toMessageQueue() {

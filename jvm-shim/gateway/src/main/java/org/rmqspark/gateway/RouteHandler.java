@@ -45,7 +45,7 @@ final class RouteHandler {
         List<QueueData> qds = new ArrayList<>(route.getQueueDatas() == null ? List.of() : route.getQueueDatas());
         qds.sort(Comparator.comparing(QueueData::getBrokerName));
         QueryRouteResponse.Builder out = QueryRouteResponse.newBuilder().setStatus(Statuses.OK);
-        Resource topicResource = Resource.newBuilder().setName(topic).build();
+        Resource topicResource = Resource.newBuilder().setName(CallMetadata.unwrap(topic)).build();
         List<MessageType> accepted = acceptedTypes(topic, route);
         for (QueueData qd : qds) {
             Broker broker = Broker.newBuilder().setName(qd.getBrokerName()).setId(0).setEndpoints(endpoints).build();

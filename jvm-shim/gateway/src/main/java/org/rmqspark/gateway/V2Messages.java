@@ -28,10 +28,10 @@ final class V2Messages {
     }
 
     /**
-     * A pulled message as v2 {@code Message}. {@code offsetMsgId} is the broker's store-position id of its record,
-     * the message id when it has no UNIQ_KEY.
+     * A pulled message of {@code topic} (as the caller names it) as v2 {@code Message}. {@code offsetMsgId} is the
+     * broker's store-position id of its record, the message id when it has no UNIQ_KEY.
      */
-    static Message fromPulled(MessageExt m, String offsetMsgId) {
+    static Message fromPulled(MessageExt m, String topic, String offsetMsgId) {
         Map<String, String> props = m.getProperties();
         SystemProperties.Builder sp = SystemProperties.newBuilder()
             .setBodyEncoding(Encoding.IDENTITY)
@@ -67,7 +67,7 @@ final class V2Messages {
             }
         }
         Message.Builder b = Message.newBuilder()
-            .setTopic(Resource.newBuilder().setName(m.getTopic()))
+            .setTopic(Resource.newBuilder().setName(topic))
             .setSystemProperties(sp);
         if (props != null) {
             b.putAllUserProperties(props);

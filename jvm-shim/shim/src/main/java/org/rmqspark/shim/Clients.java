@@ -27,6 +27,9 @@ final class Clients {
     private DefaultMQAdminExt admin;
     private DefaultMQProducer producer;
     private DefaultMQPullConsumer consumer;
+    /** Producers and pull consumers in a namespace (ClientConfig.setNamespace), by namespace. */
+    private final java.util.Map<String, DefaultMQProducer> namespacedProducers = new java.util.HashMap<>();
+    private final java.util.Map<String, DefaultMQPullConsumer> namespacedConsumers = new java.util.HashMap<>();
     /** Push consumers started by tests, by group: another application's live consumers of a group. */
     private final java.util.Map<String, DefaultMQPushConsumer> pushConsumers = new java.util.HashMap<>();
 
@@ -70,10 +73,33 @@ final class Clients {
         return producer;
     }
 
+    /** The producer of {@code namespace} (null: the shim's own, in none), as RocketMQ's clients take one. */
+    @SuppressWarnings("deprecation")
+    synchronized DefaultMQProducer producer(String namespace) throws MQClientException {
+        if (namespace == null) {
+            return producer();
+        }
+        DefaultMQProducer p = namespacedProducers.get(namespace);
+        if (p == null) {
+            p = newProducer(PRODUCER_GROUP, hook, "rmq-shim-producer-" + namespace, namespace);
+            namespacedProducers.put(namespace, p);
+        }
+        return p;
+    }
+
     /** A producer with an arbitrary hook (null: unsigned); the caller shuts it down. */
     DefaultMQProducer newProducer(String group, RPCHook rpcHook, String instance) throws MQClientException {
+        return newProducer(group, rpcHook, instance, null);
+    }
+
+    @SuppressWarnings("deprecation")
+    private DefaultMQProducer newProducer(String group, RPCHook rpcHook, String instance, String namespace)
+        throws MQClientException {
         DefaultMQProducer p = new DefaultMQProducer(group, rpcHook);
         configure(p, instance);
+        if (namespace != null) {
+            p.setNamespace(namespace);
+        }
         p.setSendMsgTimeout(10_000);
         p.setRetryTimesWhenSendFailed(2);
         p.setMaxMessageSize(4 * 1024 * 1024);
@@ -81,16 +107,36 @@ final class Clients {
         return p;
     }
 
-    @SuppressWarnings("deprecation")
     synchronized DefaultMQPullConsumer consumer() throws MQClientException {
         if (consumer == null) {
-            DefaultMQPullConsumer c = new DefaultMQPullConsumer(CONSUMER_GROUP, hook);
-            configure(c, "rmq-shim-reader");
-            c.setConsumerPullTimeoutMillis(10_000);
-            c.start();
-            consumer = c;
+            consumer = newConsumer("rmq-shim-reader", null);
         }
         return consumer;
+    }
+
+    /** The pull consumer of {@code namespace} (null: the shim's own, in none). */
+    synchronized DefaultMQPullConsumer consumer(String namespace) throws MQClientException {
+        if (namespace == null) {
+            return consumer();
+        }
+        DefaultMQPullConsumer c = namespacedConsumers.get(namespace);
+        if (c == null) {
+            c = newConsumer("rmq-shim-reader-" + namespace, namespace);
+            namespacedConsumers.put(namespace, c);
+        }
+        return c;
+    }
+
+    @SuppressWarnings("deprecation")
+    private DefaultMQPullConsumer newConsumer(String instance, String namespace) throws MQClientException {
+        DefaultMQPullConsumer c = new DefaultMQPullConsumer(CONSUMER_GROUP, hook);
+        configure(c, instance);
+        if (namespace != null) {
+            c.setNamespace(namespace);
+        }
+        c.setConsumerPullTimeoutMillis(10_000);
+        c.start();
+        return c;
     }
 
     /**
@@ -125,6 +171,14 @@ final class Clients {
             quietly(c::shutdown);
         }
         pushConsumers.clear();
+        for (DefaultMQPullConsumer c : namespacedConsumers.values()) {
+            quietly(c::shutdown);
+        }
+        namespacedConsumers.clear();
+        for (DefaultMQProducer p : namespacedProducers.values()) {
+            quietly(p::shutdown);
+        }
+        namespacedProducers.clear();
         if (consumer != null) {
             quietly(consumer::shutdown);
             consumer = null;

@@ -15,6 +15,7 @@ import org.apache.rocketmq.common.message.Message;
 import org.apache.rocketmq.common.message.MessageExt;
 import org.apache.rocketmq.common.message.MessageQueue;
 import org.apache.rocketmq.remoting.RPCHook;
+import org.apache.rocketmq.remoting.protocol.NamespaceUtil;
 import org.apache.rocketmq.remoting.protocol.ResponseCode;
 import org.apache.rocketmq.remoting.protocol.admin.TopicOffset;
 import org.apache.rocketmq.remoting.protocol.admin.TopicStatsTable;
@@ -226,10 +227,10 @@ final class Commands {
             producer.setRetryTimesWhenSendFailed(0);
             temporary = true;
         } else {
-            producer = clients.producer();
+            producer = clients.producer(a.str("namespace", null));
         }
         try {
-            refreshRoute(producer, topic);
+            refreshRoute(producer, NamespaceUtil.wrapNamespace(a.str("namespace", null), topic));
             List<Message> msgs = new ArrayList<>();
             for (JsonElement e : input) {
                 msgs.add(MessageJson.toMessage(topic, e.getAsJsonObject()));
@@ -360,13 +361,17 @@ final class Commands {
         long maxMessages = a.lng("maxMessages", Long.MAX_VALUE);
 
         cluster.awaitDispatched(DISPATCH_WAIT_MS);
-        DefaultMQPullConsumer consumer = clients.consumer();
+        String namespace = a.str("namespace", null);
+        // in a namespace, the route is the wrapped topic's and the consumer wraps the queues it pulls itself
+        DefaultMQPullConsumer consumer = clients.consumer(namespace);
         List<MessageQueue> queues = new ArrayList<>();
-        TopicRouteData route = cluster.route(topic);
+        String wireTopic = NamespaceUtil.wrapNamespace(namespace, topic);
+        TopicRouteData route = cluster.route(wireTopic);
         boolean logic = route != null && route.getTopicQueueMappingByBroker() != null
             && !route.getTopicQueueMappingByBroker().isEmpty();
         // a static topic is read as the Java client reads it, by its logic queues
-        for (MessageQueue mq : logic ? consumer.fetchSubscribeMessageQueues(topic) : routeQueues(topic, false)) {
+        for (MessageQueue mq : logic ? consumer.fetchSubscribeMessageQueues(topic) : routeQueues(wireTopic, false)) {
+            mq = new MessageQueue(topic, mq.getBrokerName(), mq.getQueueId());
             if ((broker == null || broker.equals(mq.getBrokerName())) && (queueId == null || queueId == mq.getQueueId())) {
                 queues.add(mq);
             }
