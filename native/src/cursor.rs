@@ -25,8 +25,22 @@ pub const SLOT_BYTES: i64 = (256 << 10) * 9 / 10;
 const FIRST_BACKOFF: Duration = Duration::from_millis(50);
 const MAX_BACKOFF: Duration = Duration::from_secs(2);
 
-/// A pull answer's status, as the transports classify it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The wait before retry `attempt` (0 for the first) of something that made no progress, for option
+/// brokerRetryTimeoutMs: doubling from 50 ms up to 2 s.
+pub fn backoff_delay(attempt: u32) -> Duration {
+    FIRST_BACKOFF.saturating_mul(1u32.checked_shl(attempt.min(16)).unwrap_or(u32::MAX)).min(MAX_BACKOFF)
+}
+
+/// A pull answer's status, as the transports classify it (`rmq_spark.client.PullStatus` in Python).
+#[cfg_attr(feature = "python", pyo3::pyclass(
+    module = "rmq_spark._native",
+    name = "PullStatus",
+    rename_all = "SCREAMING_SNAKE_CASE",
+    frozen,
+    eq,
+    hash
+))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Status {
     Found,
     /// PULL_NOT_FOUND: nothing at the offset yet.
@@ -40,10 +54,7 @@ pub enum Status {
 }
 
 impl Status {
-    pub const ALL: [Status; 5] =
-        [Status::Found, Status::NoNewMsg, Status::NoMatchedMsg, Status::RetryImmediately, Status::OffsetIllegal];
-
-    /// The name the Python client gives it (`PullStatus.value`).
+    /// Its name, in messages and in Python (`PullStatus.FOUND`).
     pub fn name(self) -> &'static str {
         match self {
             Status::Found => "FOUND",
@@ -52,10 +63,6 @@ impl Status {
             Status::RetryImmediately => "RETRY_IMMEDIATELY",
             Status::OffsetIllegal => "OFFSET_ILLEGAL",
         }
-    }
-
-    pub fn of_name(name: &str) -> Option<Status> {
-        Status::ALL.into_iter().find(|s| s.name() == name)
     }
 }
 
@@ -122,8 +129,8 @@ pub struct Settings {
     pub retry_timeout: Duration,
 }
 
-/// Waits between attempts that made no progress, doubling up to `MAX_BACKOFF`, until the timeout has passed since
-/// the first of them.
+/// Waits between attempts that made no progress (`backoff_delay`), until the timeout has passed since the first of
+/// them.
 struct Backoff {
     timeout: Duration,
     since: Option<Instant>,
@@ -138,9 +145,9 @@ impl Backoff {
         if elapsed >= self.timeout {
             return Err(elapsed);
         }
-        let doubled = FIRST_BACKOFF.saturating_mul(1u32.checked_shl(self.attempts.min(16)).unwrap_or(u32::MAX));
+        let wait = backoff_delay(self.attempts);
         self.attempts += 1;
-        Ok(doubled.min(MAX_BACKOFF).min(self.timeout - elapsed))
+        Ok(wait.min(self.timeout - elapsed))
     }
 
     fn reset(&mut self) {

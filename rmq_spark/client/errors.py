@@ -1,5 +1,9 @@
-"""The one exception hierarchy of rmq_spark: every failure the client can raise is a ``RocketMQError``."""
+"""The one exception hierarchy of rmq_spark: every failure the client can raise is a ``RocketMQError``; the errors
+of the compiled core become one of them in ``package_error``."""
 from __future__ import annotations
+
+from rmq_spark.compiled import (CoreError, DataLostError, MalformedError, PipeLostError, PipeTimeoutError,
+                                RefusedError, UnavailableError)
 
 
 class RocketMQError(Exception):
@@ -79,3 +83,15 @@ class DataLossError(RocketMQError):
 
 # Failures that say "not now" rather than "never": a caller may retry them (with backoff, up to a deadline).
 RETRYABLE = (ConnectionLostError, RequestTimeoutError, BrokerBusyError)
+
+
+# The core's errors, as the package's.
+_PACKAGE_ERRORS: dict[type[CoreError], type[RocketMQError]] = {
+    MalformedError: ProtocolError, PipeLostError: ConnectionLostError, PipeTimeoutError: RequestTimeoutError,
+    DataLostError: DataLossError, RefusedError: RocketMQError, UnavailableError: BrokerUnavailableError}
+
+
+def package_error(e: CoreError, message: str | None = None) -> RocketMQError:
+    """The package's exception for ``e``, an error of the compiled core, saying ``message`` (default: the core's
+    text)."""
+    return _PACKAGE_ERRORS[type(e)](str(e) if message is None else message)

@@ -1,11 +1,11 @@
 """Values of the RocketMQ client: queues, routes, messages and pull results (transport-neutral, picklable)."""
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass, field, replace
 from typing import Iterable
 
 from rmq_spark.client.unique_ids import new_unique_id
+from rmq_spark.compiled import PullStatus  # FOUND, NO_NEW_MSG, NO_MATCHED_MSG, RETRY_IMMEDIATELY, OFFSET_ILLEGAL
 
 MASTER_ID = 0
 # The group named in pulls and offset requests, and in sends, when the user names none.
@@ -193,14 +193,6 @@ class Message:
     sys_flag: int = 0
     commit_log_offset: int = 0
     body_crc: int = 0
-
-
-class PullStatus(enum.Enum):
-    FOUND = "FOUND"
-    NO_NEW_MSG = "NO_NEW_MSG"  # PULL_NOT_FOUND: nothing at the offset yet
-    NO_MATCHED_MSG = "NO_MATCHED_MSG"  # PULL_RETRY_IMMEDIATELY for NO_MATCHED_MESSAGE: the filter skipped a span
-    RETRY_IMMEDIATELY = "RETRY_IMMEDIATELY"  # any other PULL_RETRY_IMMEDIATELY: pull the same offset again
-    OFFSET_ILLEGAL = "OFFSET_ILLEGAL"  # PULL_OFFSET_MOVED: offset outside [min, max]
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ import grpc.experimental
 from rmq_spark.client import hints
 from rmq_spark.client.base import BaseClient
 from rmq_spark.client.compression import DEFAULT_MAX_MESSAGE_BYTES
-from rmq_spark.client.errors import ProtocolError, RocketMQError, UnsupportedError
+from rmq_spark.client.errors import ProtocolError, RocketMQError, UnsupportedError, package_error
 from rmq_spark.client.grpc import messages, status
 from rmq_spark.client.grpc.auth import Metadata
 from rmq_spark.client.grpc.v2 import definition_pb2 as pb
@@ -20,7 +20,7 @@ from rmq_spark.client.model import (DEFAULT_GROUP, DEFAULT_PRODUCER_GROUP, EVERY
                                     BrokerData, Credentials, FilterExpression, Message, MessageQueue, OutgoingMessage,
                                     PullResult, PullStatus, QueueData, SendResult, TopicRoute)
 from rmq_spark.client.tls import TlsConfig
-from rmq_spark.compiled import v2_queue_offset
+from rmq_spark.compiled import MalformedError, v2_queue_offset
 
 T = TypeVar("T")
 SERVICE = "/apache.rocketmq.v2.MessagingService/"
@@ -127,8 +127,8 @@ class PendingGrpcPull:
             return PullResult(PullStatus.NO_MATCHED_MSG, next_offset, -1, -1)
         try:
             first = v2_queue_offset(found[0])
-        except ValueError as e:
-            raise ProtocolError(f"{what}: {endpoint} sent a message frame that does not parse ({e})") from None
+        except MalformedError as e:
+            raise package_error(e, f"{what}: {endpoint} sent a message frame that does not parse ({e})") from None
         return PullResult(PullStatus.FOUND, next_offset, -1, -1, frames=tuple(found), first_offset=first)
 
     def cancel(self) -> None:

@@ -44,8 +44,8 @@ def pull_result(response: RemotingCommand, mq: MessageQueue, address: str, offse
             check(response, f"pull of {mq}", address)
             raise RocketMQError(f"pull of {mq} at {address}: unexpected response code {response.code}",
                                 code=response.code, remark=response.remark)
-        found = status == PullStatus.FOUND.value
-        return PullResult(status=PullStatus(status), next_begin_offset=next_offset,
+        found = status == PullStatus.FOUND
+        return PullResult(status=status, next_begin_offset=next_offset,
                           min_offset=int(h.get("minOffset", -1)), max_offset=int(h.get("maxOffset", -1)),
                           body=response.body if found else b"",
                           suggest_which_broker_id=int(h.get("suggestWhichBrokerId", 0)),
