@@ -31,6 +31,17 @@ pub fn backoff_delay(attempt: u32) -> Duration {
     FIRST_BACKOFF.saturating_mul(1u32.checked_shl(attempt.min(16)).unwrap_or(u32::MAX)).min(MAX_BACKOFF)
 }
 
+/// The error of the data-loss rule (DESIGN.md §10) under failOnDataLoss=true, for every place that applies it:
+/// `what` is gone, `remedy` says what failOnDataLoss=false would do instead.
+pub fn data_loss_error(what: &str, remedy: &str) -> String {
+    format!("{what}. Set failOnDataLoss=false to {remedy}.")
+}
+
+/// The log line of the data-loss rule under failOnDataLoss=false: `what` is gone, `action` says what is done.
+pub fn data_loss_note(what: &str, action: &str) -> String {
+    format!("{what}; {action} (failOnDataLoss=false)")
+}
+
 /// A pull answer's status, as the transports classify it (`rmq_spark.client.PullStatus` in Python).
 #[cfg_attr(feature = "python", pyo3::pyclass(
     module = "rmq_spark._native",
@@ -470,12 +481,10 @@ impl Cursor {
     /// Offsets `[low, upto)` are gone: a fault under failOnDataLoss, else counted, noted and skipped.
     fn lose_what(&mut self, low: i64, upto: i64, what: String) -> Result<i64, Fault> {
         if self.s.fail_on_data_loss {
-            return Err(Fault::Lost(format!(
-                "{what}. Set failOnDataLoss=false to skip them (they are counted and logged)."
-            )));
+            return Err(Fault::Lost(data_loss_error(&what, "skip them (they are counted and logged)")));
         }
         self.lost += upto - low;
-        self.notes.push(format!("{what}; skipping {} offsets (failOnDataLoss=false)", upto - low));
+        self.notes.push(data_loss_note(&what, &format!("skipping {} offsets", upto - low)));
         Ok(upto)
     }
 }

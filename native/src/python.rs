@@ -353,6 +353,19 @@ fn first_offset(block: &[u8]) -> i64 {
     pulls::first_offset(block)
 }
 
+/// The error of the data-loss rule under failOnDataLoss=true: `what` is gone, `remedy` says what
+/// failOnDataLoss=false would do instead.
+#[pyfunction]
+fn data_loss_error(what: &str, remedy: &str) -> String {
+    cursor::data_loss_error(what, remedy)
+}
+
+/// The log line of the data-loss rule under failOnDataLoss=false: `what` is gone, `action` says what is done.
+#[pyfunction]
+fn data_loss_note(what: &str, action: &str) -> String {
+    cursor::data_loss_note(what, action)
+}
+
 /// The queue offset of the message of a gRPC pull's answer frame; MalformedError when it holds no message.
 #[pyfunction]
 fn v2_queue_offset(frame: &[u8]) -> PyResult<i64> {
@@ -588,6 +601,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("PULL_OFFSET_MOVED", pulls::PULL_OFFSET_MOVED)?;
     m.add("NO_MATCHED_MESSAGE", pulls::NO_MATCHED_MESSAGE)?;
     m.add_function(wrap_pyfunction!(backoff_delay, m)?)?;
+    m.add_function(wrap_pyfunction!(data_loss_error, m)?)?;
+    m.add_function(wrap_pyfunction!(data_loss_note, m)?)?;
     m.add_function(wrap_pyfunction!(pull_status, m)?)?;
     m.add_function(wrap_pyfunction!(first_offset, m)?)?;
     m.add_function(wrap_pyfunction!(v2_queue_offset, m)?)?;
