@@ -9,6 +9,7 @@ from typing import Iterable, Mapping
 from rmq_spark.client.errors import (RETRYABLE, AuthError, BrokerUnavailableError, DataLossError, InvalidFilterError,
                                      TopicNotFoundError, UnsupportedError)
 from rmq_spark.client.model import MessageQueue, TopicRoute
+from rmq_spark.compiled import data_loss_error, data_loss_note
 from rmq_spark.offsets import QueueRange
 from rmq_spark.options import OptionError, SourceOptions
 
@@ -125,16 +126,23 @@ def compacted_topics(client, topics: Iterable[str]) -> frozenset[str]:
     return frozenset(out)
 
 
+def data_loss(what: str, fail: bool, *, remedy: str, action: str) -> None:
+    """The data-loss rule for ``what`` (messages gone): DataLossError under failOnDataLoss=true (``remedy`` says
+    what false would do), else a warning (``action`` says what is done). Its wording is the core's, whose range
+    cursor applies the same rule."""
+    if fail:
+        raise DataLossError(data_loss_error(what, remedy))
+    log.warning("%s", data_loss_note(what, action))
+
+
 def check_data_loss(queue: MessageQueue, requested: int, available: int, fail: bool) -> int:
     """The offset to start ``queue`` at when the broker's first held offset is ``available``: ``requested`` when
     still held, else ``available`` under failOnDataLoss=false (logged), else DataLossError naming all three."""
     if requested >= available:
         return requested
-    message = (f"{queue}: offset {requested} was requested but the broker's first available offset is "
-               f"{available}; messages [{requested}, {available}) were deleted before they were read")
-    if fail:
-        raise DataLossError(message + ". Set failOnDataLoss=false to start at the first available offset.")
-    log.warning("%s; starting at %d (failOnDataLoss=false)", message, available)
+    data_loss(f"{queue}: offset {requested} was requested but the broker's first available offset is {available}; "
+              f"messages [{requested}, {available}) were deleted before they were read", fail,
+              remedy="start at the first available offset", action=f"starting at {available}")
     return available
 
 
@@ -142,12 +150,10 @@ def check_reset(queue: MessageQueue, reached: int, end: int, first: int | None, 
     """The start for a queue whose end offset ``end`` fell below the offset ``reached``: the queue was reset (the
     topic deleted and recreated, or the broker lost its tail). DataLossError, or under failOnDataLoss=false the
     queue's first offset ``first`` (0 when unknown), logged."""
-    message = (f"{queue}: the broker's end offset {end} is below offset {reached}, which this query had reached: "
-               "the queue was reset (the topic deleted and recreated?), so what it holds now is not what was read")
-    if fail:
-        raise DataLossError(message + ". Set failOnDataLoss=false to read the queue again from its first offset.")
     start = first if first is not None else 0
-    log.warning("%s; reading it again from offset %d (failOnDataLoss=false)", message, start)
+    data_loss(f"{queue}: the broker's end offset {end} is below offset {reached}, which this query had reached: the "
+              "queue was reset (the topic deleted and recreated?), so what it holds now is not what was read", fail,
+              remedy="read the queue again from its first offset", action=f"reading it again from offset {start}")
     return start
 
 

@@ -17,13 +17,13 @@ from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadM
                                               SupportsTriggerAvailableNow)
 
 from rmq_spark.batch import partitions_of, read_partition
-from rmq_spark.client.errors import DataLossError, RocketMQError, UnsupportedError
+from rmq_spark.client.errors import RocketMQError, UnsupportedError
 from rmq_spark.client.model import MessageQueue
 from rmq_spark.connect import new_client
 from rmq_spark.offset_store import OffsetStore
 from rmq_spark.offsets import OffsetResolver, offsets_from_json, offsets_to_json, recorded_start
 from rmq_spark.options import Committed, Edge, OptionError, SourceOptions
-from rmq_spark.planning import plan_ranges, query_topics
+from rmq_spark.planning import data_loss, plan_ranges, query_topics
 from rmq_spark.queue_watch import QueueWatch
 from rmq_spark.schema import COLUMNS
 
@@ -224,9 +224,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                                       for mq in lost)
                 + " are no longer in the topic route although their brokers are up (the topic shrank or was "
                 "deleted); messages not yet read from them may be lost")
-        if self.options.fail_on_data_loss:
-            raise DataLossError(what + ". Set failOnDataLoss=false to go on without them.")
-        log.warning("%s (failOnDataLoss=false: going on without them)", what)
+        data_loss(what, self.options.fail_on_data_loss, remedy="go on without them", action="going on without them")
 
     def _log_unresolved(self, failed: dict) -> None:
         brokers = sorted({mq.broker_name for mq in failed})

@@ -25,8 +25,33 @@ pub const SLOT_BYTES: i64 = (256 << 10) * 9 / 10;
 const FIRST_BACKOFF: Duration = Duration::from_millis(50);
 const MAX_BACKOFF: Duration = Duration::from_secs(2);
 
-/// A pull answer's status, as the transports classify it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The wait before retry `attempt` (0 for the first) of something that made no progress, for option
+/// brokerRetryTimeoutMs: doubling from 50 ms up to 2 s.
+pub fn backoff_delay(attempt: u32) -> Duration {
+    FIRST_BACKOFF.saturating_mul(1u32.checked_shl(attempt.min(16)).unwrap_or(u32::MAX)).min(MAX_BACKOFF)
+}
+
+/// The error of the data-loss rule (DESIGN.md §10) under failOnDataLoss=true, for every place that applies it:
+/// `what` is gone, `remedy` says what failOnDataLoss=false would do instead.
+pub fn data_loss_error(what: &str, remedy: &str) -> String {
+    format!("{what}. Set failOnDataLoss=false to {remedy}.")
+}
+
+/// The log line of the data-loss rule under failOnDataLoss=false: `what` is gone, `action` says what is done.
+pub fn data_loss_note(what: &str, action: &str) -> String {
+    format!("{what}; {action} (failOnDataLoss=false)")
+}
+
+/// A pull answer's status, as the transports classify it (`rmq_spark.client.PullStatus` in Python).
+#[cfg_attr(feature = "python", pyo3::pyclass(
+    module = "rmq_spark._native",
+    name = "PullStatus",
+    rename_all = "SCREAMING_SNAKE_CASE",
+    frozen,
+    eq,
+    hash
+))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Status {
     Found,
     /// PULL_NOT_FOUND: nothing at the offset yet.
@@ -40,10 +65,7 @@ pub enum Status {
 }
 
 impl Status {
-    pub const ALL: [Status; 5] =
-        [Status::Found, Status::NoNewMsg, Status::NoMatchedMsg, Status::RetryImmediately, Status::OffsetIllegal];
-
-    /// The name the Python client gives it (`PullStatus.value`).
+    /// Its name, in messages and in Python (`PullStatus.FOUND`).
     pub fn name(self) -> &'static str {
         match self {
             Status::Found => "FOUND",
@@ -52,10 +74,6 @@ impl Status {
             Status::RetryImmediately => "RETRY_IMMEDIATELY",
             Status::OffsetIllegal => "OFFSET_ILLEGAL",
         }
-    }
-
-    pub fn of_name(name: &str) -> Option<Status> {
-        Status::ALL.into_iter().find(|s| s.name() == name)
     }
 }
 
@@ -122,8 +140,8 @@ pub struct Settings {
     pub retry_timeout: Duration,
 }
 
-/// Waits between attempts that made no progress, doubling up to `MAX_BACKOFF`, until the timeout has passed since
-/// the first of them.
+/// Waits between attempts that made no progress (`backoff_delay`), until the timeout has passed since the first of
+/// them.
 struct Backoff {
     timeout: Duration,
     since: Option<Instant>,
@@ -138,9 +156,9 @@ impl Backoff {
         if elapsed >= self.timeout {
             return Err(elapsed);
         }
-        let doubled = FIRST_BACKOFF.saturating_mul(1u32.checked_shl(self.attempts.min(16)).unwrap_or(u32::MAX));
+        let wait = backoff_delay(self.attempts);
         self.attempts += 1;
-        Ok(doubled.min(MAX_BACKOFF).min(self.timeout - elapsed))
+        Ok(wait.min(self.timeout - elapsed))
     }
 
     fn reset(&mut self) {
@@ -463,12 +481,10 @@ impl Cursor {
     /// Offsets `[low, upto)` are gone: a fault under failOnDataLoss, else counted, noted and skipped.
     fn lose_what(&mut self, low: i64, upto: i64, what: String) -> Result<i64, Fault> {
         if self.s.fail_on_data_loss {
-            return Err(Fault::Lost(format!(
-                "{what}. Set failOnDataLoss=false to skip them (they are counted and logged)."
-            )));
+            return Err(Fault::Lost(data_loss_error(&what, "skip them (they are counted and logged)")));
         }
         self.lost += upto - low;
-        self.notes.push(format!("{what}; skipping {} offsets (failOnDataLoss=false)", upto - low));
+        self.notes.push(data_loss_note(&what, &format!("skipping {} offsets", upto - low)));
         Ok(upto)
     }
 }

@@ -11,12 +11,12 @@ use crate::frame::{Header, Template};
 use crate::pipe::{Pipe, PipeError, Response};
 
 /// RemotingCommand response codes of a pull.
-const SUCCESS: i32 = 0;
-const PULL_NOT_FOUND: i32 = 19;
-const PULL_RETRY_IMMEDIATELY: i32 = 20;
-const PULL_OFFSET_MOVED: i32 = 21;
+pub const SUCCESS: i32 = 0;
+pub const PULL_NOT_FOUND: i32 = 19;
+pub const PULL_RETRY_IMMEDIATELY: i32 = 20;
+pub const PULL_OFFSET_MOVED: i32 = 21;
 /// The remark of a PULL_RETRY_IMMEDIATELY that means "the filter matched nothing here".
-const NO_MATCHED_MESSAGE: &str = "NO_MATCHED_MESSAGE";
+pub const NO_MATCHED_MESSAGE: &str = "NO_MATCHED_MESSAGE";
 /// Where a stored record keeps its queue offset (after totalSize, magicCode, bodyCRC, queueId, flag).
 const QUEUE_OFFSET_AT: usize = 20;
 

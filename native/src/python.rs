@@ -1,19 +1,38 @@
-//! The Python module `rmq_spark._native`: the gatherer and the columns it hands to pyarrow, the frame codec and
-//! the pipe.
+//! The Python module `rmq_spark._native`: the gatherer and the columns it hands to pyarrow, the frame codec, the
+//! pipe and the range cursor. Its types are described in `rmq_spark/_native.pyi`. Its errors are the `CoreError`
+//! classes below; `rmq_spark.compiled.package_error` turns them into the package's own.
 
 use std::time::Duration;
 
-use pyo3::exceptions::{PyConnectionError, PyTimeoutError, PyUnicodeError, PyValueError};
+use pyo3::create_exception;
+use pyo3::exceptions::{PyException, PyUnicodeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::IntoPyObjectExt;
-use pyo3::types::{PyBytes, PyCapsule, PyDict};
+use pyo3::types::{PyBytes, PyCapsule, PyDict, PyString};
 
 use crate::arrow::{export_array, export_schema, release_unclaimed_array, release_unclaimed_schema, Column};
 use crate::columns::{AddError, Gathered, Wanted};
-use crate::cursor::{Answer, Cursor, Fault, Settings, Status, Verdict};
+use crate::cursor::{self, Answer, Cursor, Fault, Settings, Status, Verdict};
 use crate::frame::{self, Command, Header, Template};
-use crate::pulls::{self, Limits, Step};
+use crate::pulls::{self, Limits};
 use crate::pipe::{Pipe, PipeError, Response};
+
+create_exception!(rmq_spark._native, CoreError, PyException, "An error of the compiled core.");
+create_exception!(
+    rmq_spark._native,
+    MalformedError,
+    CoreError,
+    "Bytes that do not follow the wire format, or a command the frame cannot hold."
+);
+create_exception!(rmq_spark._native, PipeLostError, CoreError, "A pipe could not be opened, broke or was closed.");
+create_exception!(rmq_spark._native, PipeTimeoutError, CoreError, "No answer on a pipe in time (the pipe is closed).");
+create_exception!(rmq_spark._native, DataLostError, CoreError, "Messages of a range are gone (failOnDataLoss).");
+create_exception!(rmq_spark._native, RefusedError, CoreError, "The broker answered a range read what no rule accepts.");
+create_exception!(
+    rmq_spark._native,
+    UnavailableError,
+    CoreError,
+    "The broker did not serve a range read until its retry timeout."
+);
 
 /// One column, for `pyarrow.array(column)` (the `__arrow_c_array__` protocol); it can be taken once.
 #[pyclass(module = "rmq_spark._native", frozen)]
@@ -121,16 +140,41 @@ fn added(outcome: Result<bool, AddError>) -> PyResult<bool> {
     }
 }
 
-/// A decoded frame as (code, language, version, opaque, flag, remark, ext fields, serialize type, body).
-type FrameParts<'py> = (i32, String, i32, i32, i32, Option<String>, Bound<'py, PyDict>, u8, Bound<'py, PyBytes>);
+/// A decoded frame: a command's header fields and its body.
+#[pyclass(module = "rmq_spark._native", frozen, get_all)]
+struct Frame {
+    code: i32,
+    language: Py<PyString>,
+    version: i32,
+    opaque: i32,
+    flag: i32,
+    remark: Option<Py<PyString>>,
+    ext_fields: Py<PyDict>,
+    serialize_type: u8,
+    body: Py<PyBytes>,
+}
 
-fn frame_parts<'py>(py: Python<'py>, header: Header, body: &[u8]) -> PyResult<FrameParts<'py>> {
+fn frame_of(py: Python<'_>, header: Header, body: &[u8]) -> PyResult<Frame> {
     let ext = PyDict::new(py);
     for (key, value) in header.ext {
         ext.set_item(key, value)?;
     }
-    Ok((header.code, header.language, header.version, header.opaque, header.flag, header.remark, ext,
-        header.serialize_type, PyBytes::new(py, body)))
+    Ok(Frame {
+        code: header.code,
+        language: PyString::new(py, &header.language).unbind(),
+        version: header.version,
+        opaque: header.opaque,
+        flag: header.flag,
+        remark: header.remark.map(|r| PyString::new(py, &r).unbind()),
+        ext_fields: ext.unbind(),
+        serialize_type: header.serialize_type,
+        body: PyBytes::new(py, body).unbind(),
+    })
+}
+
+fn response_frame(py: Python<'_>, response: Response) -> PyResult<Frame> {
+    let start = response.header.body_start;
+    frame_of(py, response.header, &response.frame[start..])
 }
 
 /// `ext`'s entries as text (`str()` of each key and value), without those whose value is None.
@@ -146,7 +190,7 @@ fn ext_text(ext: &Bound<'_, PyDict>) -> PyResult<Vec<(String, String)>> {
 }
 
 /// The whole frame of a command (total length included); `ext` maps field names to values (rendered with
-/// `str()`, None left out). ValueError names what cannot be encoded.
+/// `str()`, None left out). MalformedError names what cannot be encoded.
 #[pyfunction]
 #[pyo3(signature = (code, language, version, opaque, flag, remark, ext, body, serialize_type))]
 #[allow(clippy::too_many_arguments)]
@@ -164,16 +208,16 @@ fn encode_frame<'py>(
 ) -> PyResult<Bound<'py, PyBytes>> {
     let ext = ext_text(ext)?;
     let cmd = Command { code, language, version, opaque, flag, remark, ext: &ext, body, serialize_type };
-    let frame = frame::encode(&cmd).map_err(PyValueError::new_err)?;
+    let frame = frame::encode(&cmd).map_err(MalformedError::new_err)?;
     Ok(PyBytes::new(py, &frame))
 }
 
-/// One frame given without its total length, as its parts. ValueError says what is malformed.
+/// One frame given without its total length. MalformedError says what is malformed.
 #[pyfunction]
-fn decode_frame<'py>(py: Python<'py>, buf: &[u8]) -> PyResult<FrameParts<'py>> {
-    let header = frame::decode(buf).map_err(PyValueError::new_err)?;
+fn decode_frame(py: Python<'_>, buf: &[u8]) -> PyResult<Frame> {
+    let header = frame::decode(buf).map_err(MalformedError::new_err)?;
     let start = header.body_start;
-    frame_parts(py, header, &buf[start..])
+    frame_of(py, header, &buf[start..])
 }
 
 /// A request sent many times with only a few integer fields changed (a range read's pulls): its ext fields are
@@ -196,16 +240,24 @@ impl RequestTemplate {
     ) -> PyResult<Self> {
         let vary: Vec<&str> = vary.iter().map(String::as_str).collect();
         let template = Template::new(code, language, version, serialize_type, ext_text(ext)?, &vary)
-            .map_err(PyValueError::new_err)?;
+            .map_err(MalformedError::new_err)?;
         Ok(RequestTemplate { template })
     }
 }
 
 fn pipe_error(e: PipeError) -> PyErr {
     match e {
-        PipeError::Lost(why) => PyConnectionError::new_err(why),
-        PipeError::Timeout => PyTimeoutError::new_err("no response in time"),
-        PipeError::Protocol(why) => PyValueError::new_err(why),
+        PipeError::Lost(why) => PipeLostError::new_err(why),
+        PipeError::Timeout => PipeTimeoutError::new_err("no response in time"),
+        PipeError::Protocol(why) => MalformedError::new_err(why),
+    }
+}
+
+fn fault_error(fault: Fault) -> PyErr {
+    match fault {
+        Fault::Lost(text) => DataLostError::new_err(text),
+        Fault::Refused(text) => RefusedError::new_err(text),
+        Fault::Unavailable(text) => UnavailableError::new_err(text),
     }
 }
 
@@ -214,8 +266,8 @@ fn seconds(s: f64) -> Duration {
 }
 
 /// A connection of one reader's own (plain TCP): frames written and responses read on the caller's thread, with
-/// the GIL released. ConnectionError when it cannot be opened or broke, TimeoutError when an answer is late,
-/// ValueError for a malformed frame; each of those closes it.
+/// the GIL released. PipeLostError when it cannot be opened or broke, PipeTimeoutError when an answer is late,
+/// MalformedError for a malformed frame; each of those closes it.
 #[pyclass(module = "rmq_spark._native")]
 struct FramePipe {
     pipe: Pipe,
@@ -235,12 +287,11 @@ impl FramePipe {
         py.detach(|| pipe.send(frame, opaque, seconds(timeout))).map_err(pipe_error)
     }
 
-    /// The response to request `opaque` as the parts `decode_frame` gives, within `timeout` seconds.
-    fn receive<'py>(&mut self, py: Python<'py>, opaque: i32, timeout: f64) -> PyResult<FrameParts<'py>> {
+    /// The response to request `opaque`, within `timeout` seconds.
+    fn receive(&mut self, py: Python<'_>, opaque: i32, timeout: f64) -> PyResult<Frame> {
         let pipe = &mut self.pipe;
         let response = py.detach(|| pipe.receive(opaque, seconds(timeout))).map_err(pipe_error)?;
-        let start = response.header.body_start;
-        frame_parts(py, response.header, &response.frame[start..])
+        response_frame(py, response)
     }
 
     /// Stops waiting for request `opaque`.
@@ -258,12 +309,42 @@ impl FramePipe {
     }
 }
 
-/// The status name (`PullStatus.value`) of the response to a pull at `offset`; None for a code that is not a pull
-/// status.
+#[pymethods]
+impl Status {
+    #[getter(name)]
+    fn py_name(&self) -> &'static str {
+        self.name()
+    }
+
+    /// Pickled as its name: unpickled, it is the same object again.
+    fn __reduce__<'py>(&self, py: Python<'py>) -> PyResult<(Bound<'py, PyAny>, (Bound<'py, PyAny>, &'static str))> {
+        Ok((py.import("builtins")?.getattr("getattr")?, (py.get_type::<Status>().into_any(), self.name())))
+    }
+}
+
+/// The class attribute of `status` (`PullStatus.FOUND`): each status is one object, as members of an enum.
+fn status_object(py: Python<'_>, status: Status) -> PyResult<Bound<'_, PyAny>> {
+    py.get_type::<Status>().getattr(status.name())
+}
+
+/// The status of the response to a pull at `offset`; None for a code that is not a pull status.
 #[pyfunction]
 #[pyo3(signature = (code, remark, next_begin, offset))]
-fn pull_status(code: i32, remark: Option<&str>, next_begin: i64, offset: i64) -> Option<&'static str> {
-    pulls::status_of(code, remark, next_begin, offset).map(Status::name)
+fn pull_status<'py>(
+    py: Python<'py>,
+    code: i32,
+    remark: Option<&str>,
+    next_begin: i64,
+    offset: i64,
+) -> PyResult<Option<Bound<'py, PyAny>>> {
+    pulls::status_of(code, remark, next_begin, offset).map(|s| status_object(py, s)).transpose()
+}
+
+/// The wait in seconds before retry `attempt` (0 for the first) of something that made no progress (option
+/// brokerRetryTimeoutMs).
+#[pyfunction]
+fn backoff_delay(attempt: u32) -> f64 {
+    cursor::backoff_delay(attempt).as_secs_f64()
 }
 
 /// The queue offset of the first record of a pulled block (-1 when the block is too short to hold one).
@@ -272,34 +353,57 @@ fn first_offset(block: &[u8]) -> i64 {
     pulls::first_offset(block)
 }
 
-/// The queue offset of the message of a gRPC pull's answer frame; ValueError when it holds no message.
+/// The error of the data-loss rule under failOnDataLoss=true: `what` is gone, `remedy` says what
+/// failOnDataLoss=false would do instead.
+#[pyfunction]
+fn data_loss_error(what: &str, remedy: &str) -> String {
+    cursor::data_loss_error(what, remedy)
+}
+
+/// The log line of the data-loss rule under failOnDataLoss=false: `what` is gone, `action` says what is done.
+#[pyfunction]
+fn data_loss_note(what: &str, action: &str) -> String {
+    cursor::data_loss_note(what, action)
+}
+
+/// The queue offset of the message of a gRPC pull's answer frame; MalformedError when it holds no message.
 #[pyfunction]
 fn v2_queue_offset(frame: &[u8]) -> PyResult<i64> {
     match crate::v2::response(frame) {
         Ok(Some(crate::v2::Content::Message(buf))) => {
-            crate::v2::message(buf).map(|m| m.queue_offset).map_err(PyValueError::new_err)
+            crate::v2::message(buf).map(|m| m.queue_offset).map_err(MalformedError::new_err)
         }
-        Ok(_) => Err(PyValueError::new_err("the PullMessage answer frame holds no message")),
-        Err(text) => Err(PyValueError::new_err(text)),
+        Ok(_) => Err(MalformedError::new_err("the PullMessage answer frame holds no message")),
+        Err(text) => Err(MalformedError::new_err(text)),
     }
 }
 
-type Out<'py> = PyResult<Bound<'py, PyAny>>;
-
-fn fault_step(py: Python<'_>, fault: Fault) -> Out<'_> {
-    match fault {
-        Fault::Lost(text) => ("lost", text).into_bound_py_any(py),
-        Fault::Refused(text) => ("refused", text).into_bound_py_any(py),
-        Fault::Unavailable(text) => ("unavailable", text).into_bound_py_any(py),
-    }
+/// What a range read's cursor tells its driver to do next.
+#[pyclass(module = "rmq_spark._native", frozen)]
+enum Step {
+    /// Records `[low, high)` of the answer belong to the range; `body` is the answer's block when a native run
+    /// hands it on (None: the answer the caller judged).
+    Take { low: i64, high: i64, body: Option<Py<PyBytes>> },
+    /// Nothing of the answer belongs to the range.
+    Skip {},
+    /// Hand the queue's first offset now to `RangeCursor.gap`.
+    Gap {},
+    /// Call `RangeCursor.retry`, wait as it says, and go on; `why` says why.
+    Retry { why: String },
+    /// The range is read (a native run).
+    Done {},
+    /// The gatherer gained the rows or bytes asked for (a native run).
+    Full {},
+    /// The broker suggests member `broker_id` of its group for the next pulls (a native run).
+    Suggest { broker_id: i64 },
+    /// The response to the pull at `offset` is not a plain pull answer: the caller reads it (a native run).
+    Answer { offset: i64, frame: Py<Frame> },
 }
 
-/// One exact range read's rules (the cursor of `cursor.rs`) for a Python driver, and its native pull loop. Its
-/// steps are tuples named by their first item:
-/// `("take", low, high, body or None)`, `("skip",)`, `("gap",)`, `("retry", why)`, `("done",)`, `("full",)`,
-/// `("suggest", broker_id)`, `("failed", "connection" | "timeout" | "protocol", text)`,
-/// `("answer", offset, frame parts)`, and the faults `("lost" | "refused" | "unavailable", text)`.
-/// Offsets skipped for data loss are logged on the logger `rmq_spark.client.range_reader`.
+/// One exact range read's rules (the cursor of `cursor.rs`) for a Python driver, and its native pull loop: each
+/// call answers with a `Step`, or raises DataLostError, RefusedError or UnavailableError when the read cannot go
+/// on (and a native run the pipe's errors). Offsets skipped for data loss are logged on the logger
+/// `rmq_spark.client.range_reader`.
 #[pyclass(module = "rmq_spark._native")]
 struct RangeCursor {
     cursor: Cursor,
@@ -308,18 +412,17 @@ struct RangeCursor {
 }
 
 impl RangeCursor {
-    fn verdict<'py>(&mut self, py: Python<'py>, verdict: Result<Verdict, Fault>) -> Out<'py> {
+    fn verdict(&mut self, py: Python<'_>, verdict: Result<Verdict, Fault>) -> PyResult<Step> {
         self.log_notes(py)?;
-        match verdict {
-            Err(fault) => fault_step(py, fault),
-            Ok(Verdict::Take { low, high }) => {
-                let body = self.held.take().map(|r| PyBytes::new(py, r.body()));
-                ("take", low, high, body).into_bound_py_any(py)
+        Ok(match verdict.map_err(fault_error)? {
+            Verdict::Take { low, high } => {
+                let body = self.held.take().map(|r| PyBytes::new(py, r.body()).unbind());
+                Step::Take { low, high, body }
             }
-            Ok(Verdict::Skip) => ("skip",).into_bound_py_any(py),
-            Ok(Verdict::CheckGap) => ("gap",).into_bound_py_any(py),
-            Ok(Verdict::Retry(why)) => ("retry", why).into_bound_py_any(py),
-        }
+            Verdict::Skip => Step::Skip {},
+            Verdict::CheckGap => Step::Gap {},
+            Verdict::Retry(why) => Step::Retry { why },
+        })
     }
 
     fn log_notes(&mut self, py: Python<'_>) -> PyResult<()> {
@@ -384,46 +487,43 @@ impl RangeCursor {
         self.cursor.lost()
     }
 
-    /// The step for the answer to the head pull (`status` is a `PullStatus` value; `nbytes` the size of its block,
-    /// 0 for messages delivered decoded).
+    /// The step for the answer to the head pull (`nbytes` is the size of its block, 0 for messages delivered
+    /// decoded).
     #[pyo3(signature = (status, next_begin, min_offset, max_offset, first_offset, nbytes))]
     #[allow(clippy::too_many_arguments)]
-    fn judge<'py>(
+    fn judge(
         &mut self,
-        py: Python<'py>,
-        status: &str,
+        py: Python<'_>,
+        status: Status,
         next_begin: i64,
         min_offset: i64,
         max_offset: i64,
         first_offset: i64,
         nbytes: usize,
-    ) -> Out<'py> {
-        let status =
-            Status::of_name(status).ok_or_else(|| PyValueError::new_err(format!("no pull status {status:?}")))?;
+    ) -> PyResult<Step> {
         let answer = Answer { status, next_begin, min_offset, max_offset, first_offset, nbytes };
         let verdict = self.cursor.judge(&answer);
         self.verdict(py, verdict)
     }
 
-    /// The step after a "gap" step, given the queue's first offset now.
-    fn gap<'py>(&mut self, py: Python<'py>, first: i64) -> Out<'py> {
+    /// The step after a `Step.Gap`, given the queue's first offset now.
+    fn gap(&mut self, py: Python<'_>, first: i64) -> PyResult<Step> {
         let verdict = self.cursor.gap(first);
         self.verdict(py, verdict)
     }
 
     /// The step after the head pull failed (a retryable error).
-    fn failed<'py>(&mut self, py: Python<'py>, why: String) -> Out<'py> {
+    fn failed(&mut self, py: Python<'_>, why: String) -> PyResult<Step> {
         self.held = None;
         let verdict = Ok(self.cursor.failed(why));
         self.verdict(py, verdict)
     }
 
-    /// After a "retry" step: `("wait", seconds, tags of the dropped pulls)`, or the "unavailable" fault.
-    fn retry<'py>(&mut self, py: Python<'py>) -> Out<'py> {
-        match self.cursor.retry() {
-            Ok((wait, tags)) => ("wait", wait.as_secs_f64(), tags).into_bound_py_any(py),
-            Err(fault) => fault_step(py, fault),
-        }
+    /// After a `Step.Retry`: the seconds to wait and the tags of the dropped pulls; UnavailableError once the
+    /// retry timeout has passed.
+    fn retry(&mut self) -> PyResult<(f64, Vec<i32>)> {
+        let (wait, tags) = self.cursor.retry().map_err(fault_error)?;
+        Ok((wait.as_secs_f64(), tags))
     }
 
     /// Pull again from the first unread offset at once; the tags of the dropped pulls.
@@ -447,7 +547,7 @@ impl RangeCursor {
         nbytes: usize,
         timeout: f64,
         suggested: i64,
-    ) -> Out<'py> {
+    ) -> PyResult<Step> {
         self.held = None;
         let cursor = &mut self.cursor;
         let pipe = &mut pipe.pipe;
@@ -456,40 +556,53 @@ impl RangeCursor {
         let limits = Limits { rows, bytes: nbytes };
         let step = py.detach(|| pulls::run(cursor, pipe, template, gathered, limits, seconds(timeout), suggested));
         self.log_notes(py)?;
-        match step {
-            Step::Done => ("done",).into_bound_py_any(py),
-            Step::Full => ("full",).into_bound_py_any(py),
-            Step::Take { low, high, response } => {
-                ("take", low, high, PyBytes::new(py, response.body())).into_bound_py_any(py)
+        Ok(match step {
+            pulls::Step::Done => Step::Done {},
+            pulls::Step::Full => Step::Full {},
+            pulls::Step::Take { low, high, response } => {
+                Step::Take { low, high, body: Some(PyBytes::new(py, response.body()).unbind()) }
             }
-            Step::CheckGap(response) => {
+            pulls::Step::CheckGap(response) => {
                 self.held = Some(response);
-                ("gap",).into_bound_py_any(py)
+                Step::Gap {}
             }
-            Step::Retry(why) => ("retry", why).into_bound_py_any(py),
-            Step::Suggest(id) => ("suggest", id).into_bound_py_any(py),
-            Step::Failed(e) => match e {
-                PipeError::Lost(why) => ("failed", "connection", why).into_bound_py_any(py),
-                PipeError::Timeout => ("failed", "timeout", "no response in time").into_bound_py_any(py),
-                PipeError::Protocol(why) => ("failed", "protocol", why).into_bound_py_any(py),
-            },
-            Step::Answer { offset, response } => {
-                let start = response.header.body_start;
-                let parts = frame_parts(py, response.header, &response.frame[start..])?;
-                ("answer", offset, parts).into_bound_py_any(py)
+            pulls::Step::Retry(why) => Step::Retry { why },
+            pulls::Step::Suggest(broker_id) => Step::Suggest { broker_id },
+            pulls::Step::Failed(e) => return Err(pipe_error(e)),
+            pulls::Step::Answer { offset, response } => {
+                Step::Answer { offset, frame: Py::new(py, response_frame(py, response)?)? }
             }
-            Step::Fault(fault) => fault_step(py, fault),
-        }
+            pulls::Step::Fault(fault) => return Err(fault_error(fault)),
+        })
     }
 }
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
     m.add_class::<BlockGatherer>()?;
     m.add_class::<ArrowColumn>()?;
+    m.add_class::<Frame>()?;
     m.add_class::<FramePipe>()?;
     m.add_class::<RequestTemplate>()?;
     m.add_class::<RangeCursor>()?;
+    m.add_class::<Step>()?;
+    m.add_class::<Status>()?;
+    m.add("CoreError", py.get_type::<CoreError>())?;
+    m.add("MalformedError", py.get_type::<MalformedError>())?;
+    m.add("PipeLostError", py.get_type::<PipeLostError>())?;
+    m.add("PipeTimeoutError", py.get_type::<PipeTimeoutError>())?;
+    m.add("DataLostError", py.get_type::<DataLostError>())?;
+    m.add("RefusedError", py.get_type::<RefusedError>())?;
+    m.add("UnavailableError", py.get_type::<UnavailableError>())?;
+    m.add("SUCCESS", pulls::SUCCESS)?;
+    m.add("PULL_NOT_FOUND", pulls::PULL_NOT_FOUND)?;
+    m.add("PULL_RETRY_IMMEDIATELY", pulls::PULL_RETRY_IMMEDIATELY)?;
+    m.add("PULL_OFFSET_MOVED", pulls::PULL_OFFSET_MOVED)?;
+    m.add("NO_MATCHED_MESSAGE", pulls::NO_MATCHED_MESSAGE)?;
+    m.add_function(wrap_pyfunction!(backoff_delay, m)?)?;
+    m.add_function(wrap_pyfunction!(data_loss_error, m)?)?;
+    m.add_function(wrap_pyfunction!(data_loss_note, m)?)?;
     m.add_function(wrap_pyfunction!(pull_status, m)?)?;
     m.add_function(wrap_pyfunction!(first_offset, m)?)?;
     m.add_function(wrap_pyfunction!(v2_queue_offset, m)?)?;

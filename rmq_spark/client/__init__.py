@@ -1,7 +1,7 @@
 """A RocketMQ pull client in plain Python: routes, offsets, exact range reads, consumer offsets, sends.
 
-The two clients load on first use (``GrpcClient`` imports grpcio, both the native core), so that the client's
-values and errors, and the options built from them, import without either."""
+The two clients and the core's PullStatus load on first use (``GrpcClient`` imports grpcio, both the native
+core), so that the client's values and errors, and the options built from them, import without either."""
 from __future__ import annotations
 
 import importlib
@@ -13,14 +13,16 @@ from rmq_spark.client.errors import (AuthError, BrokerBusyError, BrokerError, Br
                                      ProtocolError, RequestTimeoutError, RocketMQError, TopicNotFoundError,
                                      UnsupportedError)
 from rmq_spark.client.model import (EVERY_MESSAGE, Credentials, FilterExpression, HalfMessage, Message, MessageQueue,
-                                    OutgoingMessage, PullResult, PullStatus, SendResult, TopicRoute)
+                                    OutgoingMessage, PullResult, SendResult, TopicRoute)
 from rmq_spark.client.tls import TlsConfig
 
 if TYPE_CHECKING:
     from rmq_spark.client.grpc.client import GrpcClient
     from rmq_spark.client.remoting.client import RemotingClient
+    from rmq_spark.compiled import PullStatus
 
-_CLIENTS = {"GrpcClient": "rmq_spark.client.grpc.client", "RemotingClient": "rmq_spark.client.remoting.client"}
+_CLIENTS = {"GrpcClient": "rmq_spark.client.grpc.client", "RemotingClient": "rmq_spark.client.remoting.client",
+            "PullStatus": "rmq_spark.compiled"}
 
 __all__ = [
     "EVERY_MESSAGE", "AuthError", "BrokerBusyError", "BrokerError", "BrokerUnavailableError", "ConnectionLostError",

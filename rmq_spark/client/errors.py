@@ -1,4 +1,5 @@
-"""The one exception hierarchy of rmq_spark: every failure the client can raise is a ``RocketMQError``."""
+"""The one exception hierarchy of rmq_spark: every failure the client can raise is a ``RocketMQError`` (the
+compiled core's errors become one of them in ``core_errors.package_error``)."""
 from __future__ import annotations
 
 
@@ -83,3 +84,4 @@ class DataLossError(RocketMQError):
 
 # Failures that say "not now" rather than "never": a caller may retry them (with backoff, up to a deadline).
 RETRYABLE = (ConnectionLostError, RequestTimeoutError, BrokerBusyError)
+

@@ -3,9 +3,12 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field, replace
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
 from rmq_spark.client.unique_ids import new_unique_id
+
+if TYPE_CHECKING:  # the core's statuses; the values here import without the core
+    from rmq_spark.compiled import PullStatus
 
 MASTER_ID = 0
 # The group named in pulls and offset requests, and in sends, when the user names none.
@@ -212,14 +215,6 @@ class MessageType(enum.Enum):
 
     def takes(self, kind: MessageType) -> bool:
         return self is MessageType.MIXED or self is kind
-
-
-class PullStatus(enum.Enum):
-    FOUND = "FOUND"
-    NO_NEW_MSG = "NO_NEW_MSG"  # PULL_NOT_FOUND: nothing at the offset yet
-    NO_MATCHED_MSG = "NO_MATCHED_MSG"  # PULL_RETRY_IMMEDIATELY for NO_MATCHED_MESSAGE: the filter skipped a span
-    RETRY_IMMEDIATELY = "RETRY_IMMEDIATELY"  # any other PULL_RETRY_IMMEDIATELY: pull the same offset again
-    OFFSET_ILLEGAL = "OFFSET_ILLEGAL"  # PULL_OFFSET_MOVED: offset outside [min, max]
 
 
 @dataclass(frozen=True)

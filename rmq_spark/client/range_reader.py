@@ -20,13 +20,12 @@ from dataclasses import dataclass
 from typing import Iterator, Protocol
 
 from rmq_spark.client.defaults import DEFAULT_PULL_DEPTH, DEFAULT_RETRY_TIMEOUT
-from rmq_spark.client.errors import RETRYABLE, BrokerUnavailableError, DataLossError, RocketMQError
+from rmq_spark.client.core_errors import package_error
+from rmq_spark.client.errors import RETRYABLE
 from rmq_spark.client.model import EVERY_MESSAGE, SLOT, FilterExpression, MessageQueue, PullResult
-from rmq_spark.compiled import BlockGatherer, RangeCursor
+from rmq_spark.compiled import BlockGatherer, DataLostError, RangeCursor, RefusedError, Step, UnavailableError
 
 _NO_LIMIT = 1 << 62
-# The cursor's faults, as errors.
-_FAULTS = {"lost": DataLossError, "refused": RocketMQError, "unavailable": BrokerUnavailableError}
 
 
 class _Pending(Protocol):
@@ -37,8 +36,7 @@ class _Pending(Protocol):
 
 class PullSession(Protocol):
     """The pulls of one range read: of one queue, with one subscription. ``native`` is true for a session whose
-    pulls the core sends itself (then it has ``run``, ``forget``, ``suggest``, ``failure`` and ``answer``, as
-    ``DirectPulls``)."""
+    pulls the core sends itself (then it has ``run``, ``forget``, ``suggest`` and ``answer``, as ``DirectPulls``)."""
 
     native: bool
 
@@ -130,6 +128,8 @@ class RangeReader:
             while step(pulls, builder, rows, nbytes):
                 if builder.rows >= rows or builder.nbytes >= nbytes:
                     yield
+        except (DataLostError, RefusedError, UnavailableError) as e:  # the cursor's faults: the read cannot go on
+            raise package_error(e) from None
         finally:
             pulls.close()
 
@@ -140,20 +140,18 @@ class RangeReader:
         try:
             step = pulls.run(cursor, builder.native_target(), max(1, rows - builder.rows),
                              max(1, nbytes - builder.nbytes))
-            kind = step[0]
-            if kind == "done":
-                return False
-            if kind == "full":
-                return True
-            if kind == "suggest":
-                pulls.suggest(step[1])
-                pulls.forget(cursor.rewind())
-                return True
-            if kind == "failed":
-                raise pulls.failure(step[1], step[2])
-            if kind == "answer":
-                result = pulls.answer(step[1], step[2])
-                step = self._judge(result)
+            match step:
+                case Step.Done():
+                    return False
+                case Step.Full():
+                    return True
+                case Step.Suggest(broker_id=broker_id):
+                    pulls.suggest(broker_id)
+                    pulls.forget(cursor.rewind())
+                    return True
+                case Step.Answer(offset=offset, frame=frame):
+                    result = pulls.answer(offset, frame)
+                    step = self._judge(result)
         except RETRYABLE as e:
             step = cursor.failed(str(e))
         self._take(self._settle(step, pulls.forget), result, builder)
@@ -187,40 +185,33 @@ class RangeReader:
         return step
 
     # -- shared by both ------------------------------------------------------------------------------------------
-    def _judge(self, r: PullResult):
-        return self._cursor.judge(r.status.value, r.next_begin_offset, r.min_offset, r.max_offset, r.first_offset,
+    def _judge(self, r: PullResult) -> Step:
+        return self._cursor.judge(r.status, r.next_begin_offset, r.min_offset, r.max_offset, r.first_offset,
                                   len(r.body))
 
-    def _settle(self, step: tuple, cancel) -> tuple:
-        """Follow ``step`` through the gap check and the wait it may ask for; raise its fault. Returns a "take" or
-        a "skip" step."""
+    def _settle(self, step: Step, cancel) -> Step:
+        """Follow ``step`` through the gap check and the wait it may ask for. Returns a ``Take`` or a ``Skip``."""
         cursor = self._cursor
         while True:
-            kind = step[0]
-            if kind == "gap":
-                try:
-                    step = cursor.gap(self.client.min_offset(self.mq))
-                except RETRYABLE as e:
-                    step = cursor.failed(str(e))
-            elif kind == "retry":
-                wait = cursor.retry()
-                if wait[0] != "wait":
-                    raise _FAULTS[wait[0]](wait[1])
-                cancel(wait[2])
-                time.sleep(wait[1])
-                return ("skip",)
-            elif kind in _FAULTS:
-                raise _FAULTS[kind](step[1])
-            else:
-                return step
+            match step:
+                case Step.Gap():
+                    try:
+                        step = cursor.gap(self.client.min_offset(self.mq))
+                    except RETRYABLE as e:
+                        step = cursor.failed(str(e))
+                case Step.Retry():
+                    wait, dropped = cursor.retry()
+                    cancel(dropped)
+                    time.sleep(wait)
+                    return Step.Skip()
+                case _:
+                    return step
 
     @staticmethod
-    def _take(step: tuple, result: PullResult | None, builder: ChunkBuilder) -> None:
-        """Add what a "take" step keeps of the answer (its block from the core, or ``result``) to ``builder``."""
-        if step[0] != "take":
-            return
-        _, low, high, block = step
-        if block is not None:
-            builder.add(block, low, high)
-        else:
-            RangeChunk(result.body, low, high, result.frames).append_to(builder)
+    def _take(step: Step, result: PullResult | None, builder: ChunkBuilder) -> None:
+        """Add what a ``Take`` step keeps of the answer (its block from the core, or ``result``) to ``builder``."""
+        match step:
+            case Step.Take(low=low, high=high, body=body) if body is not None:
+                builder.add(body, low, high)
+            case Step.Take(low=low, high=high):
+                RangeChunk(result.body, low, high, result.frames).append_to(builder)

@@ -5,8 +5,7 @@ from __future__ import annotations
 import time
 
 from rmq_spark.client.errors import RocketMQError
-
-_BACKOFF_S = (0.05, 0.1, 0.2, 0.5, 1.0, 2.0)  # then 2 s apart
+from rmq_spark.compiled import backoff_delay
 
 
 class Retries:
@@ -27,7 +26,7 @@ class Retries:
             raise type(error)(f"{what} kept failing for {now - self._since:.0f} s, past option brokerRetryTimeoutMs "
                               f"({self.timeout * 1000:.0f} ms): {error}", code=error.code,
                               remark=error.remark) from error
-        time.sleep(_BACKOFF_S[min(self._attempts, len(_BACKOFF_S) - 1)])
+        time.sleep(backoff_delay(self._attempts))
         self._attempts += 1
 
     def reset(self) -> None:

@@ -6,10 +6,11 @@ from __future__ import annotations
 import zipfile
 
 
-def test_the_wheel_is_one_abi3_manylinux_build_with_its_core_and_the_discovered_module(release_wheel):
+def test_the_wheel_is_one_abi3_manylinux_build_with_its_core_its_types_and_the_discovered_module(release_wheel):
     name = release_wheel.name
     assert "-cp310-abi3-" in name and "manylinux_2_17" in name, name
     files = zipfile.ZipFile(release_wheel).namelist()
     assert "rmq_spark/_native.abi3.so" in files
+    assert {"rmq_spark/_native.pyi", "rmq_spark/py.typed"} <= set(files)  # the core's types, for type checkers
     assert "pyspark_rocketmq/__init__.py" in files
     assert not [f for f in files if f.startswith(("tests/", "benchmarks/", "native/", "jvm-shim/"))]

@@ -12,7 +12,8 @@ import json
 import socket
 
 from rmq_spark.client.errors import ConnectionLostError, RocketMQError
-from rmq_spark.client.model import FilterExpression, MessageQueue, PullStatus
+from rmq_spark.client.model import FilterExpression, MessageQueue
+from rmq_spark.compiled import PullStatus
 from rmq_spark.client.remoting import codes
 from rmq_spark.client.remoting.frame import RemotingCommand, encode_command
 from tests.support.loopback_peer import Peer, read_request

@@ -357,7 +357,7 @@ def test_a_native_pull_is_the_request_the_command_path_sends(peer_factory):
     from rmq_spark.client.model import FilterExpression, MessageQueue
     from rmq_spark.client.remoting import broker as req
     from rmq_spark.client.remoting.frame import request_template
-    from rmq_spark.compiled import RangeCursor
+    from rmq_spark.compiled import MalformedError, RangeCursor, Step
 
     received = []
 
@@ -377,7 +377,7 @@ def test_a_native_pull_is_the_request_the_command_path_sends(peer_factory):
         cursor = RangeCursor(str(mq), mq.broker_name, offset, offset + count, depth=1, slot=32, filtered=True,
                              sparse=False, fail_on_data_loss=True, retry_timeout=5)
         step = cursor.run(conn.pipe, template, None, 1, 1, 5, 0)
-        assert step[0] == "retry" and step[1].startswith(f"NO_NEW_MSG at offset {offset}"), step
+        assert isinstance(step, Step.Retry) and step.why.startswith(f"NO_NEW_MSG at offset {offset}"), step
     conn.close()
     assert len(received) == 3
     for got, (offset, count) in zip(received, sent):
@@ -386,5 +386,5 @@ def test_a_native_pull_is_the_request_the_command_path_sends(peer_factory):
         assert (got.code, got.language, got.version, got.flag, got.remark, got.body) == (
             whole.code, whole.language, whole.version, 0, None, b"")
         assert got.ext_fields == whole.ext_fields
-    with pytest.raises(ValueError, match="no field"):
+    with pytest.raises(MalformedError, match="no field"):
         request_template(RemotingCommand(code=11, ext_fields={"a": "0"}), ("queueOffset",))

@@ -9,7 +9,8 @@ import pyarrow as pa
 import pytest
 
 import rmq_spark.partition_reader as partition_reader
-from rmq_spark.client.model import EVERY_MESSAGE, FilterExpression, MessageQueue, PullResult, PullStatus
+from rmq_spark.client.model import EVERY_MESSAGE, FilterExpression, MessageQueue, PullResult
+from rmq_spark.compiled import PullStatus
 from rmq_spark.client.namespaces import NO_NAMESPACE
 from rmq_spark.client.range_reader import SharedPulls
 from rmq_spark.client.remoting.message_codec import decode_messages

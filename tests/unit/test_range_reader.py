@@ -11,7 +11,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from rmq_spark.client.errors import BrokerBusyError, BrokerUnavailableError, ConnectionLostError, DataLossError
-from rmq_spark.client.model import EVERY_MESSAGE, FilterExpression, MessageQueue, PullResult, PullStatus
+from rmq_spark.client.model import EVERY_MESSAGE, FilterExpression, MessageQueue, PullResult
+from rmq_spark.compiled import PullStatus
 from rmq_spark.client.range_reader import RangeReader, SharedPulls
 from rmq_spark.client.remoting.client import RemotingClient
 from rmq_spark.client.remoting.message_codec import decode_messages

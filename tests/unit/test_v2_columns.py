@@ -15,7 +15,7 @@ from rmq_spark.client.grpc.messages import FLAG_PROPERTY, decode_frames
 from rmq_spark.client.grpc.v2 import definition_pb2 as pb
 from rmq_spark.client.grpc.v2 import service_pb2 as svc
 from rmq_spark.client.model import MessageQueue
-from rmq_spark.compiled import v2_queue_offset
+from rmq_spark.compiled import MalformedError, v2_queue_offset
 from rmq_spark.schema import ARROW_SCHEMA, COLUMNS, MessageBatcher
 from tests.support.batches import assert_same
 
@@ -118,7 +118,7 @@ def test_bad_frames_are_protocol_errors_and_leave_nothing():
     with pytest.raises(ProtocolError):
         reference([good, empty_gzip])
     assert v2_queue_offset(frame(2 ** 40)) == 2 ** 40
-    with pytest.raises(ValueError):
+    with pytest.raises(MalformedError):
         v2_queue_offset(good[:-1])
     assert ARROW_SCHEMA.names == list(COLUMNS)
 

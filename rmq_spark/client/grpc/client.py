@@ -12,6 +12,7 @@ from rmq_spark.client import hints
 from rmq_spark.client.base import BaseClient
 from rmq_spark.client.addresses import host_port
 from rmq_spark.client.defaults import DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_REQUEST_TIMEOUT
+from rmq_spark.client.core_errors import package_error
 from rmq_spark.client.errors import ProtocolError, RocketMQError, UnsupportedError
 from rmq_spark.client.grpc import messages, status
 from rmq_spark.client.grpc.auth import Metadata
@@ -19,10 +20,10 @@ from rmq_spark.client.grpc.v2 import definition_pb2 as pb
 from rmq_spark.client.grpc.v2 import service_pb2 as svc
 from rmq_spark.client.model import (DEFAULT_GROUP, DEFAULT_PRODUCER_GROUP, EVERY_MESSAGE, PERM_READ, PERM_WRITE, SLOT,
                                     BrokerData, Credentials, FilterExpression, Message, MessageQueue, MessageType,
-                                    OutgoingMessage, PullResult, PullStatus, QueueData, SendResult, TopicRoute)
+                                    OutgoingMessage, PullResult, QueueData, SendResult, TopicRoute)
 from rmq_spark.client.namespaces import NO_NAMESPACE, Namespace
 from rmq_spark.client.tls import TlsConfig
-from rmq_spark.compiled import v2_queue_offset
+from rmq_spark.compiled import MalformedError, PullStatus, v2_queue_offset
 
 T = TypeVar("T")
 SERVICE = "/apache.rocketmq.v2.MessagingService/"
@@ -133,8 +134,8 @@ class PendingGrpcPull:
             return PullResult(PullStatus.NO_MATCHED_MSG, next_offset, -1, -1)
         try:
             first = v2_queue_offset(found[0])
-        except ValueError as e:
-            raise ProtocolError(f"{what}: {endpoint} sent a message frame that does not parse ({e})") from None
+        except MalformedError as e:
+            raise package_error(e, f"{what}: {endpoint} sent a message frame that does not parse ({e})") from None
         return PullResult(PullStatus.FOUND, next_offset, -1, -1, frames=tuple(found), first_offset=first)
 
     def cancel(self) -> None:

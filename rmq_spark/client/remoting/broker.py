@@ -7,7 +7,7 @@ from dataclasses import dataclass, fields
 
 from rmq_spark.client.errors import InvalidFilterError, RocketMQError
 from rmq_spark.client.model import (EVERY_MESSAGE, FilterExpression, HalfMessage, MessageQueue, PullResult,
-                                    PullStatus, SendResult)
+                                    SendResult)
 from rmq_spark.client.remoting import codes
 from rmq_spark.client.remoting.frame import RemotingCommand, parse_loose_json
 from rmq_spark.client.remoting.message_codec import (PROPERTY_PRODUCER_GROUP, PROPERTY_TRANSACTION_PREPARED,
@@ -15,7 +15,7 @@ from rmq_spark.client.remoting.message_codec import (PROPERTY_PRODUCER_GROUP, PR
                                                      TRANSACTION_ROLLBACK_TYPE, OutgoingMessage, commit_log_offset,
                                                      encode_batch, encode_properties)
 from rmq_spark.client.remoting.status import check
-from rmq_spark.compiled import first_offset, pull_status
+from rmq_spark.compiled import PullStatus, first_offset, pull_status
 
 def _queue_fields(mq: MessageQueue) -> dict[str, str]:
     return {"topic": mq.topic, "queueId": str(mq.queue_id)}
@@ -44,8 +44,8 @@ def pull_result(response: RemotingCommand, mq: MessageQueue, address: str, offse
             check(response, f"pull of {mq}", address)
             raise RocketMQError(f"pull of {mq} at {address}: unexpected response code {response.code}",
                                 code=response.code, remark=response.remark)
-        found = status == PullStatus.FOUND.value
-        return PullResult(status=PullStatus(status), next_begin_offset=next_offset,
+        found = status == PullStatus.FOUND
+        return PullResult(status=status, next_begin_offset=next_offset,
                           min_offset=int(h.get("minOffset", -1)), max_offset=int(h.get("maxOffset", -1)),
                           body=response.body if found else b"",
                           suggest_which_broker_id=int(h.get("suggestWhichBrokerId", 0)),

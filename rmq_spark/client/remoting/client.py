@@ -9,10 +9,10 @@ from rmq_spark.client.addresses import address_list
 from rmq_spark.client.base import BaseClient
 from rmq_spark.client.defaults import DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_REQUEST_TIMEOUT
 from rmq_spark.client.errors import (AuthError, BrokerBusyError, BrokerError, BrokerUnavailableError,
-                                     ConnectionLostError, RocketMQError, TopicNotFoundError)
+                                     ConnectionLostError, TopicNotFoundError)
 from rmq_spark.client.model import (DEFAULT_GROUP, DEFAULT_PRODUCER_GROUP, EVERY_MESSAGE, MASTER_ID, SLOT, BrokerData,
                                     Credentials, FilterExpression, HalfMessage, Message, MessageQueue, MessageType,
-                                    OutgoingMessage, PullResult, PullStatus, TopicRoute)
+                                    OutgoingMessage, PullResult, TopicRoute)
 from rmq_spark.client.namespaces import NO_NAMESPACE, Namespace
 from rmq_spark.client.range_reader import PullSession
 from rmq_spark.client.remoting import broker as req
@@ -23,7 +23,8 @@ from rmq_spark.client.remoting.frame import RemotingCommand, command_of, request
 from rmq_spark.client.remoting.message_codec import compressed_for_send, decode_messages
 from rmq_spark.client.remoting.namesrv import NameServerClient
 from rmq_spark.client.tls import TlsConfig
-from rmq_spark.compiled import BlockGatherer, RangeCursor
+from rmq_spark.compiled import (BlockGatherer, Frame, MalformedError, PipeLostError, PipeTimeoutError, PullStatus,
+                                RangeCursor, Step)
 
 T = TypeVar("T")
 W = TypeVar("W", str, MessageQueue)
@@ -92,11 +93,18 @@ class DirectPulls:
         self._suggested = client._suggested.get(mq, MASTER_ID)
         return self._conn
 
-    def run(self, cursor: RangeCursor, gatherer: BlockGatherer | None, rows: int, nbytes: int) -> tuple:
-        """The core's pull loop for ``cursor`` (``RangeCursor.run``) over the member's connection."""
+    def run(self, cursor: RangeCursor, gatherer: BlockGatherer | None, rows: int, nbytes: int) -> Step:
+        """The core's pull loop for ``cursor`` (``RangeCursor.run``) over the member's connection; a failed
+        connection raises its error (a ConnectionLostError makes the client look the route up again)."""
         conn = self._connection()
-        return cursor.run(conn.pipe, self._template, gatherer, rows, nbytes, self._client.request_timeout,
-                          self._suggested)
+        try:
+            return cursor.run(conn.pipe, self._template, gatherer, rows, nbytes, self._client.request_timeout,
+                              self._suggested)
+        except (PipeLostError, PipeTimeoutError, MalformedError) as e:
+            error = pipe_failure(e, conn.address, codes.PULL_MESSAGE)
+        if isinstance(error, ConnectionLostError):
+            self._client.invalidate_route(self._mq.topic)
+        raise error
 
     def forget(self, tags: list[int]) -> None:
         """Drop the answers of the pulls ``tags`` when they come."""
@@ -108,17 +116,10 @@ class DirectPulls:
         """The broker suggests member ``broker_id`` for the queue's next pulls."""
         self._client._suggested[self._mq] = broker_id
 
-    def failure(self, kind: str, text: str) -> RocketMQError:
-        """The error of a failed connection (``run``'s "failed" step)."""
-        error = pipe_failure(kind, text, self._conn.address, codes.PULL_MESSAGE)
-        if isinstance(error, ConnectionLostError):
-            self._client.invalidate_route(self._mq.topic)
-        return error
-
-    def answer(self, offset: int, parts: tuple) -> PullResult:
-        """The PullResult of a response to the pull at ``offset`` that the core left to Python (``run``'s "answer"
-        step): raises the error an error code maps to."""
-        return self._client._pull_parse(self._mq, offset)(command_of(parts), self._conn.address)
+    def answer(self, offset: int, frame: Frame) -> PullResult:
+        """The PullResult of a response to the pull at ``offset`` that the core left to Python (``Step.Answer``):
+        raises the error an error code maps to."""
+        return self._client._pull_parse(self._mq, offset)(command_of(frame), self._conn.address)
 
     def pull_async(self, offset: int, max_nums: int) -> RemotingCall:
         client, mq = self._client, self._mq

@@ -1,5 +1,9 @@
-"""Request and response codes of the RocketMQ remoting protocol (RequestCode / ResponseCode), and pull flags."""
+"""Request and response codes of the RocketMQ remoting protocol (RequestCode / ResponseCode), and pull flags. The
+codes of a pull's answer are the compiled core's, which reads them."""
 from __future__ import annotations
+
+from rmq_spark.compiled import (  # noqa: F401 - re-exported
+    NO_MATCHED_MESSAGE, PULL_NOT_FOUND, PULL_OFFSET_MOVED, PULL_RETRY_IMMEDIATELY, SUCCESS)
 
 # Request codes
 SEND_MESSAGE = 10
@@ -23,7 +27,6 @@ SEND_BATCH_MESSAGE = 320
 GET_TOPIC_CONFIG = 351
 
 # Response codes
-SUCCESS = 0
 SYSTEM_ERROR = 1
 SYSTEM_BUSY = 2
 REQUEST_CODE_NOT_SUPPORTED = 3
@@ -34,9 +37,6 @@ MESSAGE_ILLEGAL = 13
 SERVICE_NOT_AVAILABLE = 14
 NO_PERMISSION = 16
 TOPIC_NOT_EXIST = 17
-PULL_NOT_FOUND = 19
-PULL_RETRY_IMMEDIATELY = 20
-PULL_OFFSET_MOVED = 21
 QUERY_NOT_FOUND = 22
 SUBSCRIPTION_PARSE_FAILED = 23
 SUBSCRIPTION_NOT_EXIST = 24
@@ -53,7 +53,3 @@ BACK_OFF = frozenset({SYSTEM_BUSY, SERVICE_NOT_AVAILABLE, FLOW_CONTROL})
 PULL_FLAG_COMMIT_OFFSET = 0x1
 PULL_FLAG_SUSPEND = 0x2
 PULL_FLAG_SUBSCRIPTION = 0x4
-
-# The remark of a PULL_RETRY_IMMEDIATELY answer that means "the filter matched nothing in [offset, next)" (the
-# broker sets the remark to its GetMessageStatus); any other remark means "pull the same offset again".
-NO_MATCHED_MESSAGE = "NO_MATCHED_MESSAGE"

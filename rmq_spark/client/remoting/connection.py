@@ -14,9 +14,10 @@ from typing import Callable, TypeVar
 from rmq_spark.client import hints
 from rmq_spark.client.addresses import host_port
 from rmq_spark.client.defaults import DEFAULT_CONNECT_TIMEOUT
+from rmq_spark.client.core_errors import package_error
 from rmq_spark.client.errors import ConnectionLostError, ProtocolError, RequestTimeoutError, RocketMQError
 from rmq_spark.client.remoting.frame import RemotingCommand, command_of, decode_frame, encode_command
-from rmq_spark.compiled import FramePipe
+from rmq_spark.compiled import CoreError, FramePipe, MalformedError, PipeLostError, PipeTimeoutError
 
 # The broker's own limit (com.rocketmq.remoting.frameMaxLength); a larger length means a corrupt stream.
 MAX_FRAME_LENGTH = 16 * 1024 * 1024
@@ -264,15 +265,19 @@ class Connection:
                 raise
 
 
-def pipe_failure(kind: str, text: str, address: str, code: int) -> RocketMQError:
-    """The error for a direct connection that failed (and closed itself) on request ``code``: ``kind`` is
-    ``connection``, ``timeout`` or ``protocol``, as the compiled core reports it."""
-    if kind == "timeout":
-        return RequestTimeoutError(f"request code {code} to {address} got no response in time; the connection was "
-                                   "closed and will be reopened")
-    if kind == "protocol":
-        return ProtocolError(f"{address}: {text}")
-    return ConnectionLostError(f"connection to {address}: {text}")
+# What a direct connection's failure says, by the core's error.
+_PIPE_FAILURES = {
+    PipeTimeoutError: "request code {code} to {address} got no response in time; the connection was closed and will "
+                      "be reopened",
+    MalformedError: "{address}: {error}",
+    PipeLostError: "connection to {address}: {error}",
+}
+
+
+def pipe_failure(e: CoreError, address: str, code: int) -> RocketMQError:
+    """The error for a direct connection to ``address`` that failed (and closed itself) with ``e`` on request
+    ``code``."""
+    return package_error(e, _PIPE_FAILURES[type(e)].format(address=address, code=code, error=e))
 
 
 class DirectPending:
@@ -287,12 +292,8 @@ class DirectPending:
         c = self.connection
         try:
             return command_of(c.pipe.receive(self.opaque, max(0.0, self.deadline - time.monotonic())))
-        except TimeoutError:
-            raise pipe_failure("timeout", "", c.address, self.code) from None
-        except ConnectionError as e:
-            raise pipe_failure("connection", str(e), c.address, self.code) from None
-        except ValueError as e:
-            raise pipe_failure("protocol", str(e), c.address, self.code) from None
+        except CoreError as e:
+            raise pipe_failure(e, c.address, self.code) from None
 
     def cancel(self) -> None:
         """Nobody waits for the answer any more: it is dropped when it comes."""
@@ -312,8 +313,8 @@ class DirectConnection:
         host, port = host_port(address)
         try:
             self.pipe = FramePipe(host, port, connect_timeout, MAX_FRAME_LENGTH)
-        except OSError as e:
-            raise ConnectionLostError(_cannot_connect(address, e)) from None
+        except CoreError as e:
+            raise package_error(e, _cannot_connect(address, e)) from None
 
     @property
     def closed(self) -> bool:
@@ -330,8 +331,8 @@ class DirectConnection:
         deadline = time.monotonic() + timeout
         try:
             self.pipe.send(frame, cmd.opaque, timeout)
-        except OSError as e:
-            raise ConnectionLostError(f"connection to {self.address}: {e}") from None
+        except CoreError as e:
+            raise pipe_failure(e, self.address, cmd.code) from None
         return DirectPending(self, cmd.code, cmd.opaque, deadline)
 
     def close(self) -> None:

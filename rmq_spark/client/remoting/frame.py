@@ -17,9 +17,10 @@ import json
 import re
 from dataclasses import dataclass, field
 
+from rmq_spark.client.core_errors import package_error
 from rmq_spark.client.errors import ProtocolError
 from rmq_spark.compiled import decode_frame as _decode_frame
-from rmq_spark.compiled import RequestTemplate, encode_frame
+from rmq_spark.compiled import CoreError, Frame, RequestTemplate, encode_frame
 
 # SerializeType codes (the high byte of the second frame int).
 JSON = 0
@@ -64,17 +65,17 @@ def encode_command(cmd: RemotingCommand) -> bytes:
     try:
         return encode_frame(cmd.code, cmd.language, cmd.version, cmd.opaque, cmd.flag, cmd.remark, cmd.ext_fields,
                             body, cmd.serialize_type)
-    except UnicodeError:  # text that UTF-8 cannot hold (lone surrogates)
-        raise
-    except (ValueError, OverflowError) as e:
+    except CoreError as e:
+        raise package_error(e) from None
+    except OverflowError as e:  # a number beyond what the binding's integer arguments hold
         raise ProtocolError(str(e)) from None
 
 
-def command_of(parts: tuple) -> RemotingCommand:
-    """The command of a decoded frame's parts (``decode_frame`` of the compiled core, or a pipe's answer)."""
-    code, language, version, opaque, flag, remark, ext, stype, body = parts
-    return RemotingCommand(code=code, opaque=opaque, flag=flag, remark=remark, ext_fields=ext, body=body,
-                           language=language, version=version, serialize_type=stype)
+def command_of(frame: Frame) -> RemotingCommand:
+    """The command of a frame the compiled core decoded (``decode_frame``, or a pipe's answer)."""
+    # positional, in the order of RemotingCommand's fields: keywords would cost a third of the call
+    return RemotingCommand(frame.code, frame.opaque, frame.flag, frame.remark, frame.ext_fields, frame.body,
+                           frame.language, frame.version, frame.serialize_type)
 
 
 def request_template(cmd: RemotingCommand, vary: tuple[str, ...]) -> RequestTemplate:
@@ -87,8 +88,8 @@ def decode_frame(buf: bytes | bytearray | memoryview) -> RemotingCommand:
     """Decode one frame given WITHOUT its leading total-length int (header-type int, header, body)."""
     try:
         return command_of(_decode_frame(buf if type(buf) is bytes else bytes(buf)))
-    except ValueError as e:
-        raise ProtocolError(str(e)) from None
+    except CoreError as e:
+        raise package_error(e) from None
 
 
 # ---------------------------------------------------------------------------------------------- loose JSON

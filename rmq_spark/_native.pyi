@@ -1,0 +1,191 @@
+"""The compiled core (``native/src/python.rs``): the gatherer of pulled blocks into Arrow columns, the remoting frame
+codec, the pipe, and the range cursor with its native pull loop. Its errors are ``CoreError``s;
+``rmq_spark.client.errors.package_error`` turns them into the package's own."""
+from typing import Any, ClassVar, final
+
+# The codes and the remark of a pull's answer that the core reads (RocketMQ's ResponseCode, GetMessageStatus).
+SUCCESS: int
+PULL_NOT_FOUND: int
+PULL_RETRY_IMMEDIATELY: int
+PULL_OFFSET_MOVED: int
+NO_MATCHED_MESSAGE: str
+
+class CoreError(Exception):
+    """An error of the compiled core."""
+
+class MalformedError(CoreError):
+    """Bytes that do not follow the wire format, or a command the frame cannot hold."""
+
+class PipeLostError(CoreError):
+    """A pipe could not be opened, broke or was closed."""
+
+class PipeTimeoutError(CoreError):
+    """No answer on a pipe in time (the pipe is closed)."""
+
+class DataLostError(CoreError):
+    """Messages of a range are gone (failOnDataLoss)."""
+
+class RefusedError(CoreError):
+    """The broker answered a range read what no rule accepts."""
+
+class UnavailableError(CoreError):
+    """The broker did not serve a range read until its retry timeout."""
+
+@final
+class PullStatus:
+    """A pull answer's status, as the transports classify it. Each status is one object (compare with ``is``)."""
+
+    FOUND: ClassVar[PullStatus]
+    NO_NEW_MSG: ClassVar[PullStatus]
+    NO_MATCHED_MSG: ClassVar[PullStatus]
+    RETRY_IMMEDIATELY: ClassVar[PullStatus]
+    OFFSET_ILLEGAL: ClassVar[PullStatus]
+    @property
+    def name(self) -> str: ...
+
+@final
+class ArrowColumn:
+    """One gathered column, for ``pyarrow.array(column)``; it can be taken once."""
+
+    def __arrow_c_array__(self, requested_schema: object | None = None) -> tuple[object, object]: ...
+
+@final
+class BlockGatherer:
+    """Gathers pulled PULL_MESSAGE bodies (or gRPC answer frames) into the columns named at construction."""
+
+    def __init__(self, columns: list[str], tags: list[str] | None = None) -> None: ...
+    def add(self, block: bytes, low: int, high: int) -> bool: ...
+    def add_v2(self, frames: list[bytes], topic: str, low: int, high: int) -> bool: ...
+    @property
+    def rows(self) -> int: ...
+    @property
+    def nbytes(self) -> int: ...
+    def take(self) -> list[tuple[str, ArrowColumn]]: ...
+
+@final
+class Frame:
+    """A decoded remoting frame: a command's header fields and its body."""
+
+    @property
+    def code(self) -> int: ...
+    @property
+    def language(self) -> str: ...
+    @property
+    def version(self) -> int: ...
+    @property
+    def opaque(self) -> int: ...
+    @property
+    def flag(self) -> int: ...
+    @property
+    def remark(self) -> str | None: ...
+    @property
+    def ext_fields(self) -> dict[str, str]: ...
+    @property
+    def serialize_type(self) -> int: ...
+    @property
+    def body(self) -> bytes: ...
+
+def encode_frame(code: int, language: str, version: int, opaque: int, flag: int, remark: str | None,
+                 ext: dict[str, Any], body: bytes, serialize_type: int) -> bytes: ...
+def decode_frame(buf: bytes) -> Frame: ...
+
+@final
+class RequestTemplate:
+    """A request sent many times with only the integer fields ``vary`` changed."""
+
+    def __init__(self, code: int, language: str, version: int, ext: dict[str, Any], vary: list[str],
+                 serialize_type: int) -> None: ...
+
+@final
+class FramePipe:
+    """A connection of one reader's own (plain TCP), used with the GIL released."""
+
+    def __init__(self, host: str, port: int, connect_timeout: float, max_frame: int) -> None: ...
+    def send(self, frame: bytes, opaque: int, timeout: float) -> None: ...
+    def receive(self, opaque: int, timeout: float) -> Frame: ...
+    def forget(self, opaque: int) -> None: ...
+    def close(self) -> None: ...
+    @property
+    def closed(self) -> bool: ...
+
+def pull_status(code: int, remark: str | None, next_begin: int, offset: int) -> PullStatus | None: ...
+def first_offset(block: bytes) -> int: ...
+def v2_queue_offset(frame: bytes) -> int: ...
+def backoff_delay(attempt: int) -> float: ...
+def data_loss_error(what: str, remedy: str) -> str: ...
+def data_loss_note(what: str, action: str) -> str: ...
+
+class Step:
+    """What a range read's cursor tells its driver to do next: one of the variants below."""
+
+    @final
+    class Take(Step):
+        __match_args__ = ("low", "high", "body")
+        def __init__(self, low: int, high: int, body: bytes | None) -> None: ...
+        @property
+        def low(self) -> int: ...
+        @property
+        def high(self) -> int: ...
+        @property
+        def body(self) -> bytes | None: ...
+
+    @final
+    class Skip(Step):
+        def __init__(self) -> None: ...
+
+    @final
+    class Gap(Step):
+        def __init__(self) -> None: ...
+
+    @final
+    class Retry(Step):
+        __match_args__ = ("why",)
+        def __init__(self, why: str) -> None: ...
+        @property
+        def why(self) -> str: ...
+
+    @final
+    class Done(Step):
+        def __init__(self) -> None: ...
+
+    @final
+    class Full(Step):
+        def __init__(self) -> None: ...
+
+    @final
+    class Suggest(Step):
+        __match_args__ = ("broker_id",)
+        def __init__(self, broker_id: int) -> None: ...
+        @property
+        def broker_id(self) -> int: ...
+
+    @final
+    class Answer(Step):
+        __match_args__ = ("offset", "frame")
+        def __init__(self, offset: int, frame: Frame) -> None: ...
+        @property
+        def offset(self) -> int: ...
+        @property
+        def frame(self) -> Frame: ...
+
+@final
+class RangeCursor:
+    """One exact range read's rules, and its native pull loop. Its calls answer with a ``Step``, or raise
+    DataLostError, RefusedError or UnavailableError when the read cannot go on (a native run also the pipe's
+    errors)."""
+
+    def __init__(self, queue: str, broker: str, start: int, end: int, *, depth: int, slot: int, filtered: bool,
+                 sparse: bool, fail_on_data_loss: bool, retry_timeout: float) -> None: ...
+    def next_pulls(self) -> list[tuple[int, int, int]]: ...
+    @property
+    def head(self) -> int | None: ...
+    @property
+    def lost(self) -> int: ...
+    def judge(self, status: PullStatus, next_begin: int, min_offset: int, max_offset: int, first_offset: int,
+              nbytes: int) -> Step.Take | Step.Skip | Step.Gap | Step.Retry: ...
+    def gap(self, first: int) -> Step.Take | Step.Skip | Step.Retry: ...
+    def failed(self, why: str) -> Step.Retry: ...
+    def retry(self) -> tuple[float, list[int]]: ...
+    def rewind(self) -> list[int]: ...
+    def run(self, pipe: FramePipe, template: RequestTemplate, gatherer: BlockGatherer | None, rows: int,
+            nbytes: int, timeout: float, suggested: int) -> Step: ...
