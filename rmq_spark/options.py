@@ -11,10 +11,9 @@ from dataclasses import dataclass, field
 from typing import Mapping, Union
 
 from rmq_spark.client.errors import RocketMQError
-from rmq_spark.client.compression import DEFAULT_MAX_MESSAGE_BYTES
 from rmq_spark.client.grpc.client import parse_endpoint
-from rmq_spark.client.model import (DEFAULT_GROUP, DEFAULT_PRODUCER_GROUP, EVERY_MESSAGE, FILTER_TYPES,
-                                    FilterExpression, MessageQueue)
+from rmq_spark.client.model import (DEFAULT_GROUP, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_PRODUCER_GROUP, EVERY_MESSAGE,
+                                    FILTER_TYPES, FilterExpression, MessageQueue)
 from rmq_spark.client.range_reader import DEFAULT_RETRY_TIMEOUT
 from rmq_spark.client.tls import TlsConfig
 

@@ -1,9 +1,8 @@
 """A RocketMQ pull client in plain Python: routes, offsets, exact range reads, consumer offsets, sends."""
-from rmq_spark.client.compression import MessageTooLargeError
 from rmq_spark.client.errors import (AuthError, BrokerBusyError, BrokerError, BrokerUnavailableError,
-                                     ConnectionLostError, DataLossError, InvalidFilterError, OffsetMovedError,
-                                     ProtocolError, RequestTimeoutError, RocketMQError, TopicNotFoundError,
-                                     UnsupportedError)
+                                     ConnectionLostError, DataLossError, InvalidFilterError, MessageTooLargeError,
+                                     OffsetMovedError, ProtocolError, RequestTimeoutError, RocketMQError,
+                                     TopicNotFoundError, UnsupportedError)
 from rmq_spark.client.grpc.client import GrpcClient
 from rmq_spark.client.model import (EVERY_MESSAGE, Credentials, FilterExpression, HalfMessage, Message, MessageQueue,
                                     OutgoingMessage, PullResult, PullStatus, SendResult, TopicRoute)

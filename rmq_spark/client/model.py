@@ -13,6 +13,9 @@ DEFAULT_GROUP = "rmq_spark_reader"
 DEFAULT_PRODUCER_GROUP = "rmq_spark_producer"
 # Messages asked for in one pull: the most a broker serves in one (its default maxMsgNums from memory).
 SLOT = 32
+# A message body may decompress to at most this (option maxMessageBytes): four times the broker's default
+# maxMessageSize (4 MiB), which the Java producer checks before it compresses.
+DEFAULT_MAX_MESSAGE_BYTES = 16 << 20
 
 # Permission bits of a topic or broker (PermName in RocketMQ).
 PERM_INHERIT = 0x1

@@ -10,15 +10,15 @@ import grpc.experimental
 
 from rmq_spark.client import hints
 from rmq_spark.client.base import BaseClient
-from rmq_spark.client.compression import DEFAULT_MAX_MESSAGE_BYTES
 from rmq_spark.client.errors import ProtocolError, RocketMQError, UnsupportedError
 from rmq_spark.client.grpc import messages, status
 from rmq_spark.client.grpc.auth import Metadata
 from rmq_spark.client.grpc.v2 import definition_pb2 as pb
 from rmq_spark.client.grpc.v2 import service_pb2 as svc
-from rmq_spark.client.model import (DEFAULT_GROUP, DEFAULT_PRODUCER_GROUP, EVERY_MESSAGE, PERM_READ, PERM_WRITE, SLOT,
-                                    BrokerData, Credentials, FilterExpression, Message, MessageQueue, OutgoingMessage,
-                                    PullResult, PullStatus, QueueData, SendResult, TopicRoute)
+from rmq_spark.client.model import (DEFAULT_GROUP, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_PRODUCER_GROUP, EVERY_MESSAGE,
+                                    PERM_READ, PERM_WRITE, SLOT, BrokerData, Credentials, FilterExpression,
+                                    MessageQueue, OutgoingMessage, PullResult, PullStatus, QueueData, SendResult,
+                                    TopicRoute)
 from rmq_spark.client.tls import TlsConfig
 from rmq_spark.compiled import v2_queue_offset
 
@@ -323,10 +323,6 @@ class GrpcClient(BaseClient):
         except grpc.RpcError as e:
             raise self.rpc_error(e, f"pull of {mq} at offset {offset}") from None
         return PendingGrpcPull(self, mq, offset, max_nums, call)
-
-    def _frame_messages(self, frames: Sequence[bytes], mq: MessageQueue,
-                        tags: frozenset[str] | None) -> list[Message]:
-        return messages.decode_frames(frames, mq, tags, self.max_message_bytes)
 
     # -- produce ---------------------------------------------------------------------------------------------
     def send_async(self, mq: MessageQueue, batch: Sequence[OutgoingMessage], *, group: str = DEFAULT_PRODUCER_GROUP,

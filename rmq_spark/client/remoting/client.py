@@ -6,19 +6,18 @@ import ssl
 from typing import Callable, Iterable, Sequence, TypeVar
 
 from rmq_spark.client.base import BaseClient
-from rmq_spark.client.compression import DEFAULT_MAX_MESSAGE_BYTES
 from rmq_spark.client.errors import (BrokerBusyError, BrokerUnavailableError, ConnectionLostError, RocketMQError,
                                     TopicNotFoundError)
-from rmq_spark.client.model import (DEFAULT_GROUP, DEFAULT_PRODUCER_GROUP, EVERY_MESSAGE, MASTER_ID, SLOT, BrokerData,
-                                    Credentials, FilterExpression, HalfMessage, Message, MessageQueue,
-                                    OutgoingMessage, PullResult, PullStatus, TopicRoute)
+from rmq_spark.client.model import (DEFAULT_GROUP, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_PRODUCER_GROUP, EVERY_MESSAGE,
+                                    MASTER_ID, SLOT, BrokerData, Credentials, FilterExpression, HalfMessage,
+                                    MessageQueue, OutgoingMessage, PullResult, PullStatus, TopicRoute)
 from rmq_spark.client.range_reader import PullSession
 from rmq_spark.client.remoting import broker as req
 from rmq_spark.client.remoting import codes
 from rmq_spark.client.remoting import acl
 from rmq_spark.client.remoting.connection import ConnectionPool, DirectConnection, PendingRequest, pipe_failure
 from rmq_spark.client.remoting.frame import RemotingCommand, command_of, request_template
-from rmq_spark.client.remoting.message_codec import compressed_for_send, decode_messages
+from rmq_spark.client.remoting.send_codec import compressed_for_send
 from rmq_spark.client.remoting.namesrv import NameServerClient, parse_name_servers
 from rmq_spark.client.tls import TlsConfig
 from rmq_spark.compiled import BlockGatherer, RangeCursor
@@ -336,9 +335,6 @@ class RemotingClient(BaseClient):
         if self._pool.direct:
             return DirectPulls(self, mq, group=group, expression=expression)
         return super().pull_session(mq, group=group, expression=expression)
-
-    def _block_messages(self, block: bytes, mq: MessageQueue, tags: frozenset[str] | None) -> list[Message]:
-        return decode_messages(block, mq.broker_name, tags=tags, max_body=self.max_message_bytes)
 
     # -- admin and produce (tests, benchmarks, the later sink) ----------------------------------------------
     def create_topic(self, topic: str, queues: int = 4, *, broker_names: Iterable[str] | None = None,
