@@ -16,7 +16,6 @@ import pyarrow as pa
 
 from rmq_spark.client.gathering import Gatherer
 from rmq_spark.client.model import DEFAULT_MAX_MESSAGE_BYTES, MessageQueue
-from rmq_spark.compiled import BlockGatherer
 from rmq_spark.schema import ARROW_SCHEMA, COLUMNS, arrow_schema
 
 
@@ -29,9 +28,9 @@ _MAP_TYPE = _TYPES[14]
 
 # ---------------------------------------------------------------------------------------------- the decoder
 
-class ArrowBatchDecoder:
-    """Collects pulled message blocks (``add``) and turns them into one RecordBatch of ``ARROW_SCHEMA``
-    (``flush``). Cheap per block; the Arrow work is per flush, so flush every few thousand rows.
+class ArrowBatchDecoder(Gatherer):
+    """Collects pulled message blocks (``add``) or v2 answer frames (``add_frames``) and turns them into one
+    RecordBatch of ``ARROW_SCHEMA`` (``flush``). Cheap per block; the Arrow work is per flush, so flush every few thousand rows.
 
     ``tags``: the TAG subscription's tag set (None, empty or containing ``*``: every message), re-checked on
     the TAGS property as the Java client does. ``columns``: the columns to output, in order (a projection of
@@ -43,33 +42,16 @@ class ArrowBatchDecoder:
                  max_body: int = DEFAULT_MAX_MESSAGE_BYTES, columns: tuple[str, ...] = COLUMNS,
                  queue: MessageQueue | None = None) -> None:
         self.broker_name = broker_name
-        self.queue = queue or MessageQueue("", broker_name, -1)
         self.columns = tuple(columns)
         self.schema = arrow_schema(self.columns)
-        self._gatherer = Gatherer([c for c in self.columns if c != "brokerName"], self.queue, tags=tags,
-                                  max_body=max_body)
-        self.add = self._gatherer.add
-        self.add_frames = self._gatherer.add_frames
-
-    @property
-    def rows(self) -> int:
-        """Rows collected since the last flush (inside their windows and past the tag re-check)."""
-        return self._gatherer.rows
-
-    @property
-    def nbytes(self) -> int:
-        """Bytes of message blocks collected since the last flush."""
-        return self._gatherer.nbytes
-
-    def native_target(self) -> BlockGatherer:
-        """The gatherer a native pull loop adds blocks to directly, in order after what was collected before."""
-        return self._gatherer.native
+        super().__init__([c for c in self.columns if c != "brokerName"], queue or MessageQueue("", broker_name, -1),
+                         tags=tags, max_body=max_body)
 
     def flush(self) -> pa.RecordBatch:
         """The collected messages inside their windows that pass the tag re-check, as one RecordBatch of
         the decoder's ``schema``; the decoder is empty again afterwards."""
-        n = self._gatherer.rows
-        got = self._gatherer.take()
+        n = self.rows
+        got = self.take_columns()
         if "properties" in self.columns:
             got["properties"] = pa.MapArray.from_arrays(got.pop("propertyOffsets"), got.pop("propertyNames"),
                                                         got.pop("propertyValues"), type=_MAP_TYPE)

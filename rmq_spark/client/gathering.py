@@ -74,43 +74,33 @@ class Gatherer:
         except (ValueError, OverflowError) as e:
             raise ProtocolError(f"{self.queue}: a PullMessage answer frame does not read: {e}") from None
 
-    def take(self) -> dict[str, pa.Array]:
+    def native_target(self) -> BlockGatherer:
+        """The gatherer a native pull loop adds blocks to directly, in order after what was gathered before."""
+        return self.native
+
+    def take_columns(self) -> dict[str, pa.Array]:
         """The gathered columns by name (the map and list columns as their offsets and values); the gatherer is
         empty again."""
         return {name: pa.array(column) for name, column in self.native.take()}
 
 
-class MessageCollector:
+class MessageCollector(Gatherer):
     """The client's Messages of pulled chunks inside their windows, in order: the chunk builder of
     ``read_range``."""
 
     def __init__(self, queue: MessageQueue, *, tags: frozenset[str] | None = None,
                  max_body: int = DEFAULT_MAX_MESSAGE_BYTES) -> None:
-        self._gatherer = Gatherer(MESSAGE_COLUMNS, queue, tags=tags, max_body=max_body)
-        self.add = self._gatherer.add
-        self.add_frames = self._gatherer.add_frames
-
-    @property
-    def rows(self) -> int:
-        return self._gatherer.rows
-
-    @property
-    def nbytes(self) -> int:
-        return self._gatherer.nbytes
-
-    def native_target(self) -> BlockGatherer:
-        """The gatherer a native pull loop adds blocks to directly."""
-        return self._gatherer.native
+        super().__init__(MESSAGE_COLUMNS, queue, tags=tags, max_body=max_body)
 
     def take(self) -> list[Message]:
         """The messages collected since the last take, in order."""
-        c = {name: column.to_pylist() for name, column in self._gatherer.take().items()}
+        c = {name: column.to_pylist() for name, column in self.take_columns().items()}
         cuts = c["propertyOffsets"]
         names, values = c["propertyNames"], c["propertyValues"]
         properties = [dict(zip(names[a:b], values[a:b])) for a, b in zip(cuts, cuts[1:])]
         cuts, words = c["keyOffsets"], c["keyWords"]
         keys = [tuple(words[a:b]) for a, b in zip(cuts, cuts[1:])]
-        broker = self._gatherer.queue.broker_name
+        broker = self.queue.broker_name
         return [Message(topic=topic, broker_name=broker, queue_id=queue_id, queue_offset=offset, msg_id=msg_id,
                         tags=tag, keys=k, body=body, born_timestamp=born, store_timestamp=stored,
                         born_host=born_host, store_host=store_host, reconsume_times=reconsume, flag=flag,
