@@ -13,6 +13,8 @@ from hypothesis import strategies as st
 
 from rmq_spark.arrow_decoder import ArrowBatchDecoder, decode_to_arrow
 from rmq_spark.client.errors import MessageTooLargeError, ProtocolError
+from rmq_spark.client.gathering import MessageCollector
+from rmq_spark.client.model import MessageQueue
 from rmq_spark.client.model import OutgoingMessage
 from rmq_spark.client.remoting.send_codec import encode_batch
 from rmq_spark.schema import ARROW_SCHEMA
@@ -449,6 +451,26 @@ def test_random_blocks_in_one_batch(blocks, tags):
         assert_same(got, want[0])
     else:
         assert got.num_rows == 0
+
+
+@FUZZ
+@given(_block(), st.sampled_from([None, frozenset({"A"})]), st.booleans())
+def test_read_range_messages_are_the_oracles(block, tags, windowed):
+    """The Messages ``read_range`` builds from the gathered columns are the oracle's, field for field (sysFlag,
+    commit-log offset and body CRC too, and timestamps no Arrow timestamp holds), or the same error."""
+    raw, start = block
+    low, high = (start + 4, start + 30) if windowed else (None, None)
+    collector = MessageCollector(MessageQueue("T", "b", 0), tags=tags)
+    try:
+        want = [m for m in decode_messages(raw, "b", tags=tags)
+                if (low is None or m.queue_offset >= low) and (high is None or m.queue_offset < high)]
+    except ProtocolError as e:
+        with pytest.raises(ProtocolError) as got:
+            collector.add(raw, low, high)
+        assert type(got.value) is type(e) and comparable(str(got.value)) == comparable(str(e))
+        return
+    collector.add(raw, low, high)
+    assert collector.rows == len(want) and collector.take() == want
 
 
 # ---------------------------------------------------------------------------------------------- column projection

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from rmq_spark.arrow_decoder import ArrowBatchDecoder
 from rmq_spark.client.errors import ProtocolError
+from rmq_spark.client.gathering import MessageCollector
 from rmq_spark.client.grpc.messages import FLAG_PROPERTY
 from rmq_spark.client.grpc.v2 import definition_pb2 as pb
 from rmq_spark.client.grpc.v2 import service_pb2 as svc
@@ -79,6 +80,21 @@ def test_native_rows_equal_the_reference(messages, tags, low, high):
               for i, (f, m) in enumerate(zip(frames, messages))]
     assert_same(native(frames, tags=tags, low=low, high=high), reference(frames, tags=tags, low=low, high=high),
                 unordered_maps=True)
+
+
+@FUZZ
+@given(st.lists(st.fixed_dictionaries({"tag": st.one_of(st.none(), st.just("TagA")), "topic": st.sampled_from(["T", ""]),
+                                       "body": st.binary(max_size=20), "gzipped": st.booleans(),
+                                       "attempt": st.one_of(st.none(), st.integers(-3, 5))}), max_size=6),
+       st.one_of(st.none(), st.just(frozenset({"TagA"}))), st.integers(0, 6))
+def test_read_range_messages_are_the_oracles(messages, tags, low):
+    """The Messages ``read_range`` builds from gathered frames are the oracle's."""
+    frames = [frame(i, tag=m["tag"], topic=m["topic"], attempt=m["attempt"],
+                    body=gzip.compress(m["body"]) if m["gzipped"] else m["body"],
+                    encoding=pb.GZIP if m["gzipped"] else pb.IDENTITY) for i, m in enumerate(messages)]
+    collector = MessageCollector(MQ, tags=tags)
+    collector.add_frames(frames, low, 100)
+    assert collector.take() == [m for m in decode_frames(frames, MQ, tags) if m.queue_offset >= low]
 
 
 @pytest.mark.parametrize("columns", [("queueOffset", "body"), ("properties", "msgId", "flag"), ("bornHost", "keys")])
