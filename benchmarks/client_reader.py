@@ -24,6 +24,7 @@ import time
 from dataclasses import dataclass
 
 from rmq_spark.client.base import BaseClient
+from rmq_spark.client.gathering import Gatherer
 from rmq_spark.client.model import MessageQueue
 from rmq_spark.connect import new_client
 from rmq_spark.options import parse_options
@@ -51,26 +52,10 @@ def plan(source: dict[str, str], topic: str) -> list[Range]:
     return [Range(q.broker_name, q.queue_id, mins[q], maxs[q]) for q in queues]
 
 
-class Walked:
+def walked(mq: MessageQueue) -> Gatherer:
     """A chunk builder that walks the records of each pulled block and builds no column: the pulls' share of the
     executor path (rows in their windows, bytes of whole records)."""
-
-    def __init__(self) -> None:
-        from rmq_spark.compiled import BlockGatherer
-        self._gatherer = BlockGatherer([], None)
-
-    rows = property(lambda self: self._gatherer.rows)
-    nbytes = property(lambda self: self._gatherer.nbytes)
-
-    def native_target(self):
-        return self._gatherer
-
-    def add(self, block: bytes, low: int, high: int) -> None:
-        if not self._gatherer.add(block, low, high):
-            raise ValueError("the benchmark's blocks are plain records")
-
-    def take(self) -> None:
-        self._gatherer.take()
+    return Gatherer((), mq)
 
 
 def _read_one(client: BaseClient, topic: str, r: Range, depth: int, mode: str,
@@ -84,11 +69,11 @@ def _read_one(client: BaseClient, topic: str, r: Range, depth: int, mode: str,
             nbytes += len(m.body)
     elif mode == "raw":
         from rmq_spark.client.range_reader import RangeReader
-        walked = Walked()
-        for _ in RangeReader(client, mq, r.start, r.end, depth=depth, group="rmq_spark_bench").fill(walked, 8192):
-            n, nbytes = n + walked.rows, nbytes + walked.nbytes
-            walked.take()
-        n, nbytes = n + walked.rows, nbytes + walked.nbytes  # whole pulled records, not just bodies
+        builder = walked(mq)
+        for _ in RangeReader(client, mq, r.start, r.end, depth=depth, group="rmq_spark_bench").fill(builder, 8192):
+            n, nbytes = n + builder.rows, nbytes + builder.nbytes
+            builder.take_columns()
+        n, nbytes = n + builder.rows, nbytes + builder.nbytes  # whole pulled records, not just bodies
     elif mode == "arrow":
         from rmq_spark.offsets import QueueRange
         from rmq_spark.partition_reader import read_range

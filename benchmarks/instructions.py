@@ -6,8 +6,8 @@ body, as the broker answers a pull) into Arrow batches of 4,096 rows, as ``parti
 
 - ``native``: ``ArrowBatchDecoder`` (the native core's gather, then the Arrow kernels), every column;
 - ``native-narrow``: the same with the columns ``queueOffset, body`` only;
-- ``reference``: the pure-Python codec (``decode_messages`` into ``Message`` objects, then
-  ``schema.to_record_batch``), kept as the test oracle.
+- ``reference``: the pure-Python codec, the test oracle (``tests/support/reference_codec.py``: ``decode_messages``
+  into ``Message`` objects, then ``to_record_batch``).
 
 The executor paths read messages loaded into the embedded RocketMQ (``produce_bulk``: 100-byte bodies, three
 tags, a key each, in 4 queues) through ``partition_reader.read_range``, the code a Spark task runs: the native pull
@@ -55,8 +55,7 @@ def _bodies(messages: int) -> list[bytes]:
 def _decode(path: str, bodies: list[bytes]) -> int:
     rows = 0
     if path == "reference":
-        from rmq_spark.client.remoting.message_codec import decode_messages
-        from rmq_spark.schema import to_record_batch
+        from tests.support.reference_codec import decode_messages, to_record_batch
 
         pending: list = []
         for body in bodies:

@@ -7,8 +7,8 @@ its own:
 1. pull only (``RangeReader``: requests out, frames in, no decoding),
 2. the connector's decode (``ArrowBatchDecoder``: the blocks of step 1, already in memory, straight into Arrow
    batches),
-3. the per-message path for comparison (``decode_messages`` into ``Message`` objects, as ``RemotingClient.read_range``
-   yields them, then ``schema.to_record_batch`` over them),
+3. the per-message path for comparison (the test oracle's ``decode_messages`` into ``Message`` objects, then its
+   ``to_record_batch`` over them),
 4. the whole executor path, plain and under cProfile, with the CPU time of each thread (the caller, and each
    connection's socket-reader thread) from /proc/self/task.
 
@@ -72,8 +72,8 @@ def _category(filename: str, func: str) -> str | None:
         return "socket send/receive"
     if "rmq_spark/client/remoting/frame" in f or "/json/" in f:
         return "frame/header codec"
-    if "message_codec" in f:
-        return "record scan / per-message decode (message_codec)"
+    if "reference_codec" in f:
+        return "record scan / per-message decode (the reference codec)"
     if "arrow_decoder" in f or "rmq_spark/schema" in f or "pyarrow" in f:
         return "columnar build (arrow_decoder + Arrow kernels)"
     if f.endswith("/threading.py"):
@@ -128,7 +128,7 @@ class _Blocks:
 def profile(name_server: str, topic: str, messages: int = 500_000, out_dir: Path | None = None,
             depth: int = 8) -> dict:
     from rmq_spark.client.range_reader import RangeReader
-    from rmq_spark.client.remoting.message_codec import decode_messages
+    from tests.support.reference_codec import decode_messages, to_record_batch
     from rmq_spark.offsets import QueueRange
     from rmq_spark.options import parse_options
     from rmq_spark.partition_reader import read_range
@@ -173,8 +173,8 @@ def profile(name_server: str, topic: str, messages: int = 500_000, out_dir: Path
         except ImportError:
             rows_columnar = 0
 
-        # 3. the per-message path (what RemotingClient.read_range yields): Message objects, then (as the connector
-        #    did before the columnar decoder) Arrow built from them
+        # 3. the per-message path (the test oracle): Message objects, then (as the connector did before the
+        #    columnar decoder) Arrow built from them
         decoded = []
         t0 = time.perf_counter()
         for mq, c in chunks:
@@ -183,15 +183,10 @@ def profile(name_server: str, topic: str, messages: int = 500_000, out_dir: Path
                     decoded.append(m)
         decode_s = time.perf_counter() - t0
         chunks.clear()
-        arrow_s = None
-        try:
-            from rmq_spark.schema import to_record_batch
-            t0 = time.perf_counter()
-            for i in range(0, len(decoded), 8192):
-                to_record_batch(decoded[i:i + 8192])
-            arrow_s = time.perf_counter() - t0
-        except ImportError:
-            pass
+        t0 = time.perf_counter()
+        for i in range(0, len(decoded), 8192):
+            to_record_batch(decoded[i:i + 8192])
+        arrow_s = time.perf_counter() - t0
         n_decoded = len(decoded)
         decoded.clear()
 

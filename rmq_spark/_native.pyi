@@ -1,6 +1,7 @@
 """The compiled core (``native/src/python.rs``): the gatherer of pulled blocks into Arrow columns, the remoting frame
-codec, the pipe, and the range cursor with its native pull loop. Its errors are ``CoreError``s;
-``rmq_spark.client.errors.package_error`` turns them into the package's own."""
+codec, the pipe, and the range cursor with its native pull loop. Its errors are ``CoreError``s, which
+``rmq_spark.client.core_errors.package_error`` turns into the package's own; the gatherer's are ValueErrors
+(``BodyTooLargeError`` for a body past its limit), which ``rmq_spark.client.gathering`` turns into them."""
 from typing import Any, ClassVar, final
 
 # The codes and the remark of a pull's answer that the core reads (RocketMQ's ResponseCode, GetMessageStatus).
@@ -31,6 +32,9 @@ class RefusedError(CoreError):
 class UnavailableError(CoreError):
     """The broker did not serve a range read until its retry timeout."""
 
+class BodyTooLargeError(ValueError):
+    """A message body expands past the limit: args (text, limit)."""
+
 @final
 class PullStatus:
     """A pull answer's status, as the transports classify it. Each status is one object (compare with ``is``)."""
@@ -53,9 +57,10 @@ class ArrowColumn:
 class BlockGatherer:
     """Gathers pulled PULL_MESSAGE bodies (or gRPC answer frames) into the columns named at construction."""
 
-    def __init__(self, columns: list[str], tags: list[str] | None = None) -> None: ...
-    def add(self, block: bytes, low: int, high: int) -> bool: ...
-    def add_v2(self, frames: list[bytes], topic: str, low: int, high: int) -> bool: ...
+    def __init__(self, columns: list[str], tags: list[str] | None = None, *, broker_name: str,
+                 max_body: int) -> None: ...
+    def add(self, block: bytes, low: int, high: int) -> None: ...
+    def add_v2(self, frames: list[bytes], topic: str, low: int, high: int) -> None: ...
     @property
     def rows(self) -> int: ...
     @property

@@ -1,7 +1,9 @@
-//! Records of pulled blocks gathered straight into the source's columns (only the ones asked for).
+//! Records of pulled blocks gathered straight into the source's columns (only the ones asked for), compressed
+//! bodies inflated and inner batches unwrapped on the way.
 
 use crate::arrow::Column;
-use crate::records::{scan, ScanError};
+use crate::decompress::{decompress, Codec, Failure};
+use crate::records::{inner_batch, scan, Record, ScanError, COMPRESSED_FLAG};
 use crate::v2;
 use std::fmt::Write;
 use std::net::{Ipv4Addr, Ipv6Addr};
@@ -12,15 +14,24 @@ const UNIQ_KEY: &[u8] = b"UNIQ_KEY";
 /// The user property in which a v2 message carries the message's flag (proto/README.md).
 const FLAG_PROPERTY: &[u8] = b"__rmq_spark_flag";
 
+/// What follows the text of a body that expands past the limit.
+const TOO_LARGE_HINT: &str = "the limit is option maxMessageBytes (raise it only if producers really send bodies that \
+    large: a small body that expands this far is a decompression bomb)";
+
 /// Why a block was not gathered.
 #[derive(Debug, PartialEq, Eq)]
 pub enum AddError {
-    /// Truncated or inconsistent: the walk's text.
+    /// Truncated, inconsistent, text that is not UTF-8, a body that does not decompress: the text says which.
     Malformed(String),
-    /// A topic or properties that are not UTF-8 (reported by the reference decoder, which names the codec error).
-    InvalidText,
+    /// A body that expands past the limit (option maxMessageBytes), which the text names.
+    TooLarge { text: String, limit: usize },
     /// A timestamp no microsecond timestamp holds.
     Timestamp,
+}
+
+/// Where `text` stops being UTF-8, as "(at byte k of n)"; None when it is UTF-8.
+fn not_utf8(text: &[u8]) -> Option<String> {
+    std::str::from_utf8(text).err().map(|e| format!("(at byte {} of {})", e.valid_up_to(), text.len()))
 }
 
 struct Strings {
@@ -122,8 +133,8 @@ struct Row<'a> {
     queue_id: i32,
     queue_offset: i64,
     body: &'a [u8],
-    born_us: i64,
-    store_us: i64,
+    born_ms: i64,
+    store_ms: i64,
     born_host: Host<'a>,
     store_host: Host<'a>,
     reconsume: i32,
@@ -132,6 +143,31 @@ struct Row<'a> {
     tag: Option<&'a [u8]>,
     keys: (&'a [u8], &'a [&'a [u8]]),
     msg_id: MessageId<'a>,
+    sys_flag: i32,
+    commit_log_offset: i64,
+    body_crc: i32,
+}
+
+/// One stored message of a record (the record itself, or a message of its inner batch) and what differs between
+/// the two.
+struct Stored<'s, 'a> {
+    record: &'s Record<'a>,
+    queue_offset: i64,
+    body: &'s [u8],
+    flag: i32,
+    reconsume: i32,
+    sys_flag: i32,
+    body_crc: i32,
+}
+
+/// The state of one block's walk.
+struct Walk<'a> {
+    low: i64,
+    high: i64,
+    pairs: Vec<(&'a [u8], &'a [u8])>,
+    inflated: Vec<u8>,
+    failed: Option<AddError>,
+    bad_timestamp: bool,
 }
 
 /// Which columns to build.
@@ -151,6 +187,12 @@ pub struct Wanted {
     tags: bool,
     keys: bool,
     msg_id: bool,
+    // the fields of a client Message outside the schema, and its timestamps in milliseconds
+    sys_flag: bool,
+    commit_log_offset: bool,
+    body_crc: bool,
+    born_ms: bool,
+    store_ms: bool,
 }
 
 impl Wanted {
@@ -173,6 +215,11 @@ impl Wanted {
                 "tags" => w.tags = true,
                 "keys" => w.keys = true,
                 "msgId" => w.msg_id = true,
+                "sysFlag" => w.sys_flag = true,
+                "commitLogOffset" => w.commit_log_offset = true,
+                "bodyCrc" => w.body_crc = true,
+                "bornMillis" => w.born_ms = true,
+                "storeMillis" => w.store_ms = true,
                 other => return Err(other.to_string()),
             }
         }
@@ -204,6 +251,48 @@ fn parse_properties<'a>(text: &'a [u8], pairs: &mut Vec<(&'a [u8], &'a [u8])>) {
 
 fn lookup<'a>(pairs: &[(&'a [u8], &'a [u8])], name: &[u8]) -> Option<&'a [u8]> {
     pairs.iter().find(|(n, _)| *n == name).map(|(_, v)| *v)
+}
+
+/// The first text field of a v2 message that is not UTF-8, named, as an error.
+fn v2_text_error(m: &v2::V2Message<'_>) -> Result<(), AddError> {
+    let named = [("topic", m.topic), ("message id", m.message_id), ("born host", m.born_host),
+                 ("store host", m.store_host), ("tag", m.tag.unwrap_or_default())];
+    let keys = m.keys.iter().map(|k| ("key", *k));
+    let properties = m.properties.iter().flat_map(|(k, v)| [("property name", *k), ("property value", *v)]);
+    for (what, text) in named.into_iter().chain(keys).chain(properties) {
+        if let Some(at) = not_utf8(text) {
+            return Err(AddError::Malformed(format!("a message's {what} is not valid UTF-8 {at}")));
+        }
+    }
+    Ok(())
+}
+
+/// An int32 written as text, read as Python's int() reads ASCII text (surrounding whitespace, a sign, digits
+/// with single underscores between them); None for anything else.
+fn int_of(text: &[u8]) -> Option<i32> {
+    let space = |b: &u8| b.is_ascii_whitespace() || *b == 0x0B || (0x1C..=0x1F).contains(b);
+    let start = text.iter().position(|b| !space(b))?;
+    let end = text.iter().rposition(|b| !space(b))? + 1;
+    let text = &text[start..end];
+    let (negative, digits) = match text.first() {
+        Some(b'-') => (true, &text[1..]),
+        Some(b'+') => (false, &text[1..]),
+        _ => (false, text),
+    };
+    if digits.first() == Some(&b'_') || digits.last() == Some(&b'_') || digits.windows(2).any(|w| w == b"__") {
+        return None;
+    }
+    let mut value: i64 = 0;
+    let mut any = false;
+    for &b in digits.iter().filter(|&&b| b != b'_') {
+        if !b.is_ascii_digit() {
+            return None;
+        }
+        value = value.checked_mul(10)?.checked_add(i64::from(b - b'0'))?;
+        any = true;
+    }
+    let value = if negative { -value } else { value };
+    if any { i32::try_from(value).ok() } else { None }
 }
 
 /// MessageDecoder.createMessageId: upper-case hex of the store host (IP + port) and the commit-log offset.
@@ -251,14 +340,23 @@ pub struct Gathered {
     key_offsets: Vec<i32>,
     keys: Strings,
     msg_id: Strings,
+    sys_flag: Vec<i32>,
+    commit_log_offset: Vec<i64>,
+    body_crc: Vec<i32>,
+    born_ms: Vec<i64>,
+    store_ms: Vec<i64>,
     tag_set: Option<Vec<Vec<u8>>>,
+    broker: String,
+    max_body: usize,
 }
 
 const US_PER_MS: i64 = 1000;
 
 impl Gathered {
-    /// `tag_set`: keep only the messages whose TAGS is one of these (the client-side re-check of a TAG filter).
-    pub fn new(want: Wanted, tag_set: Option<Vec<Vec<u8>>>) -> Self {
+    /// `tag_set`: keep only the messages whose TAGS is one of these (the client-side re-check of a TAG filter);
+    /// `broker`: the broker the blocks come from (errors name it); `max_body`: the most a compressed body may
+    /// expand to (option maxMessageBytes).
+    pub fn new(want: Wanted, tag_set: Option<Vec<Vec<u8>>>, broker: String, max_body: usize) -> Self {
         Gathered {
             want,
             rows: 0,
@@ -281,7 +379,14 @@ impl Gathered {
             key_offsets: vec![0],
             keys: Strings::new(),
             msg_id: Strings::new(),
+            sys_flag: Vec::new(),
+            commit_log_offset: Vec::new(),
+            body_crc: Vec::new(),
+            born_ms: Vec::new(),
+            store_ms: Vec::new(),
             tag_set,
+            broker,
+            max_body,
         }
     }
 
@@ -294,78 +399,29 @@ impl Gathered {
         self.bytes
     }
 
-    /// Gathers the records of `block` with `low <= queueOffset < high`. Returns false, gathering nothing, when a
-    /// record needs the message decoder (a compressed body or an inner batch); on an error nothing is gathered
-    /// either. A malformed record anywhere in the block is reported before invalid text, as the reference does.
-    pub fn add(&mut self, block: &[u8], low: i64, high: i64) -> Result<bool, AddError> {
+    /// Gathers the messages of `block` (its records, compressed bodies inflated, inner batches unwrapped) with
+    /// `low <= queueOffset < high` that pass the tag re-check; on an error nothing is gathered. Errors come in the
+    /// reference's order: a malformed record anywhere in the block; then the first record whose text, body or inner
+    /// batch does not read (every record is read, kept or not); then a kept row's timestamp out of range.
+    pub fn add(&mut self, block: &[u8], low: i64, high: i64) -> Result<(), AddError> {
         let rows_before = self.rows;
-        let parse = self.tag_set.is_some() || self.want.properties || self.want.tags || self.want.keys
-            || self.want.msg_id;
-        let mut pairs = Vec::new();
-        let mut plain = true;
-        let mut invalid_text = false;
-        let mut bad_timestamp = false;
-        let result = scan(block, |_, r| {
-            if r.needs_message_decoder() {
-                plain = false;
-                return Err(ScanError(String::new())); // stop: the block goes to the reference decoder
-            }
-            if !invalid_text
-                && (std::str::from_utf8(r.topic).is_err() || std::str::from_utf8(r.properties).is_err())
-            {
-                invalid_text = true;
-            }
-            if invalid_text || bad_timestamp || r.queue_offset < low || r.queue_offset >= high {
-                return Ok(());
-            }
-            if parse {
-                parse_properties(r.properties, &mut pairs);
-                if let Some(set) = &self.tag_set {
-                    match lookup(&pairs, TAGS) {
-                        Some(tag) if set.iter().any(|t| t.as_slice() == tag) => {}
-                        _ => return Ok(()),
-                    }
+        let mut walk =
+            Walk { low, high, pairs: Vec::new(), inflated: Vec::new(), failed: None, bad_timestamp: false };
+        let scanned = scan(block, |pos, r| {
+            if walk.failed.is_none() {
+                if let Err(e) = self.record(pos, &r, &mut walk) {
+                    walk.failed = Some(e);
                 }
             }
-            // only a row kept is converted, so only its timestamps can be out of range (as in the reference)
-            let (Some(born_us), Some(store_us)) =
-                (r.born_timestamp.checked_mul(US_PER_MS), r.store_timestamp.checked_mul(US_PER_MS))
-            else {
-                bad_timestamp = true;
-                return Ok(());
-            };
-            let w = self.want;
-            let tag = if w.tags { lookup(&pairs, TAGS) } else { None };
-            let msg_id = match if w.msg_id { lookup(&pairs, UNIQ_KEY) } else { None } {
-                Some(id) => MessageId::Text(id),
-                None => MessageId::Offset { store_host: r.store_host, physic_offset: r.physic_offset },
-            };
-            self.push(&Row {
-                topic: r.topic,
-                queue_id: r.queue_id,
-                queue_offset: r.queue_offset,
-                body: r.body,
-                born_us,
-                store_us,
-                born_host: Host::Raw(r.born_host),
-                store_host: Host::Raw(r.store_host),
-                reconsume: r.reconsume_times,
-                flag: r.flag,
-                properties: &pairs,
-                tag,
-                keys: (if w.keys { lookup(&pairs, KEYS).unwrap_or_default() } else { b"" }, &[]),
-                msg_id,
-            });
             Ok(())
         });
-        let outcome = match result {
-            Err(_) if !plain => Ok(false),
-            Err(ScanError(text)) => Err(AddError::Malformed(text)),
-            Ok(()) if invalid_text => Err(AddError::InvalidText),
-            Ok(()) if bad_timestamp => Err(AddError::Timestamp),
-            Ok(()) => Ok(true),
+        let outcome = match (scanned, walk.failed) {
+            (Err(ScanError(text)), _) => Err(AddError::Malformed(text)),
+            (Ok(()), Some(e)) => Err(e),
+            (Ok(()), None) if walk.bad_timestamp => Err(AddError::Timestamp),
+            (Ok(()), None) => Ok(()),
         };
-        if outcome != Ok(true) {
+        if outcome.is_err() {
             self.truncate(rows_before);
         } else {
             self.bytes += block.len();
@@ -373,14 +429,143 @@ impl Gathered {
         outcome
     }
 
+    /// Reads one record (topic, body, properties, then its inner batch, in the reference's order) and gathers its
+    /// messages; the error of the first part that does not read.
+    fn record<'a>(&mut self, pos: usize, r: &Record<'a>, walk: &mut Walk<'a>) -> Result<(), AddError> {
+        let text_error = |what: &str, text: &[u8]| {
+            not_utf8(text).map(|at| AddError::Malformed(format!("message at byte {pos}: {what} not valid UTF-8 {at}")))
+        };
+        if let Some(e) = text_error("the topic is", r.topic) {
+            return Err(e);
+        }
+        let mut sys_flag = r.sys_flag;
+        let codec = r.codec().map_err(AddError::Malformed)?;
+        if let Some(codec) = codec {
+            walk.inflated.clear();
+            decompress(codec, r.body, self.max_body, &mut walk.inflated)
+                .map_err(|f| self.body_error(&f, codec, r.topic, r.queue_id, r.queue_offset))?;
+            sys_flag &= !COMPRESSED_FLAG;
+        }
+        if let Some(e) = text_error("the properties are", r.properties) {
+            return Err(e);
+        }
+        let Walk { low, high, pairs, inflated, bad_timestamp, .. } = walk;
+        let body: &[u8] = if codec.is_some() { inflated } else { r.body };
+        let (low, high) = (*low, *high);
+        if !r.is_inner_batch() {
+            let stored = Stored {
+                record: r,
+                queue_offset: r.queue_offset,
+                body,
+                flag: r.flag,
+                reconsume: r.reconsume_times,
+                sys_flag,
+                body_crc: r.body_crc,
+            };
+            self.offer(&stored, r.properties, pairs, low, high, bad_timestamp);
+            return Ok(());
+        }
+        let mut inner_pairs = Vec::new();
+        inner_batch(body, |index, m| {
+            if let Some(at) = not_utf8(m.properties) {
+                return Err(format!("inner-batch message {index} properties are not valid UTF-8 {at}"));
+            }
+            let stored = Stored {
+                record: r,
+                queue_offset: r.queue_offset + index,
+                body: m.body,
+                flag: m.flag,
+                reconsume: 0,
+                sys_flag,
+                body_crc: 0,
+            };
+            self.offer(&stored, m.properties, &mut inner_pairs, low, high, bad_timestamp);
+            Ok(())
+        })
+        .map_err(AddError::Malformed)
+    }
+
+    /// The error of a body that `codec` did not decompress, naming the message by its queue and offset.
+    fn body_error(&self, failure: &Failure, codec: Codec, topic: &[u8], queue_id: i32, offset: i64) -> AddError {
+        let text = failure.text(codec, self.max_body);
+        let at = format!("{}:{}/{queue_id} offset {offset}", String::from_utf8_lossy(topic), self.broker);
+        match failure {
+            Failure::TooLarge => AddError::TooLarge { text: format!("{at}: {text}; {TOO_LARGE_HINT}"), limit: self.max_body },
+            _ => AddError::Malformed(format!("{at}: {text}")),
+        }
+    }
+
+    /// Whether kept rows need their timestamps in microseconds (the Arrow columns; not for Messages alone).
+    fn micros(&self) -> bool {
+        let w = self.want;
+        w.born_ts || w.store_ts || !(w.born_ms || w.store_ms)
+    }
+
+    /// Gathers one stored message with `properties` if it is inside the window and passes the tag re-check;
+    /// `bad_timestamp` is set (and nothing more gathered) for one whose timestamps no microsecond timestamp holds.
+    fn offer<'p>(
+        &mut self,
+        m: &Stored<'_, '_>,
+        properties: &'p [u8],
+        pairs: &mut Vec<(&'p [u8], &'p [u8])>,
+        low: i64,
+        high: i64,
+        bad_timestamp: &mut bool,
+    ) {
+        if *bad_timestamp || m.queue_offset < low || m.queue_offset >= high {
+            return;
+        }
+        let w = self.want;
+        if self.tag_set.is_some() || w.properties || w.tags || w.keys || w.msg_id {
+            parse_properties(properties, pairs);
+            if let Some(set) = &self.tag_set {
+                match lookup(pairs, TAGS) {
+                    Some(tag) if set.iter().any(|t| t.as_slice() == tag) => {}
+                    _ => return,
+                }
+            }
+        }
+        let r = m.record;
+        // only a row kept is converted, so only its timestamps can be out of range (as in the reference)
+        if self.micros()
+            && (r.born_timestamp.checked_mul(US_PER_MS).is_none() || r.store_timestamp.checked_mul(US_PER_MS).is_none())
+        {
+            *bad_timestamp = true;
+            return;
+        }
+        let tag = if w.tags { lookup(pairs, TAGS) } else { None };
+        let msg_id = match if w.msg_id { lookup(pairs, UNIQ_KEY) } else { None } {
+            Some(id) => MessageId::Text(id),
+            None => MessageId::Offset { store_host: r.store_host, physic_offset: r.physic_offset },
+        };
+        self.push(&Row {
+            topic: r.topic,
+            queue_id: r.queue_id,
+            queue_offset: m.queue_offset,
+            body: m.body,
+            born_ms: r.born_timestamp,
+            store_ms: r.store_timestamp,
+            born_host: Host::Raw(r.born_host),
+            store_host: Host::Raw(r.store_host),
+            reconsume: m.reconsume,
+            flag: m.flag,
+            properties: pairs,
+            tag,
+            keys: (if w.keys { lookup(pairs, KEYS).unwrap_or_default() } else { b"" }, &[]),
+            msg_id,
+            sys_flag: m.sys_flag,
+            commit_log_offset: r.physic_offset,
+            body_crc: m.body_crc,
+        });
+    }
+
     /// Gathers the messages of a gRPC pull's answer frames (each a `PullMessageResponse` holding a message) with
-    /// `low <= queueOffset < high` that pass the tag re-check; `topic` stands for a message that names none.
-    /// Returns false, gathering nothing, when a message needs the reference decoder (a gzip body, a flag that is
-    /// not a plain integer); on an error nothing is gathered either.
-    pub fn add_v2(&mut self, frames: &[&[u8]], topic: &[u8], low: i64, high: i64) -> Result<bool, AddError> {
+    /// `low <= queueOffset < high` that pass the tag re-check, gzip bodies inflated; `topic` stands for a message
+    /// that names none. On an error nothing is gathered.
+    pub fn add_v2(&mut self, frames: &[&[u8]], topic: &[u8], low: i64, high: i64) -> Result<(), AddError> {
         let rows_before = self.rows;
         let outcome = self.gather_v2(frames, topic, low, high);
-        if outcome != Ok(true) {
+        if outcome.is_err() {
             self.truncate(rows_before);
         } else {
             self.bytes += frames.iter().map(|f| f.len()).sum::<usize>();
@@ -388,23 +573,26 @@ impl Gathered {
         outcome
     }
 
-    fn gather_v2(&mut self, frames: &[&[u8]], topic: &[u8], low: i64, high: i64) -> Result<bool, AddError> {
+    fn gather_v2(&mut self, frames: &[&[u8]], topic: &[u8], low: i64, high: i64) -> Result<(), AddError> {
         let mut properties = Vec::new();
+        let mut inflated = Vec::new();
         let mut bad_timestamp = false;
+        let micros = self.micros();
         for frame in frames {
             let Some(v2::Content::Message(buf)) = v2::response(frame).map_err(AddError::Malformed)? else {
                 return Err(AddError::Malformed("a PullMessage answer frame holds no message".into()));
             };
             let m = v2::message(buf).map_err(AddError::Malformed)?;
-            if m.body_encoding == v2::GZIP {
-                return Ok(false);
-            }
-            let texts = [m.topic, m.message_id, m.born_host, m.store_host, m.tag.unwrap_or_default()];
-            if texts.iter().chain(&m.keys).chain(m.properties.iter().flat_map(|(k, v)| [k, v]))
-                .any(|t| std::str::from_utf8(t).is_err())
-            {
-                return Err(AddError::InvalidText);
-            }
+            v2_text_error(&m)?;
+            let topic = if m.topic.is_empty() { topic } else { m.topic };
+            let body: &[u8] = if m.body_encoding == v2::GZIP {
+                inflated.clear();
+                decompress(Codec::Gzip, m.body, self.max_body, &mut inflated)
+                    .map_err(|f| self.body_error(&f, Codec::Gzip, topic, m.queue_id, m.queue_offset))?;
+                &inflated
+            } else {
+                m.body
+            };
             properties.clear();
             let mut flag = 0;
             for &(name, value) in &m.properties {
@@ -412,10 +600,14 @@ impl Gathered {
                     properties.push((name, value));
                     continue;
                 }
-                match std::str::from_utf8(value).ok().and_then(|v| v.parse::<i32>().ok()) {
-                    Some(f) if value.iter().all(u8::is_ascii_digit) || value.first() == Some(&b'-') => flag = f,
-                    _ => return Ok(false),
-                }
+                flag = int_of(value).ok_or_else(|| {
+                    AddError::Malformed(format!(
+                        "message {} has a {} {:?} that is not an int32",
+                        String::from_utf8_lossy(m.message_id),
+                        String::from_utf8_lossy(FLAG_PROPERTY),
+                        String::from_utf8_lossy(value)
+                    ))
+                })?;
             }
             if m.queue_offset < low || m.queue_offset >= high {
                 continue;
@@ -426,11 +618,12 @@ impl Gathered {
                     _ => continue,
                 }
             }
-            let us = |(seconds, nanos): (i64, i64)| {
-                seconds.checked_mul(1000)?.checked_add(nanos.div_euclid(1_000_000))?.checked_mul(US_PER_MS)
+            let ms = |(seconds, nanos): (i64, i64)| {
+                let ms = seconds.checked_mul(1000)?.checked_add(nanos.div_euclid(1_000_000))?;
+                (!micros || ms.checked_mul(US_PER_MS).is_some()).then_some(ms)
             };
-            // read on: a later malformed frame, or one the reference must decode, decides the outcome first, as there
-            let (Some(born_us), Some(store_us)) = (us(m.born), us(m.store)) else {
+            // read on: a later malformed frame decides the outcome first, as in the reference
+            let (Some(born_ms), Some(store_ms)) = (ms(m.born), ms(m.store)) else {
                 bad_timestamp = true;
                 continue;
             };
@@ -438,12 +631,12 @@ impl Gathered {
                 continue;
             }
             self.push(&Row {
-                topic: if m.topic.is_empty() { topic } else { m.topic },
+                topic,
                 queue_id: m.queue_id,
                 queue_offset: m.queue_offset,
-                body: m.body,
-                born_us,
-                store_us,
+                body,
+                born_ms,
+                store_ms,
                 born_host: Host::Text(m.born_host),
                 store_host: Host::Text(m.store_host),
                 reconsume: m.delivery_attempt.map_or(0, |a| a.saturating_sub(1).max(0)),
@@ -452,12 +645,15 @@ impl Gathered {
                 tag: m.tag,
                 keys: (b"", &m.keys),
                 msg_id: MessageId::Text(m.message_id),
+                sys_flag: 0,
+                commit_log_offset: 0,
+                body_crc: 0,
             });
         }
         if bad_timestamp {
             return Err(AddError::Timestamp);
         }
-        Ok(true)
+        Ok(())
     }
 
     fn push(&mut self, r: &Row) {
@@ -476,10 +672,10 @@ impl Gathered {
             self.body.push(r.body);
         }
         if w.born_ts {
-            self.born_ts.push(r.born_us);
+            self.born_ts.push(r.born_ms.wrapping_mul(US_PER_MS)); // checked when kept
         }
         if w.store_ts {
-            self.store_ts.push(r.store_us);
+            self.store_ts.push(r.store_ms.wrapping_mul(US_PER_MS));
         }
         if w.born_host {
             self.born_host.push(&r.born_host);
@@ -522,6 +718,21 @@ impl Gathered {
                 }
             }
         }
+        if w.sys_flag {
+            self.sys_flag.push(r.sys_flag);
+        }
+        if w.commit_log_offset {
+            self.commit_log_offset.push(r.commit_log_offset);
+        }
+        if w.body_crc {
+            self.body_crc.push(r.body_crc);
+        }
+        if w.born_ms {
+            self.born_ms.push(r.born_ms);
+        }
+        if w.store_ms {
+            self.store_ms.push(r.store_ms);
+        }
     }
 
     fn truncate(&mut self, rows: usize) {
@@ -549,6 +760,11 @@ impl Gathered {
             self.keys.truncate(*self.key_offsets.last().unwrap() as usize);
         }
         self.msg_id.truncate(rows.min(self.msg_id.len()));
+        self.sys_flag.truncate(rows);
+        self.commit_log_offset.truncate(rows);
+        self.body_crc.truncate(rows);
+        self.born_ms.truncate(rows);
+        self.store_ms.truncate(rows);
     }
 
     /// The built columns by name (the map and list columns as their offsets and values); the gatherer is empty
@@ -608,6 +824,21 @@ impl Gathered {
         if w.msg_id {
             out.push(("msgId", text(&mut self.msg_id)));
         }
+        if w.sys_flag {
+            out.push(("sysFlag", Column::Int32(renew(&mut self.sys_flag))));
+        }
+        if w.commit_log_offset {
+            out.push(("commitLogOffset", Column::Int64(renew(&mut self.commit_log_offset))));
+        }
+        if w.body_crc {
+            out.push(("bodyCrc", Column::Int32(renew(&mut self.body_crc))));
+        }
+        if w.born_ms {
+            out.push(("bornMillis", Column::Int64(renew(&mut self.born_ms))));
+        }
+        if w.store_ms {
+            out.push(("storeMillis", Column::Int64(renew(&mut self.store_ms))));
+        }
         self.rows = 0;
         self.bytes = 0;
         out
@@ -643,9 +874,9 @@ mod tests {
 
     #[test]
     fn rows_outside_the_window_are_not_gathered_and_a_failed_add_leaves_nothing() {
-        let mut g = Gathered::new(Wanted::of(["queueOffset", "body"]).unwrap(), None);
+        let mut g = Gathered::new(Wanted::of(["queueOffset", "body"]).unwrap(), None, "b".into(), 1 << 20);
         let block = crate::records::tests::block_of(&[(b"a", 1), (b"b", 2), (b"c", 3)]);
-        assert_eq!(g.add(&block, 2, 3), Ok(true));
+        assert_eq!(g.add(&block, 2, 3), Ok(()));
         assert_eq!(g.rows(), 1);
         assert!(matches!(g.add(&block[..block.len() - 1], 0, 9), Err(AddError::Malformed(_))));
         assert_eq!(g.rows(), 1);

@@ -7,6 +7,7 @@
 pub mod arrow;
 pub mod columns;
 pub mod cursor;
+pub mod decompress;
 pub mod frame;
 pub mod json_header;
 pub mod pipe;

@@ -77,8 +77,8 @@ pub enum Step {
     Done,
     /// The gatherer gained the rows or bytes asked for.
     Full,
-    /// Records `[low, high)` of this response are the range's, and the gatherer did not take them (they need the
-    /// message decoder, or are malformed, or there is no gatherer).
+    /// Records `[low, high)` of this response are the range's, and the gatherer did not take them (they do not read:
+    /// the caller's add says why; or there is no gatherer).
     Take { low: i64, high: i64, response: Response },
     /// The cursor asks for the queue's first offset (`Cursor::gap`); the response may still be taken after it.
     CheckGap(Response),
@@ -143,7 +143,7 @@ pub fn run(
             Err(fault) => return Step::Fault(fault),
             Ok(Verdict::Take { low, high }) => {
                 let taken = match gathered.as_deref_mut() {
-                    Some(g) => g.add(response.body(), low, high) == Ok(true),
+                    Some(g) => g.add(response.body(), low, high).is_ok(),
                     None => false,
                 };
                 if !taken {

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use pyo3::create_exception;
-use pyo3::exceptions::{PyException, PyUnicodeError, PyValueError};
+use pyo3::exceptions::{PyException, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyCapsule, PyDict, PyString};
 
@@ -65,6 +65,13 @@ impl ArrowColumn {
     }
 }
 
+pyo3::create_exception!(
+    _native,
+    BodyTooLargeError,
+    PyValueError,
+    "A message body expands past the limit: args (text, limit)."
+);
+
 /// Gathers pulled PULL_MESSAGE bodies into the columns named at construction.
 #[pyclass(module = "rmq_spark._native")]
 struct BlockGatherer {
@@ -73,27 +80,28 @@ struct BlockGatherer {
 
 #[pymethods]
 impl BlockGatherer {
-    /// `columns`: source column names to build; `tags`: keep only messages whose TAGS is one of these (None: all).
+    /// `columns`: column names to build; `tags`: keep only messages whose TAGS is one of these (None: all);
+    /// `broker_name`: the broker the blocks come from (errors name it); `max_body`: the most a compressed body
+    /// may expand to.
     #[new]
-    #[pyo3(signature = (columns, tags=None))]
-    fn new(columns: Vec<String>, tags: Option<Vec<String>>) -> PyResult<Self> {
+    #[pyo3(signature = (columns, tags=None, *, broker_name, max_body))]
+    fn new(columns: Vec<String>, tags: Option<Vec<String>>, broker_name: String, max_body: usize) -> PyResult<Self> {
         let want = Wanted::of(columns.iter().map(String::as_str))
             .map_err(|name| PyValueError::new_err(format!("no native column {name:?}")))?;
         let tags = tags.map(|set| set.into_iter().map(String::into_bytes).collect());
-        Ok(BlockGatherer { gathered: Gathered::new(want, tags) })
+        Ok(BlockGatherer { gathered: Gathered::new(want, tags, broker_name, max_body) })
     }
 
-    /// Gathers the records of `block` with `low <= queueOffset < high`; False (nothing gathered) when one needs
-    /// the message decoder. ValueError for a malformed block, UnicodeError for text that is not UTF-8,
-    /// OverflowError for a timestamp out of the microsecond range; nothing is gathered then.
-    fn add(&mut self, py: Python<'_>, block: &[u8], low: i64, high: i64) -> PyResult<bool> {
+    /// Gathers the messages of `block` with `low <= queueOffset < high`. ValueError for a block that does not
+    /// read (BodyTooLargeError for a body past `max_body`), OverflowError for a timestamp out of the microsecond
+    /// range; nothing is gathered then.
+    fn add(&mut self, py: Python<'_>, block: &[u8], low: i64, high: i64) -> PyResult<()> {
         let gathered = &mut self.gathered;
         added(py.detach(|| gathered.add(block, low, high)))
     }
 
     /// Gathers the messages of a gRPC pull's answer frames (serialized `PullMessageResponse`s that each hold a
-    /// message) with `low <= queueOffset < high`; `topic` stands for a message that names none. False (nothing
-    /// gathered) when one needs the reference decoder; errors as `add`.
+    /// message) with `low <= queueOffset < high`; `topic` stands for a message that names none. Errors as `add`.
     fn add_v2(
         &mut self,
         py: Python<'_>,
@@ -101,7 +109,7 @@ impl BlockGatherer {
         topic: &str,
         low: i64,
         high: i64,
-    ) -> PyResult<bool> {
+    ) -> PyResult<()> {
         let frames: Vec<&[u8]> = frames.iter().map(|f| f.as_bytes()).collect();
         let gathered = &mut self.gathered;
         added(py.detach(|| gathered.add_v2(&frames, topic.as_bytes(), low, high)))
@@ -129,11 +137,11 @@ impl BlockGatherer {
     }
 }
 
-fn added(outcome: Result<bool, AddError>) -> PyResult<bool> {
+fn added(outcome: Result<(), AddError>) -> PyResult<()> {
     match outcome {
-        Ok(plain) => Ok(plain),
+        Ok(()) => Ok(()),
         Err(AddError::Malformed(text)) => Err(PyValueError::new_err(text)),
-        Err(AddError::InvalidText) => Err(PyUnicodeError::new_err("a text field of a message is not valid UTF-8")),
+        Err(AddError::TooLarge { text, limit }) => Err(BodyTooLargeError::new_err((text, limit))),
         Err(AddError::Timestamp) => Err(pyo3::exceptions::PyOverflowError::new_err(
             "a message timestamp is out of the range of microsecond timestamps",
         )),
@@ -581,6 +589,7 @@ impl RangeCursor {
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add_class::<BlockGatherer>()?;
+    m.add("BodyTooLargeError", m.py().get_type::<BodyTooLargeError>())?;
     m.add_class::<ArrowColumn>()?;
     m.add_class::<Frame>()?;
     m.add_class::<FramePipe>()?;

@@ -8,8 +8,14 @@
 //! | int16 propertiesLength | properties
 //! ```
 //!
-//! Every bounds check and error text is the one of the Python reference (`message_codec.scan_records`), which the
-//! differential tests hold this walk to.
+//! A record with INNER_BATCH_FLAG and NEED_UNWRAP_FLAG (a batch sent to a BatchConsumeQueue topic) holds in its body
+//! the SEND_BATCH_MESSAGE records of its messages (`inner_batch`); like the Java client (PullAPIWrapper
+//! .processPullResult -> MessageDecoder.decodeMessage) they are unwrapped with queue offsets `queueOffset + i`.
+//!
+//! Every bounds check and error text is the one of the Python reference (`tests/support/reference_codec.py`), which
+//! the differential tests hold this walk to.
+
+use crate::decompress::Codec;
 
 /// MessageDecoder magic codes.
 pub const MAGIC_V1: i32 = -626843481; // 1-byte topic length
@@ -21,6 +27,8 @@ pub const COMPRESSED_FLAG: i32 = 0x1;
 pub const BORN_V6_FLAG: i32 = 0x10;
 pub const STORE_V6_FLAG: i32 = 0x20;
 pub const INNER_BATCH_BITS: i32 = 0xC0; // INNER_BATCH_FLAG | NEED_UNWRAP_FLAG
+/// The compression type (CompressionType value << 8) of a compressed body.
+const COMPRESSION_TYPE_MASK: i32 = 0x700;
 
 /// The fixed part of a record with two IPv4 hosts; each IPv6 host adds 12 bytes.
 const FIXED_V4: usize = 88;
@@ -29,6 +37,7 @@ const V6_EXTRA: usize = 12;
 /// One record of a block: its fixed fields and where its parts lie in the block.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Record<'a> {
+    pub body_crc: i32,
     pub queue_id: i32,
     pub flag: i32,
     pub queue_offset: i64,
@@ -45,11 +54,88 @@ pub struct Record<'a> {
 }
 
 impl Record<'_> {
-    /// Whether the body must be transformed before use: compressed (and not empty), or an inner batch to unwrap.
-    pub fn needs_message_decoder(&self) -> bool {
-        (self.sys_flag & COMPRESSED_FLAG != 0 && !self.body.is_empty())
-            || self.sys_flag & INNER_BATCH_BITS == INNER_BATCH_BITS
+    /// The codec of a body that must be decompressed (compressed and not empty); None for a body as it is.
+    pub fn codec(&self) -> Result<Option<Codec>, String> {
+        if self.sys_flag & COMPRESSED_FLAG == 0 || self.body.is_empty() {
+            return Ok(None);
+        }
+        let kind = (self.sys_flag & COMPRESSION_TYPE_MASK) >> 8;
+        match kind {
+            0 | 3 => Ok(Some(Codec::Zlib)), // 0: older producers that wrote no compression type
+            1 => Ok(Some(Codec::Lz4)),
+            2 => Ok(Some(Codec::Zstd)),
+            _ => Err(format!("unknown compression type {kind} in sysFlag {}", python_hex(self.sys_flag))),
+        }
     }
+
+    /// Whether the body holds the messages of an inner batch, to unwrap.
+    pub fn is_inner_batch(&self) -> bool {
+        self.sys_flag & INNER_BATCH_BITS == INNER_BATCH_BITS
+    }
+}
+
+/// `{:#x}` with a sign, as Python writes a negative number in hex.
+fn python_hex(value: i32) -> String {
+    if value < 0 {
+        format!("-{:#x}", -(value as i64))
+    } else {
+        format!("{value:#x}")
+    }
+}
+
+/// One message of an inner batch (a SEND_BATCH_MESSAGE record: MessageDecoder.encodeMessage).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchMessage<'a> {
+    pub flag: i32,
+    pub body: &'a [u8],
+    pub properties: &'a [u8],
+}
+
+/// The fixed part of a SEND_BATCH_MESSAGE record: totalSize, magic, bodyCRC, flag, body length; then the
+/// properties length.
+const BATCH_HEAD: usize = 20;
+const BATCH_FIXED: usize = BATCH_HEAD + 2;
+
+/// Calls `each` with the index and the fields of every message of an inner batch's `body`, in order; stops at the
+/// first error (a message that does not fit the body, or `each`'s).
+pub fn inner_batch<'a, F>(body: &'a [u8], mut each: F) -> Result<(), String>
+where
+    F: FnMut(i64, BatchMessage<'a>) -> Result<(), String>,
+{
+    let n = body.len();
+    let (mut pos, mut index) = (0usize, 0i64);
+    while pos < n {
+        if n - pos < BATCH_FIXED {
+            return Err(format!(
+                "inner-batch message {index} truncated: {} bytes left, {BATCH_FIXED} needed for its header",
+                n - pos
+            ));
+        }
+        let total = i32_at(body, pos) as i64;
+        let flag = i32_at(body, pos + 12);
+        let blen = i32_at(body, pos + 16) as i64;
+        let b0 = pos + BATCH_HEAD;
+        if blen < 0 || blen > (n - b0 - 2) as i64 {
+            return Err(format!("inner-batch message {index} body length {blen} exceeds the batch"));
+        }
+        let b1 = b0 + blen as usize;
+        let plen = i16_at(body, b1);
+        let p0 = b1 + 2;
+        if plen < 0 || plen > (n - p0) as i64 {
+            return Err(format!("inner-batch message {index} properties length {plen} exceeds the batch"));
+        }
+        let end = p0 + plen as usize;
+        if total != (end - pos) as i64 {
+            return Err(format!(
+                "inner-batch message {index} totalSize {total} disagrees with its fields ({} bytes)",
+                end - pos
+            ));
+        }
+        each(index, BatchMessage { flag, body: &body[b0..b1], properties: &body[p0..end] })?;
+        pos = end;
+        index += 1;
+    }
+    Ok(())
 }
 
 /// A truncated or inconsistent block; the text names the byte and the length at fault.
@@ -172,6 +258,7 @@ where
         each(
             pos,
             Record {
+                body_crc: i32_at(block, pos + 8),
                 queue_id: i32_at(block, pos + 12),
                 flag: i32_at(block, pos + 16),
                 queue_offset: i64_at(block, pos + 20),
@@ -240,6 +327,56 @@ pub(crate) mod tests {
         assert_eq!(seen, vec![(41, b"hello".to_vec(), b"TAGS\x01a\x02".to_vec()), (42, vec![], vec![])]);
         let err = scan(&block[..block.len() - 1], |_, _| Ok(())).unwrap_err();
         assert_eq!(err.0, "message at byte 104 has totalSize 92, but 91 bytes are left");
+    }
+
+    #[test]
+    fn unwraps_inner_batches_and_names_the_message_that_does_not_fit() {
+        let one = |body: &[u8], props: &[u8], flag: i32| {
+            let mut r = Vec::new();
+            r.extend(((BATCH_FIXED + body.len() + props.len()) as i32).to_be_bytes());
+            r.extend([0u8; 8]);
+            r.extend(flag.to_be_bytes());
+            r.extend((body.len() as i32).to_be_bytes());
+            r.extend(body);
+            r.extend((props.len() as i16).to_be_bytes());
+            r.extend(props);
+            r
+        };
+        let batch = [one(b"a", b"TAGS\x01x\x02", 1), one(b"", b"", 2)].concat();
+        let mut seen = Vec::new();
+        inner_batch(&batch, |i, m| {
+            seen.push((i, m.flag, m.body.to_vec(), m.properties.to_vec()));
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(seen, vec![(0, 1, b"a".to_vec(), b"TAGS\x01x\x02".to_vec()), (1, 2, vec![], vec![])]);
+        let cut = inner_batch(&batch[..batch.len() - 1], |_, _| Ok(())).unwrap_err();
+        assert_eq!(cut, "inner-batch message 1 truncated: 21 bytes left, 22 needed for its header");
+        let mut wrong = batch.clone();
+        wrong[3] += 1;
+        let err = inner_batch(&wrong, |_, _| Ok(())).unwrap_err();
+        assert_eq!(err, "inner-batch message 0 totalSize 31 disagrees with its fields (30 bytes)");
+    }
+
+    #[test]
+    fn the_compression_type_names_the_codec() {
+        let mut block = record(b"z", b"T", b"", 1);
+        let codec = |block: &[u8]| {
+            let mut out = None;
+            scan(block, |_, r| {
+                out = Some(r.codec());
+                Ok(())
+            })
+            .unwrap();
+            out.unwrap()
+        };
+        assert_eq!(codec(&block), Ok(None));
+        for (flag, want) in [(0x001, Codec::Zlib), (0x301, Codec::Zlib), (0x101, Codec::Lz4), (0x201, Codec::Zstd)] {
+            block[36..40].copy_from_slice(&(flag as i32).to_be_bytes());
+            assert_eq!(codec(&block), Ok(Some(want)));
+        }
+        block[36..40].copy_from_slice(&0x501i32.to_be_bytes());
+        assert_eq!(codec(&block), Err("unknown compression type 5 in sysFlag 0x501".to_string()));
     }
 
     #[test]

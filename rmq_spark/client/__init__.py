@@ -7,11 +7,10 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-from rmq_spark.client.compression import MessageTooLargeError
 from rmq_spark.client.errors import (AuthError, BrokerBusyError, BrokerError, BrokerUnavailableError,
-                                     ConnectionLostError, DataLossError, InvalidFilterError, OffsetMovedError,
-                                     ProtocolError, RequestTimeoutError, RocketMQError, TopicNotFoundError,
-                                     UnsupportedError)
+                                     ConnectionLostError, DataLossError, InvalidFilterError, MessageTooLargeError,
+                                     OffsetMovedError, ProtocolError, RequestTimeoutError, RocketMQError,
+                                     TopicNotFoundError, UnsupportedError)
 from rmq_spark.client.model import (EVERY_MESSAGE, Credentials, FilterExpression, HalfMessage, Message, MessageQueue,
                                     OutgoingMessage, PullResult, SendResult, TopicRoute)
 from rmq_spark.client.tls import TlsConfig

@@ -1,19 +1,19 @@
 """What every transport's client shares: the route cache (kept through a name-server outage), the per-queue
 fan-out with its one partial-failure policy, single-queue shortcuts, group creation on offset update and exact
-range reads. A transport supplies the primitives: ``_fetch_route``, one ``*_call`` per kind of per-queue request,
-``pull_async`` and, for a transport that pulls blocks of stored records, ``_block_messages``."""
+range reads (their messages gathered by the native core). A transport supplies the primitives: ``_fetch_route``,
+one ``*_call`` per kind of per-queue request and ``pull_async``."""
 from __future__ import annotations
 
 import logging
 import threading
 import time
-from dataclasses import replace
 from typing import Any, Callable, Iterable, Iterator, Mapping, Protocol, Sequence
 
 from rmq_spark.client import hints
 from rmq_spark.client.defaults import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_PULL_DEPTH, DEFAULT_RETRY_TIMEOUT
 from rmq_spark.client.errors import (RETRYABLE, BrokerError, BrokerUnavailableError, RocketMQError,
                                      UnsupportedError)
+from rmq_spark.client.gathering import MessageCollector
 from rmq_spark.client.model import (DEFAULT_GROUP, DEFAULT_PRODUCER_GROUP, EVERY_MESSAGE, SLOT, FilterExpression,
                                     HalfMessage, Message, MessageQueue, MessageType, OutgoingMessage, PullResult,
                                     SendResult, TopicRoute)
@@ -117,17 +117,6 @@ class BaseClient:
     def _create_group(self, group: str, mq: MessageQueue, offset: int) -> None:
         """Make the broker of ``mq`` know ``group`` the way brokers create groups: by a pull in its name."""
         self.pull(mq, offset, 1, group=group)
-
-    def _block_messages(self, block: bytes, mq: MessageQueue, tags: frozenset[str] | None) -> Sequence[Message]:
-        """The messages of one pulled block of stored records that pass the tag re-check (a transport whose pulls
-        deliver messages decoded has none)."""
-        raise UnsupportedError(f"{type(self).__name__} pulls no blocks of stored records")
-
-    def _frame_messages(self, frames: Sequence[bytes], mq: MessageQueue,
-                        tags: frozenset[str] | None) -> Sequence[Message]:
-        """The messages of a pull's answer frames (``PullResult.frames``) that pass the tag re-check (a transport
-        whose pulls answer in blocks has none)."""
-        raise UnsupportedError(f"{type(self).__name__} pulls no v2 answer frames")
 
     def pull_async(self, mq: MessageQueue, offset: int, max_nums: int = SLOT, *, group: str = DEFAULT_GROUP,
                    expression: FilterExpression = EVERY_MESSAGE, suspend_ms: int = 0) -> Call:
@@ -367,40 +356,8 @@ class BaseClient:
         ``sparse`` accepts gaps in the offsets (compaction topics)."""
         reader = RangeReader(self, mq, start, end, depth=depth, group=group, expression=expression,
                              fail_on_data_loss=fail_on_data_loss, retry_timeout=retry_timeout, sparse=sparse)
-        collected = _Collected(self, mq, expression.tags)
+        collected = MessageCollector(mq, tags=expression.tags, max_body=self.max_message_bytes,
+                                     topic=mq.topic if self.namespace else None)
         for _ in reader.fill(collected):
             yield from collected.take()
         yield from collected.take()
-
-
-class _Collected:
-    """The messages of pulled chunks inside their windows, in order: the chunk builder of ``read_range``."""
-
-    nbytes = 0
-
-    def __init__(self, client: BaseClient, mq: MessageQueue, tags: frozenset[str] | None) -> None:
-        self._client, self._mq, self._tags = client, mq, tags
-        self._messages: list[Message] = []
-
-    @property
-    def rows(self) -> int:
-        return len(self._messages)
-
-    def native_target(self) -> None:
-        return None  # every block through add: messages, not columns
-
-    def add(self, block: bytes, low: int, high: int) -> None:
-        self._add(self._client._block_messages(block, self._mq, self._tags), low, high)
-
-    def add_frames(self, frames: tuple[bytes, ...], low: int, high: int) -> None:
-        self._add(self._client._frame_messages(frames, self._mq, self._tags), low, high)
-
-    def _add(self, messages: Sequence[Message], low: int, high: int) -> None:
-        kept = (m for m in messages if low <= m.queue_offset < high)
-        if self._client.namespace:  # the records name the topic as the brokers know it
-            kept = (replace(m, topic=self._mq.topic) for m in kept)
-        self._messages.extend(kept)
-
-    def take(self) -> list[Message]:
-        taken, self._messages = self._messages, []
-        return taken

@@ -23,6 +23,14 @@ class AddressError(RocketMQError, ValueError):
     """A server address is not ``host:port``."""
 
 
+class MessageTooLargeError(ProtocolError):
+    """A message body decompresses to more than the limit (option maxMessageBytes)."""
+
+    def __init__(self, message: str, *, limit: int = -1, code: int | None = None, remark: str | None = None) -> None:
+        super().__init__(message, code=code, remark=remark)
+        self.limit = limit
+
+
 class ConnectionLostError(RocketMQError):
     """The connection closed or broke while a request was pending, or could not be opened."""
 

@@ -12,12 +12,12 @@ import time
 import pytest
 
 from rmq_spark.client import AuthError, Credentials, GrpcClient, MessageQueue
-from rmq_spark.client.compression import MessageTooLargeError
+from rmq_spark.client.errors import MessageTooLargeError
 from rmq_spark.client.grpc import auth
 from rmq_spark.client.grpc import client as grpc_client
 from rmq_spark.client.grpc.v2 import definition_pb2 as pb
 from rmq_spark.client.grpc.v2 import service_pb2 as svc
-from rmq_spark.client.remoting.message_codec import OutgoingMessage
+from rmq_spark.client.model import OutgoingMessage
 from rmq_spark.embedded import GATEWAY_JAR, jvm_command
 from tests.conftest import unique_topic
 

@@ -13,11 +13,12 @@ import pytest
 import zstandard
 
 from rmq_spark.client import ConnectionLostError, MessageQueue, RemotingClient
-from rmq_spark.client.compression import MessageTooLargeError
+from rmq_spark.client.errors import MessageTooLargeError
+from rmq_spark.client.model import OutgoingMessage
 from rmq_spark.client.remoting import broker as req
 from rmq_spark.client.remoting import connection
-from rmq_spark.client.remoting.message_codec import OutgoingMessage, decode_messages
 from tests.conftest import TRANSPORTS, record_error, transport_options
+from tests.support.reference_codec import decode_messages
 
 ZSTD_BODY = 0x1 | (2 << 8)  # sysFlag: COMPRESSED, compression type zstd
 

@@ -10,8 +10,10 @@ from hypothesis import strategies as st
 from rmq_spark.client.errors import ProtocolError
 from rmq_spark.client.remoting.frame import JSON, ROCKETMQ, RemotingCommand, decode_frame, encode_command, \
     parse_loose_json
-from rmq_spark.client.remoting.message_codec import OutgoingMessage, decode_messages, encode_batch
+from rmq_spark.client.model import OutgoingMessage
+from rmq_spark.client.remoting.send_codec import encode_batch
 
+from tests.support.reference_codec import decode_messages
 from tests.support.stored_messages import INNER_BATCH, MAGIC_V2, NEED_UNWRAP, encode_stored_message, mutated_prefix
 
 FUZZ = settings(max_examples=300, deadline=500, database=None, suppress_health_check=[HealthCheck.too_slow])

@@ -9,13 +9,12 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from rmq_spark.arrow_decoder import decode_to_arrow
-from rmq_spark.client import compression
-from rmq_spark.client.compression import MessageTooLargeError
-from rmq_spark.client.errors import ProtocolError
-from rmq_spark.client.grpc import messages
+from rmq_spark.client.errors import MessageTooLargeError, ProtocolError
 from rmq_spark.client.grpc.v2 import definition_pb2 as pb
+from rmq_spark.client.grpc.v2 import service_pb2 as svc
 from rmq_spark.client.model import MessageQueue
-from rmq_spark.client.remoting.message_codec import decode_messages
+from tests.support import reference_compression as compression
+from tests.support.reference_codec import decode_messages, from_v2
 
 from tests.support.stored_messages import compress, encode_stored_message
 
@@ -90,5 +89,5 @@ def test_a_grpc_gzip_body_is_bounded_too():
         queue_offset=9, body_encoding=pb.GZIP, message_id="id"))
     with pytest.raises(MessageTooLargeError, match=r"T:broker-a/0 offset 9: the gzip-compressed message body expands "
                                                    "past 4096 bytes.*maxMessageBytes"):
-        messages.from_v2(m, MessageQueue("T", "broker-a", 0), 4096)
-    assert messages.from_v2(m, MessageQueue("T", "broker-a", 0), 5000).body == b"\0" * 5000
+        from_v2(m, MessageQueue("T", "broker-a", 0), 4096)
+    assert from_v2(m, MessageQueue("T", "broker-a", 0), 5000).body == b"\0" * 5000

@@ -10,14 +10,14 @@ import grpc
 import pytest
 
 from rmq_spark.client.errors import AuthError, ConnectionLostError, RocketMQError, TopicNotFoundError
+from rmq_spark.client.gathering import MessageCollector
 from rmq_spark.client.grpc import client as grpc_client
 from rmq_spark.client.grpc import messages, status
 from rmq_spark.client.grpc.auth import Metadata, signature
 from rmq_spark.client.grpc.client import GrpcClient, route_from_queues
 from rmq_spark.client.grpc.v2 import definition_pb2 as pb
 from rmq_spark.client.grpc.v2 import service_pb2 as svc
-from rmq_spark.client.model import Credentials, MessageQueue, MessageType
-from rmq_spark.client.remoting.message_codec import OutgoingMessage
+from rmq_spark.client.model import Credentials, MessageQueue, MessageType, OutgoingMessage
 
 MQ = MessageQueue("T", "broker-a", 2)
 
@@ -56,24 +56,32 @@ def _pulled(**system) -> pb.Message:
                       user_properties={"TAGS": "tagA", "KEYS": "k1 k2", "a": "1", messages.FLAG_PROPERTY: "7"})
 
 
+def _read(m: pb.Message):
+    """``m`` as ``read_range`` gives it: gathered natively from its answer frame."""
+    collector = MessageCollector(MQ)
+    collector.add_frames((svc.PullMessageResponse(message=m).SerializeToString(),), 0, 1 << 62)
+    (got,) = collector.take()
+    return got
+
+
 def test_a_pulled_message_becomes_the_same_row_as_over_remoting():
-    m = messages.from_v2(_pulled(tag="tagA", delivery_attempt=3), MQ)
+    m = _read(_pulled(tag="tagA", delivery_attempt=3))
     assert (m.topic, m.broker_name, m.queue_id, m.queue_offset, m.msg_id) == ("T", "broker-a", 2, 41, "ID1")
     assert (m.tags, m.keys, m.body, m.flag, m.reconsume_times) == ("tagA", ("k1", "k2"), b"hello", 7, 2)
     assert (m.born_timestamp, m.store_timestamp) == (1_700_000_000_123, 1_700_000_000_456)
     assert (m.born_host, m.store_host) == ("1.2.3.4:5", "6.7.8.9:10911")
     assert m.properties == {"TAGS": "tagA", "KEYS": "k1 k2", "a": "1"}
-    bare = messages.from_v2(pb.Message(system_properties=pb.SystemProperties(queue_offset=1)), MQ)
+    bare = _read(pb.Message(system_properties=pb.SystemProperties(queue_offset=1)))
     assert (bare.tags, bare.flag, bare.reconsume_times, bare.topic) == (None, 0, 0, "T")
 
 
 def test_gzip_bodies_are_decompressed_and_broken_ones_named():
     good = _pulled(body_encoding=pb.GZIP)
     good.body = gzip.compress(b"x" * 1000)
-    assert messages.from_v2(good, MQ).body == b"x" * 1000
+    assert _read(good).body == b"x" * 1000
     good.body = b"not gzip"
-    with pytest.raises(RocketMQError, match="ID1"):
-        messages.from_v2(good, MQ)
+    with pytest.raises(RocketMQError, match="T:broker-a/2 offset 41: .*gzip"):
+        _read(good)
 
 
 def test_outgoing_messages_carry_tag_keys_id_and_flag():

@@ -1,4 +1,5 @@
-"""Stored-message decoding and batch encoding against records built by the documented layout."""
+"""The reference decoder (the oracle of the native gatherer) and the batch encoder against records built by the
+documented layout."""
 from __future__ import annotations
 
 import pickle
@@ -7,9 +8,10 @@ import struct
 import pytest
 
 from rmq_spark.client.errors import ProtocolError
-from rmq_spark.client.model import Message
-from rmq_spark.client.remoting.message_codec import (OutgoingMessage, decode_messages, decode_properties,
-                                                     encode_batch, encode_properties, new_unique_id)
+from rmq_spark.client.model import Message, OutgoingMessage
+from rmq_spark.client.remoting.send_codec import encode_batch, encode_properties
+from rmq_spark.client.unique_ids import new_unique_id
+from tests.support.reference_codec import decode_messages, decode_properties
 
 from tests.support.stored_messages import (BLANK_MAGIC, COMPRESSION_BITS, INNER_BATCH, MAGIC_V1, MAGIC_V2, NEED_UNWRAP,
                                            blank_record, compress, encode_batch_record, encode_stored_message)

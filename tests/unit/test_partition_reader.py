@@ -13,12 +13,12 @@ from rmq_spark.client.model import EVERY_MESSAGE, FilterExpression, MessageQueue
 from rmq_spark.compiled import PullStatus
 from rmq_spark.client.namespaces import NO_NAMESPACE
 from rmq_spark.client.range_reader import SharedPulls
-from rmq_spark.client.remoting.message_codec import decode_messages
 from rmq_spark.offsets import QueueRange
 from rmq_spark.options import parse_options
-from rmq_spark.schema import ARROW_SCHEMA, to_record_batch
+from rmq_spark.schema import ARROW_SCHEMA
 
 from tests.support.calls import Done
+from tests.support.reference_codec import decode_messages, to_record_batch
 from tests.support.scripted_remoting import ScriptedRemoting
 from tests.support.stored_messages import INNER_BATCH, NEED_UNWRAP, encode_batch_record, encode_stored_message
 

@@ -15,8 +15,8 @@ from rmq_spark.client.model import EVERY_MESSAGE, FilterExpression, MessageQueue
 from rmq_spark.compiled import PullStatus
 from rmq_spark.client.range_reader import RangeReader, SharedPulls
 from rmq_spark.client.remoting.client import RemotingClient
-from rmq_spark.client.remoting.message_codec import decode_messages
 from tests.support.calls import Done
+from tests.support.reference_codec import decode_messages
 from tests.support.scripted_remoting import ScriptedRemoting
 from tests.support.stored_messages import encode_stored_message
 

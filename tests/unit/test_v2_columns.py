@@ -1,5 +1,6 @@
-"""The native gathering of a gRPC pull's answer frames (``ArrowBatchDecoder.add_frames``) against the reference:
-``grpc.messages.decode_frames`` into a ``schema.MessageBatcher`` with the same window and tags, row for row."""
+"""The native gathering of a gRPC pull's answer frames (``ArrowBatchDecoder.add_frames``) against the oracle:
+``reference_codec.decode_frames`` into a ``MessageBatcher`` with the same window and tags, row for row (gzip bodies
+too)."""
 from __future__ import annotations
 
 import gzip
@@ -11,13 +12,15 @@ from hypothesis import strategies as st
 
 from rmq_spark.arrow_decoder import ArrowBatchDecoder
 from rmq_spark.client.errors import ProtocolError
-from rmq_spark.client.grpc.messages import FLAG_PROPERTY, decode_frames
+from rmq_spark.client.gathering import MessageCollector
+from rmq_spark.client.grpc.messages import FLAG_PROPERTY
 from rmq_spark.client.grpc.v2 import definition_pb2 as pb
 from rmq_spark.client.grpc.v2 import service_pb2 as svc
 from rmq_spark.client.model import MessageQueue
 from rmq_spark.compiled import MalformedError, v2_queue_offset
-from rmq_spark.schema import ARROW_SCHEMA, COLUMNS, MessageBatcher
+from rmq_spark.schema import ARROW_SCHEMA, COLUMNS
 from tests.support.batches import assert_same
+from tests.support.reference_codec import MessageBatcher, decode_frames
 
 MQ = MessageQueue("T", "broker-a", 2)
 FUZZ = settings(max_examples=150, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
@@ -67,11 +70,31 @@ text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
     "attempt": st.one_of(st.none(), st.integers(-3, 5)),
     "born_ms": st.integers(-(10 ** 12), 10 ** 13),
     "store": st.booleans(),
+    "gzipped": st.booleans(),
 }), max_size=12), st.one_of(st.none(), st.just(frozenset({"TagA", "é"}))), st.integers(0, 12), st.integers(0, 12))
 def test_native_rows_equal_the_reference(messages, tags, low, high):
-    frames = [frame(i, **m) for i, m in enumerate(messages)]
+    frames = [frame(i, **{k: v for k, v in m.items() if k != "gzipped"},
+                    **({"encoding": pb.GZIP} if m["gzipped"] else {})) for i, m in enumerate(messages)]
+    frames = [f if not m["gzipped"] else frame(i, **{**{k: v for k, v in m.items() if k != "gzipped"},
+                                                     "body": gzip.compress(m["body"])}, encoding=pb.GZIP)
+              for i, (f, m) in enumerate(zip(frames, messages))]
     assert_same(native(frames, tags=tags, low=low, high=high), reference(frames, tags=tags, low=low, high=high),
                 unordered_maps=True)
+
+
+@FUZZ
+@given(st.lists(st.fixed_dictionaries({"tag": st.one_of(st.none(), st.just("TagA")), "topic": st.sampled_from(["T", ""]),
+                                       "body": st.binary(max_size=20), "gzipped": st.booleans(),
+                                       "attempt": st.one_of(st.none(), st.integers(-3, 5))}), max_size=6),
+       st.one_of(st.none(), st.just(frozenset({"TagA"}))), st.integers(0, 6))
+def test_read_range_messages_are_the_oracles(messages, tags, low):
+    """The Messages ``read_range`` builds from gathered frames are the oracle's."""
+    frames = [frame(i, tag=m["tag"], topic=m["topic"], attempt=m["attempt"],
+                    body=gzip.compress(m["body"]) if m["gzipped"] else m["body"],
+                    encoding=pb.GZIP if m["gzipped"] else pb.IDENTITY) for i, m in enumerate(messages)]
+    collector = MessageCollector(MQ, tags=tags)
+    collector.add_frames(frames, low, 100)
+    assert collector.take() == [m for m in decode_frames(frames, MQ, tags) if m.queue_offset >= low]
 
 
 @pytest.mark.parametrize("columns", [("queueOffset", "body"), ("properties", "msgId", "flag"), ("bornHost", "keys")])
@@ -80,7 +103,7 @@ def test_a_projection_builds_the_columns_asked_for(columns):
     assert_same(native(frames, columns=columns), reference(frames).select(list(columns)), unordered_maps=True)
 
 
-def test_gzip_bodies_and_odd_flags_go_through_the_reference_in_order():
+def test_gzip_bodies_and_odd_flags_are_read_as_the_reference_reads_them():
     frames = [frame(0), frame(1, body=gzip.compress(b"x" * 100), encoding=pb.GZIP), frame(2)]
     decoder = ArrowBatchDecoder(MQ.broker_name, queue=MQ)
     decoder.add_frames((frame(7, tag="TagB"),), 0, 100)

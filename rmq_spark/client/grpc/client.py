@@ -19,7 +19,7 @@ from rmq_spark.client.grpc.auth import Metadata
 from rmq_spark.client.grpc.v2 import definition_pb2 as pb
 from rmq_spark.client.grpc.v2 import service_pb2 as svc
 from rmq_spark.client.model import (DEFAULT_GROUP, DEFAULT_PRODUCER_GROUP, EVERY_MESSAGE, PERM_READ, PERM_WRITE, SLOT,
-                                    BrokerData, Credentials, FilterExpression, Message, MessageQueue, MessageType,
+                                    BrokerData, Credentials, FilterExpression, MessageQueue, MessageType,
                                     OutgoingMessage, PullResult, QueueData, SendResult, TopicRoute)
 from rmq_spark.client.namespaces import NO_NAMESPACE, Namespace
 from rmq_spark.client.tls import TlsConfig
@@ -329,10 +329,6 @@ class GrpcClient(BaseClient):
         except grpc.RpcError as e:
             raise self.rpc_error(e, f"pull of {mq} at offset {offset}") from None
         return PendingGrpcPull(self, mq, offset, max_nums, call)
-
-    def _frame_messages(self, frames: Sequence[bytes], mq: MessageQueue,
-                        tags: frozenset[str] | None) -> list[Message]:
-        return messages.decode_frames(frames, mq, tags, self.max_message_bytes)
 
     # -- produce ---------------------------------------------------------------------------------------------
     def send_async(self, mq: MessageQueue, batch: Sequence[OutgoingMessage], *, group: str = DEFAULT_PRODUCER_GROUP,

@@ -5,8 +5,7 @@ import grpc
 
 from rmq_spark.client import hints
 from rmq_spark.client.errors import (AuthError, BrokerBusyError, BrokerError, ConnectionLostError, InvalidFilterError,
-                                     RequestTimeoutError, RocketMQError, TopicNotFoundError)
-from rmq_spark.client.compression import MessageTooLargeError
+                                     MessageTooLargeError, RequestTimeoutError, RocketMQError, TopicNotFoundError)
 from rmq_spark.client.grpc.v2 import definition_pb2 as pb
 
 Code = pb.Code

@@ -6,14 +6,14 @@ import time
 from dataclasses import dataclass, fields
 
 from rmq_spark.client.errors import InvalidFilterError, RocketMQError
-from rmq_spark.client.model import (EVERY_MESSAGE, FilterExpression, HalfMessage, MessageQueue, PullResult,
-                                    SendResult)
+from rmq_spark.client.model import (EVERY_MESSAGE, FilterExpression, HalfMessage, MessageQueue, OutgoingMessage,
+                                    PullResult, SendResult)
 from rmq_spark.client.remoting import codes
 from rmq_spark.client.remoting.frame import RemotingCommand, parse_loose_json
-from rmq_spark.client.remoting.message_codec import (PROPERTY_PRODUCER_GROUP, PROPERTY_TRANSACTION_PREPARED,
-                                                     TRANSACTION_COMMIT_TYPE, TRANSACTION_PREPARED_TYPE,
-                                                     TRANSACTION_ROLLBACK_TYPE, OutgoingMessage, commit_log_offset,
-                                                     encode_batch, encode_properties)
+from rmq_spark.client.remoting.send_codec import (PROPERTY_PRODUCER_GROUP, PROPERTY_TRANSACTION_PREPARED,
+                                                  TRANSACTION_COMMIT_TYPE, TRANSACTION_PREPARED_TYPE,
+                                                  TRANSACTION_ROLLBACK_TYPE, commit_log_offset, encode_batch,
+                                                  encode_properties)
 from rmq_spark.client.remoting.status import check
 from rmq_spark.compiled import PullStatus, first_offset, pull_status
 

@@ -11,7 +11,7 @@ from rmq_spark.client.defaults import DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_MESSA
 from rmq_spark.client.errors import (AuthError, BrokerBusyError, BrokerError, BrokerUnavailableError,
                                      ConnectionLostError, TopicNotFoundError)
 from rmq_spark.client.model import (DEFAULT_GROUP, DEFAULT_PRODUCER_GROUP, EVERY_MESSAGE, MASTER_ID, SLOT, BrokerData,
-                                    Credentials, FilterExpression, HalfMessage, Message, MessageQueue, MessageType,
+                                    Credentials, FilterExpression, HalfMessage, MessageQueue, MessageType,
                                     OutgoingMessage, PullResult, TopicRoute)
 from rmq_spark.client.namespaces import NO_NAMESPACE, Namespace
 from rmq_spark.client.range_reader import PullSession
@@ -20,8 +20,8 @@ from rmq_spark.client.remoting import codes
 from rmq_spark.client.remoting import acl
 from rmq_spark.client.remoting.connection import ConnectionPool, DirectConnection, PendingRequest, pipe_failure
 from rmq_spark.client.remoting.frame import RemotingCommand, command_of, request_template
-from rmq_spark.client.remoting.message_codec import compressed_for_send, decode_messages
 from rmq_spark.client.remoting.namesrv import NameServerClient
+from rmq_spark.client.remoting.send_codec import compressed_for_send
 from rmq_spark.client.tls import TlsConfig
 from rmq_spark.compiled import (BlockGatherer, Frame, MalformedError, PipeLostError, PipeTimeoutError, PullStatus,
                                 RangeCursor, Step)
@@ -364,9 +364,6 @@ class RemotingClient(BaseClient):
         if self._pool.direct:
             return DirectPulls(self, mq, group=group, expression=expression)
         return super().pull_session(mq, group=group, expression=expression)
-
-    def _block_messages(self, block: bytes, mq: MessageQueue, tags: frozenset[str] | None) -> list[Message]:
-        return decode_messages(block, mq.broker_name, tags=tags, max_body=self.max_message_bytes)
 
     # -- admin and produce (tests, benchmarks, the later sink) ----------------------------------------------
     def create_topic(self, topic: str, queues: int = 4, *, broker_names: Iterable[str] | None = None,

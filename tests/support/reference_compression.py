@@ -1,41 +1,41 @@
-"""Decompress message bodies with a bound on the output, for every transport: a body that would expand past the
-limit stops there (a few KiB of zstd can claim gigabytes), so a worker's memory stays bounded whatever a producer
-sent. zlib and gzip (RocketMQ's default codec, the v2 API's GZIP encoding), LZ4 frame and zstd (RocketMQ 5)."""
+"""The test oracle of the native core's bounded decompression (``native/src/decompress.rs``), over the Python codec
+libraries: a body that would expand past the limit stops there. zlib and gzip (RocketMQ's default codec, the v2
+API's GZIP encoding), LZ4 frame and zstd (RocketMQ 5)."""
 from __future__ import annotations
 
 import io
 import zlib
 
-from rmq_spark.client.defaults import DEFAULT_MAX_MESSAGE_BYTES  # noqa: F401 (the decoders' default bound)
-from rmq_spark.client.errors import ProtocolError
+import lz4.frame as _lz4_frame
+import zstandard as _zstd
 
-try:  # optional at import so that the pure-Python parts stay importable; both are dependencies
-    import lz4.frame as _lz4_frame
-except ImportError:  # pragma: no cover
-    _lz4_frame = None
-try:
-    import zstandard as _zstd
-except ImportError:  # pragma: no cover
-    _zstd = None
+from rmq_spark.client.errors import MessageTooLargeError, ProtocolError
 
 ZLIB, GZIP, LZ4, ZSTD = "zlib", "gzip", "lz4", "zstd"
-
-
-class MessageTooLargeError(ProtocolError):
-    """A message body decompresses to more than the limit (maxMessageBytes)."""
-
-    def __init__(self, message: str, *, limit: int = -1, code: int | None = None, remark: str | None = None) -> None:
-        super().__init__(message, code=code, remark=remark)
-        self.limit = limit
+TOO_LARGE_HINT = ("the limit is option maxMessageBytes (raise it only if producers really send bodies that large: a "
+                  "small body that expands this far is a decompression bomb)")
 
 
 def _too_large(codec: str, limit: int) -> MessageTooLargeError:
     return MessageTooLargeError(f"the {codec}-compressed message body expands past {limit} bytes", limit=limit)
 
 
-def decompress(codec: str, raw: bytes, limit: int) -> bytes:
+def decompress(codec: str, raw: bytes, limit: int, where: str | None = None) -> bytes:
     """``raw`` decompressed with ``codec``, at most ``limit`` bytes; MessageTooLargeError past it, ProtocolError
-    for a corrupt or truncated body."""
+    for a corrupt or truncated body. ``where``: the message, which the errors then name first."""
+    try:
+        return _decompress(codec, raw, limit)
+    except MessageTooLargeError as e:
+        if where is None:
+            raise
+        raise MessageTooLargeError(f"{where}: {e}; {TOO_LARGE_HINT}", limit=e.limit) from None
+    except ProtocolError as e:
+        if where is None:
+            raise
+        raise ProtocolError(f"{where}: {e}") from None
+
+
+def _decompress(codec: str, raw: bytes, limit: int) -> bytes:
     try:
         if codec in (ZLIB, GZIP):
             return _inflate(codec, raw, limit)
@@ -61,8 +61,6 @@ def _inflate(codec: str, raw: bytes, limit: int) -> bytes:
 
 
 def _lz4(raw: bytes, limit: int) -> bytes:
-    if _lz4_frame is None:  # pragma: no cover
-        raise ProtocolError("the message body is LZ4-compressed but the lz4 package is not installed")
     parts, size, rest = [], 0, raw
     while rest:  # one or more concatenated frames
         d = _lz4_frame.LZ4FrameDecompressor()
@@ -78,8 +76,6 @@ def _lz4(raw: bytes, limit: int) -> bytes:
 
 
 def _zstd_frames(raw: bytes, limit: int) -> bytes:
-    if _zstd is None:  # pragma: no cover
-        raise ProtocolError("the message body is zstd-compressed but the zstandard package is not installed")
     dctx = _zstd.ZstdDecompressor()
     # the size first, reading at most limit + 1 bytes (zstd's decompressobj has no output bound) ...
     reader = dctx.stream_reader(io.BytesIO(raw), read_across_frames=True)

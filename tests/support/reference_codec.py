@@ -1,4 +1,7 @@
-"""Stored-message decoding (the body of a PULL_MESSAGE FOUND response) and SEND_BATCH_MESSAGE body encoding.
+"""The test oracle of the native gatherer (DESIGN.md §12): a plain Python reading of pulled messages, for the
+differential tests and the fuzz seeds. ``decode_messages`` reads the body of a PULL_MESSAGE FOUND response into
+the client's Messages, ``decode_frames`` a gRPC pull's answer frames; ``to_record_batch`` and ``MessageBatcher``
+turn Messages into Arrow batches of the output schema.
 
 A pull body is a concatenation of commit-log records (MessageDecoder.decode), big-endian::
 
@@ -14,25 +17,26 @@ compressed with the codec of sysFlag bits 8..10 (1 LZ4 frame, 2 zstd, 3 or 0 zli
 A record with INNER_BATCH_FLAG and NEED_UNWRAP_FLAG (a batch sent to a BatchConsumeQueue topic) holds in its
 body the SEND_BATCH_MESSAGE records of its messages; like the Java client (PullAPIWrapper.processPullResult ->
 MessageDecoder.decodeMessage) they are unwrapped with queue offsets ``queueOffset + i``.
-
-``scan_records`` is the structural walk (lengths, magic, blank fillers, every bounds check) of ``decode_messages``,
-the reference decoder. The columnar decoder (``rmq_spark.arrow_decoder``) walks blocks in the native core
-(``native/src/records.rs``), which the differential tests hold to the same rules and error texts.
 """
 from __future__ import annotations
 
 import socket
 import struct
-import zlib
 from dataclasses import fields, replace
-from typing import Iterable
+from typing import Sequence
 
-from rmq_spark.client import compression
-from rmq_spark.client.compression import DEFAULT_MAX_MESSAGE_BYTES, MessageTooLargeError
-from rmq_spark.client.errors import ProtocolError
-from rmq_spark.client.model import (KEY_SEPARATOR, PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_UNIQ_KEY, Message,
-                                    OutgoingMessage)
-from rmq_spark.client.unique_ids import new_unique_id
+import pyarrow as pa
+
+from rmq_spark.client.defaults import DEFAULT_MAX_MESSAGE_BYTES
+from rmq_spark.client.errors import MessageTooLargeError, ProtocolError
+from rmq_spark.client.gathering import block_bytes
+from rmq_spark.client.grpc.messages import FLAG_PROPERTY
+from rmq_spark.client.grpc.v2 import definition_pb2 as pb
+from rmq_spark.client.grpc.v2 import service_pb2 as svc
+from rmq_spark.client.model import KEY_SEPARATOR, PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_UNIQ_KEY, Message, MessageQueue
+from rmq_spark.schema import ARROW_SCHEMA, COLUMNS
+
+from tests.support import reference_compression as compression
 
 # MessageDecoder magic codes.
 MESSAGE_MAGIC_CODE = -626843481  # V1: 1-byte topic length
@@ -50,16 +54,6 @@ COMPRESSION_TYPE_MASK = 0x700  # CompressionType value << 8
 COMPRESSION_LZ4 = 1
 COMPRESSION_ZSTD = 2
 COMPRESSION_ZLIB = 3
-
-# MessageConst property names.
-PROPERTY_TRANSACTION_PREPARED = "TRAN_MSG"
-PROPERTY_PRODUCER_GROUP = "PGROUP"
-# MessageSysFlag transaction types (bits 2..3)
-TRANSACTION_PREPARED_TYPE = 0x4
-TRANSACTION_COMMIT_TYPE = 0x8
-TRANSACTION_ROLLBACK_TYPE = 0xC
-NAME_VALUE_SEPARATOR = "\x01"
-PROPERTY_SEPARATOR = "\x02"
 
 _I32 = struct.Struct(">i")
 _I16 = struct.Struct(">h")
@@ -88,20 +82,6 @@ _FAST_MESSAGE = (tuple(f.name for f in fields(Message)) == _MESSAGE_FIELDS
 
 
 # ---------------------------------------------------------------------------------------------- properties
-
-def encode_properties(props: dict[str, str]) -> str:
-    """``key\\x01value\\x02`` for each pair (MessageDecoder.messageProperties2String); None values are skipped."""
-    parts = []
-    for k, v in props.items():
-        if v is None:
-            continue
-        k = str(k)
-        v = str(v)
-        if NAME_VALUE_SEPARATOR in k or PROPERTY_SEPARATOR in k or PROPERTY_SEPARATOR in v:
-            raise ProtocolError(f"property {k!r} contains a \\x01 or \\x02 separator character")
-        parts.append(f"{k}\x01{v}\x02")
-    return "".join(parts)
-
 
 def decode_properties(text: str) -> dict[str, str]:
     """Inverse of ``encode_properties`` with Java's rules: pairs with an empty name or value are dropped,
@@ -143,13 +123,6 @@ _hosts = _HostCache()
 host_string = _hosts.__getitem__
 
 
-def commit_log_offset(offset_msg_id: str) -> int:
-    """The commit-log offset inside an offset message id (its last 16 hex digits)."""
-    if len(offset_msg_id) < 32:
-        raise ValueError(f"{offset_msg_id!r} is not an offset message id")
-    return int(offset_msg_id[-16:], 16)
-
-
 def offset_message_id(store_host_raw: bytes, commit_log_offset: int) -> str:
     """MessageDecoder.createMessageId: upper-case hex of store IP + int32 port + int64 commit-log offset."""
     return store_host_raw.hex().upper() + format(commit_log_offset & 0xFFFFFFFFFFFFFFFF, "016X")
@@ -161,12 +134,16 @@ _CODECS = {0: compression.ZLIB, COMPRESSION_ZLIB: compression.ZLIB, COMPRESSION_
            COMPRESSION_ZSTD: compression.ZSTD}  # 0: older producers without a compression type
 
 
-def _decompress(sys_flag: int, raw: bytes, limit: int) -> bytes:
+def _decompress(sys_flag: int, raw: bytes, limit: int, where: str) -> bytes:
     ctype = (sys_flag & COMPRESSION_TYPE_MASK) >> 8
     codec = _CODECS.get(ctype)
     if codec is None:
         raise ProtocolError(f"unknown compression type {ctype} in sysFlag {sys_flag:#x}")
-    return compression.decompress(codec, raw, limit)
+    return compression.decompress(codec, raw, limit, where)
+
+
+def _not_utf8(e: UnicodeDecodeError) -> str:
+    return f"not valid UTF-8 (at byte {e.start} of {len(e.object)})"
 
 
 # ---------------------------------------------------------------------------------------------- decoding
@@ -196,7 +173,7 @@ def _unwrap_inner_batch(body: bytes, topic: str, broker_name: str, queue_id: int
         try:
             props = decode_properties(str(body[p0:p0 + plen], "utf-8")) if plen else {}
         except UnicodeDecodeError as e:
-            raise ProtocolError(f"inner-batch message {index} properties are not valid UTF-8: {e}") from None
+            raise ProtocolError(f"inner-batch message {index} properties are {_not_utf8(e)}") from None
         keys = props.get(PROPERTY_KEYS)
         out.append(Message(
             topic=topic, broker_name=broker_name, queue_id=queue_id, queue_offset=queue_offset + index,
@@ -230,18 +207,6 @@ def _record_error(pos: int, n: int, total: int, blen: int, tlen: int, p0: int, e
     if tlen < 0:
         raise ProtocolError(f"message at byte {pos}: negative topic length {tlen}")
     raise ProtocolError(f"message at byte {pos}: topic length {tlen} overruns its totalSize {total}")
-
-
-def as_byte_buffer(data) -> tuple[bytes | memoryview, bool]:
-    """``data`` as something ``scan_records`` can index byte by byte: bytes as they are, any other contiguous
-    buffer as a flat memoryview (the flag says so: its slices are views that must be copied to keep).
-    ProtocolError when it is not a contiguous byte buffer."""
-    if isinstance(data, bytes):
-        return data, False
-    try:
-        return memoryview(data).cast("B"), True
-    except TypeError as e:
-        raise ProtocolError(f"message block is not a contiguous byte buffer: {e}") from None
 
 
 def scan_records(buf: bytes | memoryview, heads: list, spans: list) -> int:
@@ -329,9 +294,10 @@ def decode_messages(data: bytes | bytearray | memoryview, broker_name: str, *,
     TAGS is not in it are dropped, as the Java client re-checks after the broker's hash-code filter.
     ``offset_delta``: the pull response's offsetDelta (static topics), added to every queue offset.
     ``max_body``: the most a compressed body may expand to (MessageTooLargeError naming the message past it).
+    Errors are worded as the native gatherer words them, but for the codec library's words.
     Raises ProtocolError on any truncated or inconsistent record.
     """
-    buf, view = as_byte_buffer(data)
+    buf = block_bytes(data)
     heads: list = []
     spans: list = []
     scan_records(buf, heads, spans)
@@ -349,20 +315,19 @@ def decode_messages(data: bytes | bytearray | memoryview, broker_name: str, *,
         for head, b0, b1, t0, t1, p0, end in zip(heads, it, it, it, it, it, it):
             (_total, _magic, body_crc, queue_id, flag, queue_offset, phys, sys_flag, born_ts, born_raw, store_ts,
              store_raw, reconsume, _blen) = head
-            topic = str(buf[t0:t1], "utf-8")
+            try:
+                topic = str(buf[t0:t1], "utf-8")
+            except UnicodeDecodeError as e:
+                raise ProtocolError(f"message at byte {end - head[0]}: the topic is {_not_utf8(e)}") from None
             body = buf[b0:b1]
-            if view:
-                body = bytes(body)
             if sys_flag & COMPRESSED_FLAG and b1 > b0:
-                try:
-                    body = _decompress(sys_flag, body, max_body)
-                except MessageTooLargeError as e:
-                    raise MessageTooLargeError(
-                        f"{topic}:{broker_name}/{queue_id} offset {queue_offset + offset_delta}: {e}; the limit is "
-                        "option maxMessageBytes (raise it only if producers really send bodies that large: a small "
-                        "body that expands this far is a decompression bomb)", limit=e.limit) from None
+                body = _decompress(sys_flag, body, max_body,
+                                   f"{topic}:{broker_name}/{queue_id} offset {queue_offset + offset_delta}")
                 sys_flag &= ~COMPRESSED_FLAG
-            props = parse_props(str(buf[p0:end], "utf-8")) if end > p0 else {}
+            try:
+                props = parse_props(str(buf[p0:end], "utf-8")) if end > p0 else {}
+            except UnicodeDecodeError as e:
+                raise ProtocolError(f"message at byte {end - head[0]}: the properties are {_not_utf8(e)}") from None
             born_host = hosts[born_raw]
             store_host = hosts[store_raw]
             if sys_flag & 0xC0 == 0xC0:  # INNER_BATCH_FLAG | NEED_UNWRAP_FLAG
@@ -391,9 +356,6 @@ def decode_messages(data: bytes | bytearray | memoryview, broker_name: str, *,
             else:
                 m = msg_cls(**d)
             append(m)
-    except UnicodeDecodeError as e:
-        raise ProtocolError(f"message at byte {end - head[0]}: topic or properties are not valid UTF-8: "
-                            f"{e}") from None
     except (struct.error, IndexError, ValueError) as e:  # a bounds check missed a case
         raise ProtocolError(f"message at byte {end - head[0]} is malformed: {e}") from None
     if tags is not None and tags and "*" not in tags:
@@ -403,50 +365,108 @@ def decode_messages(data: bytes | bytearray | memoryview, broker_name: str, *,
     return out
 
 
-# ---------------------------------------------------------------------------------------------- batch encoding
+# ---------------------------------------------------------------------------------------------- v2 answer frames
 
-# As the Java producer: bodies of compressMsgBodyOverHowmuch (4 KiB) or more are zlib-compressed at level 5 and
-# flagged in sysFlag, so every RocketMQ consumer inflates them.
-COMPRESS_FROM = 4096
-ZLIB_LEVEL = 5
-ZLIB_SYS_FLAG = COMPRESSED_FLAG | COMPRESSION_ZLIB << 8
+def from_v2(m: pb.Message, mq: MessageQueue, max_body: int = DEFAULT_MAX_MESSAGE_BYTES) -> Message:
+    """One pulled v2 message as the client's Message of queue ``mq``; a GZIP body may expand to ``max_body``."""
+    sp = m.system_properties
+    props = dict(m.user_properties)
+    flag = props.pop(FLAG_PROPERTY, None)
+    body = m.body
+    topic = m.topic.name or mq.topic
+    if sp.body_encoding == pb.GZIP:
+        body = compression.decompress(compression.GZIP, body, max_body,
+                                      f"{topic}:{mq.broker_name}/{sp.queue_id} offset {sp.queue_offset}")
+    try:
+        flag_value = int(flag) if flag is not None else 0
+    except ValueError:
+        raise ProtocolError(f"{mq}: message {sp.message_id} has a non-integer {FLAG_PROPERTY} {flag!r}") from None
+    keys = tuple(sp.keys)
+    if "" in keys:
+        keys = tuple(k for k in keys if k)
+    born, stored = sp.born_timestamp, sp.store_timestamp
+    return Message(
+        topic=topic, broker_name=mq.broker_name, queue_id=sp.queue_id,
+        queue_offset=sp.queue_offset, msg_id=sp.message_id, tags=sp.tag if sp.HasField("tag") else None,
+        keys=keys, body=body, born_timestamp=born.seconds * 1000 + born.nanos // 1_000_000,
+        store_timestamp=stored.seconds * 1000 + stored.nanos // 1_000_000, born_host=sp.born_host,
+        store_host=sp.store_host,
+        reconsume_times=max(sp.delivery_attempt - 1, 0) if sp.HasField("delivery_attempt") else 0,
+        flag=flag_value, properties=props)
 
 
-def compressed_for_send(message: OutgoingMessage) -> tuple[OutgoingMessage, int]:
-    """The message as sent and the sysFlag that marks it: a body of COMPRESS_FROM bytes or more zlib-compressed."""
-    if len(message.body) < COMPRESS_FROM:
-        return message, 0
-    return replace(message, body=zlib.compress(message.body, ZLIB_LEVEL)), ZLIB_SYS_FLAG
-
-
-_BATCH_RECORD = struct.Struct(">iiiii")
-
-
-def encode_batch(messages: Iterable[OutgoingMessage]) -> bytes:
-    """The body of SEND_BATCH_MESSAGE (MessageDecoder.encodeMessages): per message totalSize | magic 0 |
-    bodyCRC 0 | flag | int32 body length | body | int16 properties length | properties. Properties are sent
-    as ``wire_properties()``; put a UNIQ_KEY in each (``with_unique_id``) as the Java producer does."""
-    parts = []
-    pack = _BATCH_RECORD.pack
-    pack16 = _I16.pack
-    for m in messages:
-        body = bytes(m.body)
-        props = encode_properties(m.wire_properties()).encode("utf-8")
-        if len(props) > 0x7FFF:
-            raise ProtocolError(f"properties of {len(props)} bytes exceed the 32767 a message can carry")
-        total = _BATCH_FIXED + len(body) + len(props)
+def decode_frames(frames: Sequence[bytes], mq: MessageQueue, tags: frozenset[str] | None = None,
+                  max_body: int = DEFAULT_MAX_MESSAGE_BYTES) -> list[Message]:
+    """The messages of a pull's answer frames (serialized ``PullMessageResponse``s that each hold a message) whose
+    tag is in ``tags`` (None: every message). ProtocolError for a frame that protobuf cannot read."""
+    out = []
+    for frame in frames:
         try:
-            parts.append(pack(total, 0, 0, m.flag, len(body)))
-        except struct.error as e:
-            raise ProtocolError(f"message flag {m.flag} or size {total} does not fit an int32: {e}") from None
-        parts.append(body)
-        parts.append(pack16(len(props)))
-        parts.append(props)
-    return b"".join(parts)
+            answer = svc.PullMessageResponse.FromString(frame)
+        except Exception as e:  # protobuf's DecodeError (its class differs between implementations)
+            raise ProtocolError(f"{mq}: a PullMessage answer frame of {len(frame)} bytes does not parse: {e}") from None
+        if answer.WhichOneof("content") != "message":
+            raise ProtocolError(f"{mq}: a PullMessage answer frame holds no message")
+        m = from_v2(answer.message, mq, max_body)
+        if tags is None or (m.tags is not None and m.tags in tags):
+            out.append(m)
+    return out
 
 
-__all__ = [
-    "OutgoingMessage", "as_byte_buffer", "commit_log_offset", "decode_messages", "decode_properties", "encode_batch",
-    "encode_properties", "host_string", "new_unique_id", "offset_message_id",
-    "scan_records",
-]
+# ---------------------------------------------------------------------------------------------- Arrow batches
+
+_MS_RANGE = range(-((1 << 63) // 1000), ((1 << 63) - 1) // 1000 + 1)  # milliseconds an int64 of microseconds holds
+
+
+def to_record_batch(messages: Sequence[Message]) -> pa.RecordBatch:
+    """One Arrow batch of the output schema from decoded messages: the straightforward reference that
+    ``arrow_decoder`` (the executor's path) is tested against."""
+    t = ARROW_SCHEMA.types
+    arrays = [
+        pa.array([m.topic for m in messages], t[0]),
+        pa.array([m.broker_name for m in messages], t[1]),
+        pa.array([m.queue_id for m in messages], t[2]),
+        pa.array([m.queue_offset for m in messages], t[3]),
+        pa.array([m.msg_id for m in messages], t[4]),
+        pa.array([m.tags for m in messages], t[5]),
+        pa.array([list(m.keys) for m in messages], t[6]),
+        pa.array([m.body for m in messages], t[7]),
+        pa.array([m.born_timestamp * 1000 for m in messages], t[8]),
+        pa.array([m.store_timestamp * 1000 for m in messages], t[9]),
+        pa.array([m.born_host for m in messages], t[10]),
+        pa.array([m.store_host for m in messages], t[11]),
+        pa.array([m.reconsume_times for m in messages], t[12]),
+        pa.array([m.flag for m in messages], t[13]),
+        pa.array([list(m.properties.items()) for m in messages], t[14]),
+    ]
+    return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)
+
+
+class MessageBatcher:
+    """Collects decoded messages and turns them into one RecordBatch of ``columns`` of ``ARROW_SCHEMA``: what
+    ``arrow_decoder.ArrowBatchDecoder`` gives for the same chunks, windows and tags."""
+
+    def __init__(self, columns: Sequence[str] = COLUMNS) -> None:
+        self._messages: list[Message] = []
+        self.nbytes = 0
+        self.columns = tuple(columns)
+
+    @property
+    def rows(self) -> int:
+        return len(self._messages)
+
+    def add(self, messages: Sequence[Message], low: int, high: int) -> None:
+        """Collect the messages with ``low <= queueOffset < high``. ProtocolError for one with a timestamp that no
+        microsecond timestamp holds (then none is collected)."""
+        kept = [m for m in messages if low <= m.queue_offset < high]
+        for m in kept:
+            if m.born_timestamp not in _MS_RANGE or m.store_timestamp not in _MS_RANGE:
+                raise ProtocolError(f"message at queue offset {m.queue_offset} of topic {m.topic!r}: a timestamp "
+                                    "is out of the range of microsecond timestamps")
+        self._messages.extend(kept)
+        self.nbytes += sum(len(m.body) for m in kept)
+
+    def flush(self) -> pa.RecordBatch:
+        batch = to_record_batch(self._messages)
+        self._messages, self.nbytes = [], 0
+        return batch if self.columns == COLUMNS else batch.select(list(self.columns))

@@ -1,0 +1,116 @@
+"""Pulled chunks through the native gatherer (``compiled.BlockGatherer``, DESIGN.md §12): blocks of stored records
+(remoting) or a v2 pull's answer frames (gRPC) into columns, with the core's errors raised as the package's. The
+core owns the record rules: the record walk, decompression bounded by maxMessageBytes, inner batches, properties,
+message ids, the tag re-check. ``arrow_decoder`` builds Arrow batches of the output schema from the columns;
+``MessageCollector`` builds the client's Messages (``read_range``)."""
+from __future__ import annotations
+
+from typing import Sequence
+
+import pyarrow as pa
+
+from rmq_spark.client.errors import MessageTooLargeError, ProtocolError
+from rmq_spark.client.defaults import DEFAULT_MAX_MESSAGE_BYTES
+from rmq_spark.client.model import Message, MessageQueue
+from rmq_spark.compiled import BlockGatherer, BodyTooLargeError
+
+# The gatherer's columns for a Message: the output schema's (brokerName is the queue's), timestamps in
+# milliseconds, and the record fields outside the schema.
+MESSAGE_COLUMNS = ("topic", "queueId", "queueOffset", "msgId", "tags", "keys", "body", "bornMillis", "storeMillis",
+                   "bornHost", "storeHost", "reconsumeTimes", "flag", "properties", "sysFlag", "commitLogOffset",
+                   "bodyCrc")
+MIN_OFFSET = -(1 << 63)
+MAX_OFFSET = (1 << 63) - 1
+
+
+def block_bytes(data: bytes | bytearray | memoryview) -> bytes:
+    """A pulled block as bytes; ProtocolError when it is not a contiguous byte buffer."""
+    if isinstance(data, bytes):
+        return data
+    try:
+        return memoryview(data).cast("B").tobytes()
+    except TypeError as e:
+        raise ProtocolError(f"message block is not a contiguous byte buffer: {e}") from None
+
+
+class Gatherer:
+    """The native gatherer of ``columns`` for the chunks pulled from ``queue``: only messages inside each chunk's
+    window of queue offsets that pass the tag re-check (``tags``: None, empty or containing ``*`` for every
+    message); a compressed body may expand to ``max_body`` bytes."""
+
+    def __init__(self, columns: Sequence[str], queue: MessageQueue, *, tags: frozenset[str] | set[str] | None = None,
+                 max_body: int = DEFAULT_MAX_MESSAGE_BYTES) -> None:
+        self.queue = queue
+        tag_set = sorted(tags) if tags and "*" not in tags else None
+        self.native = BlockGatherer(list(columns), tag_set, broker_name=queue.broker_name, max_body=max_body)
+
+    @property
+    def rows(self) -> int:
+        """Rows gathered since the last take."""
+        return self.native.rows
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the chunks gathered since the last take."""
+        return self.native.nbytes
+
+    def add(self, data: bytes | bytearray | memoryview, low: int | None = None, high: int | None = None) -> None:
+        """Gather one PULL_MESSAGE body's messages with ``low <= queueOffset < high``. ProtocolError
+        (MessageTooLargeError for a body past ``max_body``) for a block that does not read: nothing is gathered."""
+        block = block_bytes(data)
+        try:
+            self.native.add(block, MIN_OFFSET if low is None else low, MAX_OFFSET if high is None else high)
+        except BodyTooLargeError as e:
+            raise MessageTooLargeError(e.args[0], limit=e.args[1]) from None
+        except (ValueError, OverflowError) as e:
+            raise ProtocolError(str(e)) from None
+
+    def add_frames(self, frames: Sequence[bytes], low: int, high: int) -> None:
+        """Gather the messages of a gRPC pull's answer frames with ``low <= queueOffset < high``; the queue's topic
+        stands for a message that names none. Errors as ``add``."""
+        try:
+            self.native.add_v2(list(frames), self.queue.topic, low, high)
+        except BodyTooLargeError as e:
+            raise MessageTooLargeError(e.args[0], limit=e.args[1]) from None
+        except (ValueError, OverflowError) as e:
+            raise ProtocolError(f"{self.queue}: a PullMessage answer frame does not read: {e}") from None
+
+    def native_target(self) -> BlockGatherer:
+        """The gatherer a native pull loop adds blocks to directly, in order after what was gathered before."""
+        return self.native
+
+    def take_columns(self) -> dict[str, pa.Array]:
+        """The gathered columns by name (the map and list columns as their offsets and values); the gatherer is
+        empty again."""
+        return {name: pa.array(column) for name, column in self.native.take()}
+
+
+class MessageCollector(Gatherer):
+    """The client's Messages of pulled chunks inside their windows, in order: the chunk builder of
+    ``read_range``. ``topic``: every message's topic instead of the one its record names (a read in a namespace,
+    whose records name the topic as the brokers know it)."""
+
+    def __init__(self, queue: MessageQueue, *, tags: frozenset[str] | None = None,
+                 max_body: int = DEFAULT_MAX_MESSAGE_BYTES, topic: str | None = None) -> None:
+        super().__init__(MESSAGE_COLUMNS, queue, tags=tags, max_body=max_body)
+        self._topic = topic
+
+    def take(self) -> list[Message]:
+        """The messages collected since the last take, in order."""
+        c = {name: column.to_pylist() for name, column in self.take_columns().items()}
+        cuts = c["propertyOffsets"]
+        names, values = c["propertyNames"], c["propertyValues"]
+        properties = [dict(zip(names[a:b], values[a:b])) for a, b in zip(cuts, cuts[1:])]
+        cuts, words = c["keyOffsets"], c["keyWords"]
+        keys = [tuple(words[a:b]) for a, b in zip(cuts, cuts[1:])]
+        broker = self.queue.broker_name
+        topics = c["topic"] if self._topic is None else [self._topic] * len(c["topic"])
+        return [Message(topic=topic, broker_name=broker, queue_id=queue_id, queue_offset=offset, msg_id=msg_id,
+                        tags=tag, keys=k, body=body, born_timestamp=born, store_timestamp=stored,
+                        born_host=born_host, store_host=store_host, reconsume_times=reconsume, flag=flag,
+                        properties=p, sys_flag=sys_flag, commit_log_offset=phys, body_crc=crc)
+                for (topic, queue_id, offset, msg_id, tag, k, body, born, stored, born_host, store_host, reconsume,
+                     flag, p, sys_flag, phys, crc)
+                in zip(topics, c["queueId"], c["queueOffset"], c["msgId"], c["tags"], keys, c["body"],
+                       c["bornMillis"], c["storeMillis"], c["bornHost"], c["storeHost"], c["reconsumeTimes"],
+                       c["flag"], properties, c["sysFlag"], c["commitLogOffset"], c["bodyCrc"])]
