@@ -1,7 +1,6 @@
 """The compiled core (``native/src/python.rs``): the gatherer of pulled blocks into Arrow columns, the remoting frame
 codec, the pipe, and the range cursor with its native pull loop. Its errors are ``CoreError``s, which
-``rmq_spark.client.core_errors.package_error`` turns into the package's own; the gatherer's are ValueErrors
-(``BodyTooLargeError`` for a body past its limit), which ``rmq_spark.client.gathering`` turns into them."""
+``rmq_spark.client.core_errors.package_error`` turns into the package's own."""
 from typing import Any, ClassVar, final
 
 # The codes and the remark of a pull's answer that the core reads (RocketMQ's ResponseCode, GetMessageStatus).
@@ -32,7 +31,10 @@ class RefusedError(CoreError):
 class UnavailableError(CoreError):
     """The broker did not serve a range read until its retry timeout."""
 
-class BodyTooLargeError(ValueError):
+class UnreadableError(MalformedError):
+    """A pulled block or answer frame that does not read (nothing of it was gathered)."""
+
+class BodyTooLargeError(UnreadableError):
     """A message body expands past the limit: args (text, limit)."""
 
 @final
@@ -177,7 +179,7 @@ class Step:
 class RangeCursor:
     """One exact range read's rules, and its native pull loop. Its calls answer with a ``Step``, or raise
     DataLostError, RefusedError or UnavailableError when the read cannot go on (a native run also the pipe's
-    errors)."""
+    errors, and the gatherer's UnreadableError for an answer whose records do not read)."""
 
     def __init__(self, queue: str, broker: str, start: int, end: int, *, depth: int, slot: int, filtered: bool,
                  sparse: bool, fail_on_data_loss: bool, retry_timeout: float) -> None: ...

@@ -5,9 +5,9 @@ try:
     from rmq_spark._native import (NO_MATCHED_MESSAGE, PULL_NOT_FOUND, PULL_OFFSET_MOVED, PULL_RETRY_IMMEDIATELY,
                                    SUCCESS, ArrowColumn, BlockGatherer, BodyTooLargeError, CoreError, DataLostError,
                                    Frame, FramePipe, MalformedError, PipeLostError, PipeTimeoutError, PullStatus,
-                                   RangeCursor, RefusedError, RequestTemplate, Step, UnavailableError, backoff_delay,
-                                   data_loss_error, data_loss_note, decode_frame, encode_frame, first_offset,
-                                   pull_status, v2_queue_offset)
+                                   RangeCursor, RefusedError, RequestTemplate, Step, UnavailableError, UnreadableError,
+                                   backoff_delay, data_loss_error, data_loss_note, decode_frame, encode_frame,
+                                   first_offset, pull_status, v2_queue_offset)
 except ImportError as e:  # pragma: no cover - the set-up script builds it
     raise ImportError("rmq_spark._native, the compiled core, is not built: install rmq-spark with pip (a release "
                       "wheel, or 'pip install .' in a checkout, which builds it with cargo), or run scripts/setup.sh"
@@ -16,5 +16,5 @@ except ImportError as e:  # pragma: no cover - the set-up script builds it
 __all__ = ["NO_MATCHED_MESSAGE", "PULL_NOT_FOUND", "PULL_OFFSET_MOVED", "PULL_RETRY_IMMEDIATELY", "SUCCESS",
            "ArrowColumn", "BlockGatherer", "BodyTooLargeError", "CoreError", "DataLostError", "Frame", "FramePipe",
            "MalformedError", "PipeLostError", "PipeTimeoutError", "PullStatus", "RangeCursor", "RefusedError",
-           "RequestTemplate", "Step", "UnavailableError", "backoff_delay", "data_loss_error", "data_loss_note",
+           "RequestTemplate", "Step", "UnavailableError", "UnreadableError", "backoff_delay", "data_loss_error", "data_loss_note",
            "decode_frame", "encode_frame", "first_offset", "pull_status", "v2_queue_offset"]

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use crate::columns::Gathered;
+use crate::columns::{AddError, Gathered};
 use crate::cursor::{Answer, Cursor, Fault, Status, Verdict};
 use crate::frame::{Header, Template};
 use crate::pipe::{Pipe, PipeError, Response};
@@ -77,9 +77,10 @@ pub enum Step {
     Done,
     /// The gatherer gained the rows or bytes asked for.
     Full,
-    /// Records `[low, high)` of this response are the range's, and the gatherer did not take them (they do not read:
-    /// the caller's add says why; or there is no gatherer).
+    /// Records `[low, high)` of this response are the range's, for the caller to take (there is no gatherer).
     Take { low: i64, high: i64, response: Response },
+    /// The range's records of an answer do not read (the gatherer took nothing of them).
+    Unreadable(AddError),
     /// The cursor asks for the queue's first offset (`Cursor::gap`); the response may still be taken after it.
     CheckGap(Response),
     /// The cursor asks for a retry (`Cursor::retry`).
@@ -142,12 +143,13 @@ pub fn run(
         match cursor.judge(&answer) {
             Err(fault) => return Step::Fault(fault),
             Ok(Verdict::Take { low, high }) => {
-                let taken = match gathered.as_deref_mut() {
-                    Some(g) => g.add(response.body(), low, high).is_ok(),
-                    None => false,
-                };
-                if !taken {
-                    return Step::Take { low, high, response };
+                match gathered.as_deref_mut() {
+                    Some(g) => {
+                        if let Err(e) = g.add(response.body(), low, high) {
+                            return Step::Unreadable(e);
+                        }
+                    }
+                    None => return Step::Take { low, high, response },
                 }
             }
             Ok(Verdict::Skip) => {}

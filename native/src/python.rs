@@ -23,6 +23,18 @@ create_exception!(
     CoreError,
     "Bytes that do not follow the wire format, or a command the frame cannot hold."
 );
+create_exception!(
+    rmq_spark._native,
+    UnreadableError,
+    MalformedError,
+    "A pulled block or answer frame that does not read (nothing of it was gathered)."
+);
+create_exception!(
+    rmq_spark._native,
+    BodyTooLargeError,
+    UnreadableError,
+    "A message body expands past the limit: args (text, limit)."
+);
 create_exception!(rmq_spark._native, PipeLostError, CoreError, "A pipe could not be opened, broke or was closed.");
 create_exception!(rmq_spark._native, PipeTimeoutError, CoreError, "No answer on a pipe in time (the pipe is closed).");
 create_exception!(rmq_spark._native, DataLostError, CoreError, "Messages of a range are gone (failOnDataLoss).");
@@ -65,13 +77,6 @@ impl ArrowColumn {
     }
 }
 
-pyo3::create_exception!(
-    _native,
-    BodyTooLargeError,
-    PyValueError,
-    "A message body expands past the limit: args (text, limit)."
-);
-
 /// Gathers pulled PULL_MESSAGE bodies into the columns named at construction.
 #[pyclass(module = "rmq_spark._native")]
 struct BlockGatherer {
@@ -92,9 +97,8 @@ impl BlockGatherer {
         Ok(BlockGatherer { gathered: Gathered::new(want, tags, broker_name, max_body) })
     }
 
-    /// Gathers the messages of `block` with `low <= queueOffset < high`. ValueError for a block that does not
-    /// read (BodyTooLargeError for a body past `max_body`), OverflowError for a timestamp out of the microsecond
-    /// range; nothing is gathered then.
+    /// Gathers the messages of `block` with `low <= queueOffset < high`. UnreadableError for a block that does not
+    /// read (BodyTooLargeError for a body past `max_body`); nothing is gathered then.
     fn add(&mut self, py: Python<'_>, block: &[u8], low: i64, high: i64) -> PyResult<()> {
         let gathered = &mut self.gathered;
         added(py.detach(|| gathered.add(block, low, high)))
@@ -138,13 +142,16 @@ impl BlockGatherer {
 }
 
 fn added(outcome: Result<(), AddError>) -> PyResult<()> {
-    match outcome {
-        Ok(()) => Ok(()),
-        Err(AddError::Malformed(text)) => Err(PyValueError::new_err(text)),
-        Err(AddError::TooLarge { text, limit }) => Err(BodyTooLargeError::new_err((text, limit))),
-        Err(AddError::Timestamp) => Err(pyo3::exceptions::PyOverflowError::new_err(
-            "a message timestamp is out of the range of microsecond timestamps",
-        )),
+    outcome.map_err(unreadable)
+}
+
+fn unreadable(error: AddError) -> PyErr {
+    match error {
+        AddError::Malformed(text) => UnreadableError::new_err(text),
+        AddError::TooLarge { text, limit } => BodyTooLargeError::new_err((text, limit)),
+        AddError::Timestamp => {
+            UnreadableError::new_err("a message timestamp is out of the range of microsecond timestamps")
+        }
     }
 }
 
@@ -577,6 +584,7 @@ impl RangeCursor {
             pulls::Step::Retry(why) => Step::Retry { why },
             pulls::Step::Suggest(broker_id) => Step::Suggest { broker_id },
             pulls::Step::Failed(e) => return Err(pipe_error(e)),
+            pulls::Step::Unreadable(e) => return Err(unreadable(e)),
             pulls::Step::Answer { offset, response } => {
                 Step::Answer { offset, frame: Py::new(py, response_frame(py, response)?)? }
             }
@@ -589,7 +597,6 @@ impl RangeCursor {
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add_class::<BlockGatherer>()?;
-    m.add("BodyTooLargeError", m.py().get_type::<BodyTooLargeError>())?;
     m.add_class::<ArrowColumn>()?;
     m.add_class::<Frame>()?;
     m.add_class::<FramePipe>()?;
@@ -598,6 +605,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Step>()?;
     m.add_class::<Status>()?;
     m.add("CoreError", py.get_type::<CoreError>())?;
+    m.add("UnreadableError", py.get_type::<UnreadableError>())?;
+    m.add("BodyTooLargeError", py.get_type::<BodyTooLargeError>())?;
     m.add("MalformedError", py.get_type::<MalformedError>())?;
     m.add("PipeLostError", py.get_type::<PipeLostError>())?;
     m.add("PipeTimeoutError", py.get_type::<PipeTimeoutError>())?;

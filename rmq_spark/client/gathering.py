@@ -9,10 +9,11 @@ from typing import Sequence
 
 import pyarrow as pa
 
-from rmq_spark.client.errors import MessageTooLargeError, ProtocolError
+from rmq_spark.client.core_errors import package_error
 from rmq_spark.client.defaults import DEFAULT_MAX_MESSAGE_BYTES
+from rmq_spark.client.errors import ProtocolError
 from rmq_spark.client.model import Message, MessageQueue
-from rmq_spark.compiled import BlockGatherer, BodyTooLargeError
+from rmq_spark.compiled import BlockGatherer, BodyTooLargeError, UnreadableError
 
 # The gatherer's columns for a Message: the output schema's (brokerName is the queue's), timestamps in
 # milliseconds, and the record fields outside the schema.
@@ -60,20 +61,17 @@ class Gatherer:
         block = block_bytes(data)
         try:
             self.native.add(block, MIN_OFFSET if low is None else low, MAX_OFFSET if high is None else high)
-        except BodyTooLargeError as e:
-            raise MessageTooLargeError(e.args[0], limit=e.args[1]) from None
-        except (ValueError, OverflowError) as e:
-            raise ProtocolError(str(e)) from None
+        except UnreadableError as e:
+            raise package_error(e) from None
 
     def add_frames(self, frames: Sequence[bytes], low: int, high: int) -> None:
         """Gather the messages of a gRPC pull's answer frames with ``low <= queueOffset < high``; the queue's topic
         stands for a message that names none. Errors as ``add``."""
         try:
             self.native.add_v2(list(frames), self.queue.topic, low, high)
-        except BodyTooLargeError as e:
-            raise MessageTooLargeError(e.args[0], limit=e.args[1]) from None
-        except (ValueError, OverflowError) as e:
-            raise ProtocolError(f"{self.queue}: a PullMessage answer frame does not read: {e}") from None
+        except UnreadableError as e:
+            raise package_error(e, None if isinstance(e, BodyTooLargeError) else
+                                f"{self.queue}: a PullMessage answer frame does not read: {e}") from None
 
     def native_target(self) -> BlockGatherer:
         """The gatherer a native pull loop adds blocks to directly, in order after what was gathered before."""

@@ -9,10 +9,12 @@ import pyarrow as pa
 import pytest
 
 import rmq_spark.partition_reader as partition_reader
+from rmq_spark.client.errors import MessageTooLargeError, ProtocolError
 from rmq_spark.client.model import EVERY_MESSAGE, FilterExpression, MessageQueue, PullResult
-from rmq_spark.compiled import PullStatus
 from rmq_spark.client.namespaces import NO_NAMESPACE
 from rmq_spark.client.range_reader import SharedPulls
+from rmq_spark.client.remoting.client import RemotingClient
+from rmq_spark.compiled import BlockGatherer, PullStatus, RangeCursor
 from rmq_spark.offsets import QueueRange
 from rmq_spark.options import parse_options
 from rmq_spark.schema import ARROW_SCHEMA
@@ -20,7 +22,8 @@ from rmq_spark.schema import ARROW_SCHEMA
 from tests.support.calls import Done
 from tests.support.reference_codec import decode_messages, to_record_batch
 from tests.support.scripted_remoting import ScriptedRemoting
-from tests.support.stored_messages import INNER_BATCH, NEED_UNWRAP, encode_batch_record, encode_stored_message
+from tests.support.stored_messages import (COMPRESSED, COMPRESSION_BITS, INNER_BATCH, NEED_UNWRAP, encode_batch_record,
+                                          encode_stored_message)
 
 MQ = MessageQueue("T", "broker-a", 1)
 
@@ -116,3 +119,35 @@ def test_read_range_flushes_large_blocks_early(serve, monkeypatch):
     options = parse_options({"nameServer": serve(broker), "topic": "T"})
     batches = list(partition_reader.read_range(options, QueueRange(MQ, 0, 40)))
     assert sum(b.num_rows for b in batches) == 40 and len(batches) > 1
+
+
+@pytest.mark.parametrize("body, error, match", [
+    (b"not zlib at all", ProtocolError, "T:broker-a/1 offset 9: .*zlib"),
+    (None, MessageTooLargeError, "expands past 1024 bytes"),
+])
+def test_a_block_that_does_not_read_fails_the_read_naming_the_message(serve, body, error, match):
+    """Through both drivers, the error of the gatherer, naming the message."""
+    broker = _queue(20)
+    if body is None:  # a small zlib body that expands past maxMessageBytes
+        broker.records[9] = encode_stored_message(topic=MQ.topic, queue_id=1, queue_offset=9, body=b"z" * 4096,
+                                                  compression="zlib")
+    else:
+        broker.records[9] = encode_stored_message(topic=MQ.topic, queue_id=1, queue_offset=9, body=body,
+                                                  sys_flag=COMPRESSED | COMPRESSION_BITS["zlib"])
+    options = parse_options({"nameServer": serve(broker), "topic": "T", "maxMessageBytes": "1024"})
+    with pytest.raises(error, match=match):
+        list(partition_reader.read_range(options, QueueRange(MQ, 0, 20)))
+
+
+def test_the_native_pull_loop_raises_what_the_gatherer_cannot_read_itself():
+    """It used to hand such an answer back as a Take step, for Python to decode a second time only to raise."""
+    broker = _queue(20)
+    broker.records[3] = encode_stored_message(topic=MQ.topic, queue_id=1, queue_offset=3, body=b"not zlib",
+                                              sys_flag=COMPRESSED | COMPRESSION_BITS["zlib"])
+    with ScriptedRemoting(broker, queues=MQ.queue_id + 1) as peer, RemotingClient(peer.address) as client:
+        session = client.pull_session(MQ, group="g")
+        cursor = RangeCursor(MQ.topic, MQ.broker_name, 0, 20, depth=2, slot=32, filtered=False, sparse=False,
+                             fail_on_data_loss=True, retry_timeout=5.0)
+        with pytest.raises(ProtocolError, match="offset 3: .*zlib"):
+            session.run(cursor, BlockGatherer(["queueOffset"], broker_name=MQ.broker_name, max_body=1 << 20),
+                        1000, 1 << 20)

@@ -7,6 +7,7 @@ from typing import Callable, Iterable, Sequence, TypeVar
 
 from rmq_spark.client.addresses import address_list
 from rmq_spark.client.base import BaseClient
+from rmq_spark.client.core_errors import package_error
 from rmq_spark.client.defaults import DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_REQUEST_TIMEOUT
 from rmq_spark.client.errors import (AuthError, BrokerBusyError, BrokerError, BrokerUnavailableError,
                                      ConnectionLostError, TopicNotFoundError)
@@ -24,7 +25,7 @@ from rmq_spark.client.remoting.namesrv import NameServerClient
 from rmq_spark.client.remoting.send_codec import compressed_for_send
 from rmq_spark.client.tls import TlsConfig
 from rmq_spark.compiled import (BlockGatherer, Frame, MalformedError, PipeLostError, PipeTimeoutError, PullStatus,
-                                RangeCursor, Step)
+                                RangeCursor, Step, UnreadableError)
 
 T = TypeVar("T")
 W = TypeVar("W", str, MessageQueue)
@@ -100,6 +101,8 @@ class DirectPulls:
         try:
             return cursor.run(conn.pipe, self._template, gatherer, rows, nbytes, self._client.request_timeout,
                               self._suggested)
+        except UnreadableError as e:  # an answer whose records do not read
+            raise package_error(e) from None
         except (PipeLostError, PipeTimeoutError, MalformedError) as e:
             error = pipe_failure(e, conn.address, codes.PULL_MESSAGE)
         if isinstance(error, ConnectionLostError):
