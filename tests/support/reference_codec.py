@@ -28,7 +28,7 @@ from typing import Sequence
 import pyarrow as pa
 
 from rmq_spark.client.defaults import DEFAULT_MAX_MESSAGE_BYTES
-from rmq_spark.client.errors import MessageTooLargeError, ProtocolError
+from rmq_spark.client.errors import ProtocolError
 from rmq_spark.client.gathering import block_bytes
 from rmq_spark.client.grpc.messages import FLAG_PROPERTY
 from rmq_spark.client.grpc.v2 import definition_pb2 as pb
