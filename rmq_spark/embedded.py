@@ -322,6 +322,10 @@ class EmbeddedRocketMQ:
         ``namespace=``, as its setNamespace takes one)."""
         return self.command("consume", topic=topic, **selection)
 
+    def request_counts(self) -> dict[int, int]:
+        """The requests the brokers received so far, in all, by RocketMQ request code."""
+        return {int(code): n for code, n in self.command("requestCounts").items()}
+
     def offsets(self, topic: str) -> list[dict]:
         """Min and max offset of every queue of the topic, from the official Java admin tool."""
         return self.command("offsets", topic=topic)

@@ -80,6 +80,7 @@ final class Commands {
                 return StoreMaintenance.correctQueues(a.str("broker"), cluster.runningController(a.str("broker")));
             case "clusterInfo": return cluster.readyInfo();
             case "route": return route(a.str("topic"));
+            case "requestCounts": return RequestCounter.INSTANCE.snapshot();
             case "benchJavaLitePull": return bench.javaLitePull(a);
             case "benchCeiling": return bench.ceiling(a);
             case "benchProduceRate": return bench.produceRate(a);

@@ -263,6 +263,7 @@ final class EmbeddedCluster {
                     throw new IllegalStateException("broker " + b.name + " failed to initialize");
                 }
                 QuietTransactionService.install(c);
+                c.registerServerRPCHook(RequestCounter.INSTANCE);
                 c.start();
                 b.controller = c;
                 last = null;

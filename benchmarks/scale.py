@@ -1,0 +1,128 @@
+"""The stream driver at scale (issue 28): a streaming query over many queues (default 125 topics x 8 queues on the
+embedded RocketMQ's 2 brokers) with a trickle of messages and a 1 s trigger (``--trigger``), measured after a
+warm-up for a window of triggers: median and p90 ``latestOffset`` and trigger time (Spark's query progress), the
+requests the brokers receive per second in all and by request code (counted by the brokers themselves, jvm-shim's
+RPC hook; the trickle's sends and the Java clients' heartbeats left out), and the CPU the source's driver-side
+Python process spends per minute.
+
+    .venv/bin/python -m benchmarks.scale [--topics 125] [--queues-per-broker 4] [--seconds 60]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from benchmarks.spark_lines import new_session
+from rmq_spark.client.remoting import codes
+from rmq_spark.embedded import EmbeddedRocketMQ
+
+# Request codes that are not the query's: the trickle's sends and the shim's Java clients' heartbeats.
+NOT_THE_QUERY = {codes.SEND_MESSAGE, codes.SEND_MESSAGE_V2, codes.SEND_BATCH_MESSAGE, codes.HEART_BEAT}
+NAMES = {getattr(codes, name): name for name in (
+    "PULL_MESSAGE", "QUERY_CONSUMER_OFFSET", "UPDATE_CONSUMER_OFFSET", "SEARCH_OFFSET_BY_TIMESTAMP", "GET_MAX_OFFSET",
+    "GET_MIN_OFFSET", "GET_EARLIEST_MSG_STORETIME", "CHECK_CLIENT_CONFIG", "GET_CONSUMER_LIST_BY_GROUP",
+    "GET_TOPIC_CONFIG")}
+_CLOCK = os.sysconf("SC_CLK_TCK")
+
+
+def _runner_cpu_s() -> float:
+    """CPU seconds so far of the Python processes that run streaming Python data sources for the driver."""
+    total = 0.0
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if b"python_streaming_source_runner" not in (proc / "cmdline").read_bytes():
+                continue
+            fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / _CLOCK  # utime, stime
+    return total
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
+
+
+def measure(topics: int, queues_per_broker: int, seconds: float, warmup: float, trickle_per_s: float,
+            trigger: str) -> dict:
+    run = f"scale{int(time.time()) % 100000}"
+    with EmbeddedRocketMQ(brokers=2) as mq, tempfile.TemporaryDirectory() as checkpoint:
+        names = [f"{run}-{i:03d}" for i in range(topics)]
+        t0 = time.perf_counter()
+        for name in names:
+            mq.create_topic(name, queues=queues_per_broker)
+        created_s = time.perf_counter() - t0
+        spark = new_session("local[2]")
+        query = (spark.readStream.format("rocketmq").option("nameServer", mq.name_server)
+                 .option("topicPattern", f"{run}-.*").option("startingOffsets", "latest").load()
+                 .writeStream.format("noop").option("checkpointLocation", checkpoint)
+                 .trigger(processingTime=trigger).start())
+        stop = threading.Event()
+
+        def trickle() -> None:
+            i = 0
+            while not stop.wait(1.0 / trickle_per_s):
+                mq.produce(names[i % len(names)], [{"body": f"t{i}"}])
+                i += 1
+        producer = threading.Thread(target=trickle, name="trickle", daemon=True)
+        producer.start()
+        try:
+            time.sleep(warmup)
+            counts0, cpu0, t_start = mq.request_counts(), _runner_cpu_s(), time.monotonic()
+            first_batch = (query.lastProgress or {}).get("batchId", -1)
+            time.sleep(seconds)
+            counts1, cpu1, elapsed = mq.request_counts(), _runner_cpu_s(), time.monotonic() - t_start
+            progress = [p for p in query.recentProgress if p["batchId"] > first_batch]
+        finally:
+            stop.set()
+            producer.join()
+            query.stop()
+            spark.stop()
+    per_code = {code: (counts1.get(code, 0) - counts0.get(code, 0)) / elapsed for code in counts1}
+    query_codes = {code: rate for code, rate in per_code.items() if code not in NOT_THE_QUERY and rate > 0}
+    latest = [p["durationMs"].get("latestOffset", 0) for p in progress]
+    trigger_ms = [p["durationMs"].get("triggerExecution", 0) for p in progress]
+    return {
+        "queues": topics * queues_per_broker * 2, "topics": topics, "trigger": trigger,
+        "topicsCreatedSeconds": round(created_s, 1),
+        "windowSeconds": round(elapsed, 1), "triggers": len(progress),
+        "latestOffsetMs": {"median": statistics.median(latest) if latest else None, "p90": _percentile(latest, 0.9)},
+        "triggerMs": {"median": statistics.median(trigger_ms) if trigger_ms else None,
+                      "p90": _percentile(trigger_ms, 0.9)},
+        "brokerRequestsPerSecond": round(sum(query_codes.values()), 1),
+        "byCode": {NAMES.get(code, str(code)): round(rate, 1) for code, rate in sorted(query_codes.items())},
+        "driverPythonCpuSecondsPerMinute": round((cpu1 - cpu0) * 60 / elapsed, 2),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--topics", type=int, default=125)
+    ap.add_argument("--queues-per-broker", type=int, default=4, help="queues of each topic on each of 2 brokers")
+    ap.add_argument("--seconds", type=float, default=60.0, help="the measured window, after the warm-up")
+    ap.add_argument("--warmup", type=float, default=20.0)
+    ap.add_argument("--trickle", type=float, default=1.0, help="messages per second produced, over the topics")
+    ap.add_argument("--trigger", default="1 second",
+                    help="the query's processingTime trigger ('0 seconds': Spark's default, as fast as it can)")
+    args = ap.parse_args(argv)
+    result = measure(args.topics, args.queues_per_broker, args.seconds, args.warmup, args.trickle, args.trigger)
+    print(json.dumps(result, indent=2))
+    targets = {"median latestOffset <= 5 ms": (result["latestOffsetMs"]["median"] or 0) <= 5,
+               "broker requests <= 50/s": result["brokerRequestsPerSecond"] <= 50,
+               "driver Python CPU <= 0.5 s/min": result["driverPythonCpuSecondsPerMinute"] <= 0.5}
+    for target, met in targets.items():
+        print(f"{'met    ' if met else 'NOT met'}  {target}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
