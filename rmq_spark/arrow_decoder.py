@@ -36,8 +36,7 @@ class ArrowBatchDecoder(Gatherer):
     ``tags``: the TAG subscription's tag set (None, empty or containing ``*``: every message), re-checked on
     the TAGS property as the Java client does. ``columns``: the columns to output, in order (a projection of
     ``ARROW_SCHEMA``); only those are built. ``queue``: the queue read (its topic stands for a v2 message's that
-    names none). ``topic``: every row's topic instead of the one its record names (a read in a namespace, whose
-    records name the topic as the brokers know it).
+    names none). ``topic``: as ``Gatherer``'s.
     """
 
     def __init__(self, broker_name: str, *, tags: frozenset[str] | set[str] | None = None,
@@ -46,9 +45,8 @@ class ArrowBatchDecoder(Gatherer):
         self.broker_name = broker_name
         self.columns = tuple(columns)
         self.schema = arrow_schema(self.columns)
-        self._constant = {"brokerName": broker_name, **({"topic": topic} if topic is not None else {})}
-        super().__init__([c for c in self.columns if c not in self._constant],
-                         queue or MessageQueue("", broker_name, -1), tags=tags, max_body=max_body)
+        super().__init__([c for c in self.columns if c != "brokerName"], queue or MessageQueue("", broker_name, -1),
+                         tags=tags, max_body=max_body, topic=topic)
 
     def flush(self) -> pa.RecordBatch:
         """The collected messages inside their windows that pass the tag re-check, as one RecordBatch of
@@ -60,9 +58,8 @@ class ArrowBatchDecoder(Gatherer):
                                                         got.pop("propertyValues"), type=_MAP_TYPE)
         if "keys" in self.columns:
             got["keys"] = pa.ListArray.from_arrays(got.pop("keyOffsets"), got.pop("keyWords"), type=_KEYS_TYPE)
-        for name, value in self._constant.items():
-            if name in self.columns:
-                got[name] = pa.repeat(pa.scalar(value, _STRING), n)
+        if "brokerName" in self.columns:
+            got["brokerName"] = pa.repeat(pa.scalar(self.broker_name, _STRING), n)
         return pa.RecordBatch.from_arrays([got[c] for c in self.columns], schema=self.schema)
 
 

@@ -37,13 +37,16 @@ def block_bytes(data: bytes | bytearray | memoryview) -> bytes:
 class Gatherer:
     """The native gatherer of ``columns`` for the chunks pulled from ``queue``: only messages inside each chunk's
     window of queue offsets that pass the tag re-check (``tags``: None, empty or containing ``*`` for every
-    message); a compressed body may expand to ``max_body`` bytes."""
+    message); a compressed body may expand to ``max_body`` bytes. ``topic``: every row's topic instead of the one
+    its record names (a read in a namespace, whose records name the topic as the brokers know it)."""
 
     def __init__(self, columns: Sequence[str], queue: MessageQueue, *, tags: frozenset[str] | set[str] | None = None,
-                 max_body: int = DEFAULT_MAX_MESSAGE_BYTES) -> None:
+                 max_body: int = DEFAULT_MAX_MESSAGE_BYTES, topic: str | None = None) -> None:
         self.queue = queue
+        self._topic = topic if "topic" in columns else None
         tag_set = sorted(tags) if tags and "*" not in tags else None
-        self.native = BlockGatherer(list(columns), tag_set, broker_name=queue.broker_name, max_body=max_body)
+        native = [c for c in columns if c != "topic"] if self._topic is not None else list(columns)
+        self.native = BlockGatherer(native, tag_set, broker_name=queue.broker_name, max_body=max_body)
 
     @property
     def rows(self) -> int:
@@ -80,18 +83,20 @@ class Gatherer:
     def take_columns(self) -> dict[str, pa.Array]:
         """The gathered columns by name (the map and list columns as their offsets and values); the gatherer is
         empty again."""
-        return {name: pa.array(column) for name, column in self.native.take()}
+        rows = self.native.rows
+        got = {name: pa.array(column) for name, column in self.native.take()}
+        if self._topic is not None:
+            got["topic"] = pa.repeat(pa.scalar(self._topic, pa.string()), rows)
+        return got
 
 
 class MessageCollector(Gatherer):
     """The client's Messages of pulled chunks inside their windows, in order: the chunk builder of
-    ``read_range``. ``topic``: every message's topic instead of the one its record names (a read in a namespace,
-    whose records name the topic as the brokers know it)."""
+    ``read_range``."""
 
     def __init__(self, queue: MessageQueue, *, tags: frozenset[str] | None = None,
                  max_body: int = DEFAULT_MAX_MESSAGE_BYTES, topic: str | None = None) -> None:
-        super().__init__(MESSAGE_COLUMNS, queue, tags=tags, max_body=max_body)
-        self._topic = topic
+        super().__init__(MESSAGE_COLUMNS, queue, tags=tags, max_body=max_body, topic=topic)
 
     def take(self) -> list[Message]:
         """The messages collected since the last take, in order."""
@@ -102,13 +107,12 @@ class MessageCollector(Gatherer):
         cuts, words = c["keyOffsets"], c["keyWords"]
         keys = [tuple(words[a:b]) for a, b in zip(cuts, cuts[1:])]
         broker = self.queue.broker_name
-        topics = c["topic"] if self._topic is None else [self._topic] * len(c["topic"])
         return [Message(topic=topic, broker_name=broker, queue_id=queue_id, queue_offset=offset, msg_id=msg_id,
                         tags=tag, keys=k, body=body, born_timestamp=born, store_timestamp=stored,
                         born_host=born_host, store_host=store_host, reconsume_times=reconsume, flag=flag,
                         properties=p, sys_flag=sys_flag, commit_log_offset=phys, body_crc=crc)
                 for (topic, queue_id, offset, msg_id, tag, k, body, born, stored, born_host, store_host, reconsume,
                      flag, p, sys_flag, phys, crc)
-                in zip(topics, c["queueId"], c["queueOffset"], c["msgId"], c["tags"], keys, c["body"],
+                in zip(c["topic"], c["queueId"], c["queueOffset"], c["msgId"], c["tags"], keys, c["body"],
                        c["bornMillis"], c["storeMillis"], c["bornHost"], c["storeHost"], c["reconsumeTimes"],
                        c["flag"], properties, c["sysFlag"], c["commitLogOffset"], c["bodyCrc"])]

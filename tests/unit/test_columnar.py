@@ -536,3 +536,19 @@ def test_a_body_past_the_limit_names_the_message_and_fails_the_whole_block(kind)
     decoder = ArrowBatchDecoder("b", max_body=5000)
     decoder.add(block)
     assert decoder.flush().column("body").to_pylist() == [b"hello", b"\0" * 5000]
+
+
+def test_a_read_in_a_namespace_names_every_row_by_the_topic_read():
+    """Records stored under a namespace name their topic with its prefix; the queue read names it without."""
+    mq = MessageQueue("Orders", "broker-a", 0)
+    block = b"".join(encode_stored_message(topic="tenant-a%Orders", queue_offset=i, body=b"b%d" % i)
+                     for i in range(3))
+    decoder = ArrowBatchDecoder(mq.broker_name, queue=mq, topic=mq.topic, columns=("topic", "queueOffset"))
+    decoder.add(block)
+    assert decoder.flush().to_pydict() == {"topic": ["Orders"] * 3, "queueOffset": [0, 1, 2]}
+    collector = MessageCollector(mq, topic=mq.topic)
+    collector.add(block)
+    assert [(m.topic, m.body) for m in collector.take()] == [("Orders", b"b0"), ("Orders", b"b1"), ("Orders", b"b2")]
+    plain = MessageCollector(mq)
+    plain.add(block)
+    assert {m.topic for m in plain.take()} == {"tenant-a%Orders"}
