@@ -77,12 +77,15 @@ def test_a_stream_commits_offsets_to_the_namespace_group(spark, rocketmq, pair, 
         ends = {k: v for k, v in committed_offsets(tmp_path).items() if not k.startswith("$")}
         assert list(ends) == [pair]  # offsets JSON names the topic without the namespace
         wire = f"{NS}%{pair}"
+        # Spark commits a batch's offsets to its source when the next batch starts: one more message starts it
+        rocketmq.produce(pair, [{"body": "in-10"}], namespace=NS)
 
         def mirrored() -> bool:
             return all(rocketmq.query_consumer_offset(f"{NS}%{group}", wire, key.split("/")[0],
                                                       int(key.split("/")[1])) == end
                        for key, end in ends[pair].items())
-        wait_for(mirrored, 30, "the offsets mirrored to ns%group", query)
+        wait_for(mirrored, 60, "the offsets mirrored to ns%group", query)
+        wait_for(lambda: len(sink) == 11, 60, "the eleventh message", query)
     finally:
         query.stop()
     assert sorted(sink.keys) == sorted((m["brokerName"], m["queueId"], m["queueOffset"])
