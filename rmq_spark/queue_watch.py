@@ -2,10 +2,12 @@
 Spark knows but cannot read now, whether it is *unavailable* (its broker is missing from the route or silent:
 wait for it) or has *vanished* (a live broker no longer has it: the data-loss rule applies). DESIGN.md §10.
 
-Spark asks for the latest offsets every few milliseconds when idle, so the brokers are asked at most every
-``OFFSET_POLL_S`` and the name servers every ``pollNameServerIntervalMs``. Nothing here raises because a broker or
-every name server is unreachable once the query has seen its topics: the last routes and offsets are kept, and
-each outage is logged once."""
+Spark asks for the latest offsets every few milliseconds when idle, so they are answered from memory: each queue
+whose master answered is watched by a held pull (``HeldPulls``), and only the queues whose hold ended (a message
+came, or it failed) or that have none (their master is away, or the transport cannot hold) are asked, at most
+every ``OFFSET_POLL_S``; the name servers every ``pollNameServerIntervalMs``. An idle query costs one request per
+queue per hold, whatever the trigger. Nothing here raises because a broker or every name server is unreachable once
+the query has seen its topics: the last routes and offsets are kept, and each outage is logged once."""
 from __future__ import annotations
 
 import logging
@@ -16,6 +18,7 @@ from rmq_spark.client.base import NAME_SERVERS
 from rmq_spark.client.errors import RETRYABLE, TopicNotFoundError, UnsupportedError
 from rmq_spark.client.model import MessageQueue, TopicRoute
 from rmq_spark.client.outages import RETRY_DOWN_S, broker_group
+from rmq_spark.held_pulls import HeldPulls
 from rmq_spark.options import SourceOptions
 from rmq_spark.planning import (check_assigned, check_filter, compacted_topics, query_topics, reads_queue,
                                 topic_queues)
@@ -33,6 +36,8 @@ class QueueWatch:
     def __init__(self, client, options: SourceOptions) -> None:
         self.client, self.options = client, options
         self._routes: dict[str, TopicRoute | None] = {}  # None: the topic has no route now
+        self._queues: list[MessageQueue] | None = None  # queues(), until the routes change
+        self._holds = HeldPulls(client, options.pull_group)
         self._routes_at = float("-inf")
         self._live: set[str] | None = None  # brokers registered now, looked up once per route poll when needed
         self._live_known = False
@@ -46,14 +51,26 @@ class QueueWatch:
 
     # -- polling ---------------------------------------------------------------------------------------------
     def poll(self, *, force: bool = False) -> None:
+        """Bring ``latest`` up to date: with ``force``, every queue is asked; else the queues without a held pull,
+        if any and not asked in the last OFFSET_POLL_S (or the routes were just read)."""
         now = time.monotonic()
+        due = now - self._latest_at >= OFFSET_POLL_S
         if force or now - self._routes_at >= self.options.poll_name_server_interval_ms / 1000:
             self._poll_routes()
             self._routes_at = now
-            force = True
-        if force or now - self._latest_at >= OFFSET_POLL_S:
-            self._poll_offsets()
-            self._latest_at = time.monotonic()
+            due = True
+        self._holds.rung()
+        queues = self.queues()
+        if not force:
+            if not due or len(self._holds) == len(queues):
+                return
+            queues = [mq for mq in queues if mq not in self._holds]
+        self._poll_offsets(queues)
+        self._latest_at = time.monotonic()
+
+    def close(self) -> None:
+        """Drop the held pulls."""
+        self._holds.close()
 
     def _poll_routes(self) -> None:
         try:
@@ -75,24 +92,30 @@ class QueueWatch:
         self._serves_reads.clear()
         new = set(routes) - set(self._routes)
         first = not self._routes
-        self._routes = routes
+        self._set_routes(routes)
         if first:
             check_assigned(self.options, routes)
             check_filter(self.client, self.options, self.queues())
         if new:
             self.sparse_topics |= compacted_topics(self.client, new)
 
-    def _poll_offsets(self) -> None:
-        queues = self.queues()
+    def _poll_offsets(self, queues: list[MessageQueue]) -> None:
+        """Ask ``queues``' latest offsets, note which of them a slave answered or nobody did, and hold a pull at
+        the end of each one its master answered."""
         answers = self.client.max_offsets(queues, partial=True)
         self.latest.update(answers)
-        self.replica = set(answers.replica)
+        asked = set(queues)
+        self.replica = (self.replica - asked) | answers.replica
         failed: dict[str, BaseException | str] = {mq.broker_name: e for mq, e in answers.failed.items()}
         refusing = self._refusing_reads(answers)
         for broker in refusing:
             failed[broker] = REFUSES
-        self.silent = set(answers.failed) | {mq for mq in answers if mq.broker_name in refusing}
+        self.silent = ((self.silent - asked) | set(answers.failed)
+                       | {mq for mq in answers if mq.broker_name in refusing})
         self.client.outages.report((mq.broker_name for mq in queues), failed, broker_group, WAITS)
+        for mq, offset in answers.items():
+            if mq not in answers.replica:
+                self._holds.arm(mq, offset)
 
     def _refusing_reads(self, answers) -> set[str]:
         """The brokers whose latest offsets a slave answered (their master is away) and whose slave refuses pulls
@@ -118,8 +141,15 @@ class QueueWatch:
     def queues(self) -> list[MessageQueue]:
         """The readable queues of the query (only the assigned ones with option assign) the routes show now,
         sorted."""
-        return sorted(mq for r in self._routes.values() if r is not None for mq in r.read_queues()
-                      if reads_queue(self.options, mq))
+        if self._queues is None:
+            self._queues = sorted(mq for r in self._routes.values() if r is not None for mq in r.read_queues()
+                                  if reads_queue(self.options, mq))
+        return self._queues
+
+    def _set_routes(self, routes: dict[str, TopicRoute | None]) -> None:
+        self._routes = routes
+        self._queues = None
+        self._holds.keep(self.queues())
 
     def readable(self) -> list[MessageQueue]:
         """The queues the routes show whose broker answered the last poll."""
@@ -162,11 +192,12 @@ class QueueWatch:
         second answer but not yet in the first, and its queues are back, not gone."""
         if mq.topic not in fresh:
             try:
-                fresh[mq.topic] = self._routes[mq.topic] = self.client.route(mq.topic, refresh=True)
+                fresh[mq.topic] = self.client.route(mq.topic, refresh=True)
             except TopicNotFoundError:
-                fresh[mq.topic] = self._routes[mq.topic] = None
+                fresh[mq.topic] = None
             except RETRYABLE:
                 return True  # cannot tell now: wait, and classify again at the next batch
+            self._set_routes({**self._routes, mq.topic: fresh[mq.topic]})
         route = fresh[mq.topic]
         return route is not None and mq in set(route.read_queues())
 

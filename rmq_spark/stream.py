@@ -164,6 +164,8 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self._client is not None:
             if self._store is not None:
                 self._store.persist_all()
+            if self._watch is not None:
+                self._watch.close()
             self._client.close()
             self._client = None
             self._watch = None

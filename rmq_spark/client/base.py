@@ -124,6 +124,11 @@ class BaseClient:
         hold it until messages arrive (long polling)."""
         raise NotImplementedError
 
+    def hold_async(self, mq: MessageQueue, offset: int, *, group: str, hold_ms: int) -> Call:
+        """A pull of one message at ``offset`` (the queue's end) that the server holds until a message arrives or
+        ``hold_ms`` pass; the call has ``add_done_callback(fn)``, which calls ``fn()`` once it has ended."""
+        return self.pull_async(mq, offset, 1, group=group, suspend_ms=hold_ms)
+
     def send_async(self, mq: MessageQueue, messages: Sequence[OutgoingMessage], *,
                    group: str = DEFAULT_PRODUCER_GROUP, sys_flag: int = 0) -> Call:
         """Send one message or a batch (each carrying its UNIQ_KEY) to one queue's master and return at once; the

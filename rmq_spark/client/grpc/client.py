@@ -330,6 +330,11 @@ class GrpcClient(BaseClient):
             raise self.rpc_error(e, f"pull of {mq} at offset {offset}") from None
         return PendingGrpcPull(self, mq, offset, max_nums, call)
 
+    def hold_async(self, mq: MessageQueue, offset: int, *, group: str, hold_ms: int) -> PendingGrpcPull:
+        """Not over gRPC: a PullMessage stream that carries a message ends only once its reader has read it, so
+        its end cannot ring a bell; the stream driver asks such queues on its clock instead."""
+        raise UnsupportedError("held pulls are not offered over gRPC")
+
     # -- produce ---------------------------------------------------------------------------------------------
     def send_async(self, mq: MessageQueue, batch: Sequence[OutgoingMessage], *, group: str = DEFAULT_PRODUCER_GROUP,
                    sys_flag: int = 0) -> GrpcCall:

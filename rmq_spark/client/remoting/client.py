@@ -33,6 +33,7 @@ W = TypeVar("W", str, MessageQueue)
 COMPACTION = ("cleanup.policy", "COMPACTION")
 MESSAGE_TYPE = "message.type"
 _PULL_VARY = ("queueOffset", "maxMsgNums")
+HOLD_CHECK_S = 5.0  # how often a broker checks whether its held pulls have timed out (PullRequestHoldService)
 
 
 class RemotingCall:
@@ -56,6 +57,10 @@ class RemotingCall:
 
     def cancel(self) -> None:
         self._pending.cancel()
+
+    def add_done_callback(self, fn: Callable[[], None]) -> None:
+        """``fn()`` once the answer is in (or the request failed): PendingRequest.add_done_callback."""
+        self._pending.add_done_callback(fn)
 
 
 class DirectPulls:
@@ -350,6 +355,15 @@ class RemotingClient(BaseClient):
                                suspend_ms=suspend_ms)
         return self._request(mq, cmd, self._pull_parse(mq, offset),
                              timeout=self.request_timeout + suspend_ms / 1000.0)
+
+    def hold_async(self, mq: MessageQueue, offset: int, *, group: str, hold_ms: int) -> RemotingCall:
+        """A pull at ``offset`` (the queue's end) that the master holds until a message arrives or ``hold_ms``
+        pass (a slave is never asked: it learns of messages late, and a queue whose master is away is polled).
+        The broker looks at its held pulls every HOLD_CHECK_S, so the answer may come that much after the hold."""
+        wire_group, wire_queue = self._wire(group, mq)
+        cmd = req.pull_request(wire_queue, wire_group, offset, 1, suspend_ms=hold_ms)
+        return self._request(mq, cmd, lambda r, a: req.pull_result(r, mq, a, offset), master=True,
+                             timeout=self.request_timeout + hold_ms / 1000.0 + HOLD_CHECK_S)
 
     def _pull_parse(self, mq: MessageQueue, offset: int) -> Callable[[RemotingCommand, str], PullResult]:
         """The parse of the answer to a pull of ``mq`` at ``offset``; it notes the member the broker suggests

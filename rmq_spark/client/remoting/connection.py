@@ -62,7 +62,7 @@ def _tls_hint(e: ssl.SSLError) -> str:
 class PendingRequest:
     """A request sent on a connection; ``result()`` waits for its response until the request's deadline."""
 
-    __slots__ = ("connection", "code", "opaque", "sent_at", "deadline", "_event", "_response", "_error")
+    __slots__ = ("connection", "code", "opaque", "sent_at", "deadline", "_event", "_response", "_error", "_on_done")
 
     def __init__(self, connection: "Connection", code: int, opaque: int, sent_at: float, deadline: float) -> None:
         self.connection = connection
@@ -73,10 +73,20 @@ class PendingRequest:
         self._event = threading.Event()
         self._response: RemotingCommand | None = None
         self._error: RocketMQError | None = None
+        self._on_done: Callable[[], None] | None = None
 
     def _complete(self, response: RemotingCommand | None, error: RocketMQError | None = None) -> None:
         self._response, self._error = response, error
         self._event.set()
+        if self._on_done is not None:
+            self._on_done()
+
+    def add_done_callback(self, fn: Callable[[], None]) -> None:
+        """Call ``fn()`` once the request is answered or fails (at once if it has), on the thread that completes
+        it: it must be quick and must not raise. It may be called twice when the two race; ``fn`` must not mind."""
+        self._on_done = fn
+        if self._event.is_set():
+            fn()
 
     def done(self) -> bool:
         return self._event.is_set()
