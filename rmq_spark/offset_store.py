@@ -75,6 +75,12 @@ class OffsetStore:
             self.update(mq, stored)
         return stored
 
+    def settled(self) -> bool:
+        """Whether every offset held was loaded from the brokers first and is stored."""
+        with self._lock:
+            return self._loaded.issuperset(self._table) and all(
+                self._persisted.get(mq) == o for mq, o in self._table.items())
+
     def persist_all(self) -> bool:
         """Send every offset that changed since the last successful persist, each to its broker's master; True
         when all were stored. Offsets whose master is unavailable stay pending, tried again every few seconds (the

@@ -38,9 +38,8 @@ def offsets_to_json(offsets: Mapping[MessageQueue, int], *,
     queue id numerically), so equal offsets always serialize to the same JSON string; ``start``, when given, is
     recorded under ``START_KEY`` (last)."""
     out: dict[str, dict] = {}
-    for mq in sorted(offsets):
-        out.setdefault(mq.topic, {})[mq.key] = int(offsets[mq])
-    out = {t: out[t] for t in sorted(out)}
+    for topic, broker, qid, offset in sorted((mq.topic, mq.broker_name, mq.queue_id, o) for mq, o in offsets.items()):
+        out.setdefault(topic, {})[f"{broker}/{qid}"] = int(offset)
     if start is not None:
         out[START_KEY] = offsets_to_json(start)
     return out

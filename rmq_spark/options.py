@@ -16,7 +16,7 @@ from rmq_spark.client.defaults import (DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_MESS
                                        DEFAULT_REQUEST_TIMEOUT, DEFAULT_RETRY_TIMEOUT)
 from rmq_spark.client.errors import AddressError, RocketMQError
 from rmq_spark.client.model import (DEFAULT_GROUP, DEFAULT_PRODUCER_GROUP, EVERY_MESSAGE, FILTER_TYPES,
-                                    FilterExpression, MessageQueue)
+                                    FilterExpression, MessageQueue, queue_of)
 from rmq_spark.client.namespaces import VALID_NAME, Namespace
 from rmq_spark.client.tls import TlsConfig
 
@@ -237,7 +237,7 @@ def queue_offsets(nested: Mapping[str, Mapping[str, int]]) -> dict[MessageQueue,
             continue
         for key, value in queues.items():
             broker, _, qid = key.rpartition("/")
-            out[MessageQueue(topic, broker, int(qid))] = int(value)
+            out[queue_of(topic, broker, int(qid))] = int(value)
     return out
 
 

@@ -37,6 +37,8 @@ class QueueWatch:
         self.client, self.options = client, options
         self._routes: dict[str, TopicRoute | None] = {}  # None: the topic has no route now
         self._queues: list[MessageQueue] | None = None  # queues(), until the routes change
+        self._queue_set: frozenset[MessageQueue] = frozenset()
+        self.version = 0  # counts the polls that may have changed what this watch shows
         self._holds = HeldPulls(client, options.pull_group)
         self._routes_at = float("-inf")
         self._live: set[str] | None = None  # brokers registered now, looked up once per route poll when needed
@@ -103,6 +105,7 @@ class QueueWatch:
         """Ask ``queues``' latest offsets, note which of them a slave answered or nobody did, and hold a pull at
         the end of each one its master answered."""
         answers = self.client.max_offsets(queues, partial=True)
+        self.version += 1
         self.latest.update(answers)
         asked = set(queues)
         self.replica = (self.replica - asked) | answers.replica
@@ -144,11 +147,13 @@ class QueueWatch:
         if self._queues is None:
             self._queues = sorted(mq for r in self._routes.values() if r is not None for mq in r.read_queues()
                                   if reads_queue(self.options, mq))
+            self._queue_set = frozenset(self._queues)
         return self._queues
 
     def _set_routes(self, routes: dict[str, TopicRoute | None]) -> None:
         self._routes = routes
         self._queues = None
+        self.version += 1
         self._holds.keep(self.queues())
 
     def readable(self) -> list[MessageQueue]:
@@ -160,7 +165,8 @@ class QueueWatch:
         is in the topic's route with fewer queues, or is registered and up but no longer has the topic, or when
         the options no longer name its topic; otherwise (broker missing from the route, topic missing from the
         name server's list, not readable now, or silent) it is unavailable."""
-        current = set(self.queues())
+        self.queues()
+        current = self._queue_set
         unavailable, vanished = set(), set()
         fresh: dict[str, TopicRoute | None] = {}
         for mq in known:

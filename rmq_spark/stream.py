@@ -59,6 +59,11 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._initial: dict | None = None  # the initial offsets this process resolved (never mirrored)
         self._initial_offsets: dict[MessageQueue, int] | None = None  # the same, parsed
         self._group_checked = False
+        self._unavailable: set[MessageQueue] = set()  # the queues the last planned end waits for
+        # (start, watch version) of the last call that found nothing to read and left nothing pending: the same
+        # start at the same version has the same answer
+        self._idle: tuple[dict, int] | None = None
+        self._reported: tuple[int, dict] | None = None  # (watch version, reportLatestOffset's answer)
 
     # -- driver-side state, built lazily ----------------------------------------------------------------------
     @property
@@ -103,6 +108,11 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._cap = dict(self.watch.latest)
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        watch = self.watch
+        watch.poll()
+        if self._idle is not None and self._idle[1] == watch.version and self._idle[0] == start:
+            return start
+        self._idle = None
         begin, recorded = offsets_from_json(start), recorded_start(start)
         # the start of the query's first batch: the initial offsets this process resolved
         first = recorded is None and begin == self._initial_offsets
@@ -110,17 +120,26 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # offsets): the last batch of a run, which commit() never sees with AvailableNow, is mirrored here.
         if not first:
             self._mirror(begin, recorded)
-        self.watch.poll()
         end = self._end(begin, limit)
         if end != begin:
             self._last_batch_at = time.monotonic()
-            self._log_lag(end, self.watch.latest)
+            self._log_lag(end, watch.latest)
         elif not first:
+            if self._settled(limit):
+                self._idle = (start, watch.version)
             return start  # the same JSON string: no batch
         # The first batch's end records its start, even when nothing moved (Spark runs a first batch anyway): a
         # replay of an uncommitted batch 0 gets a fresh initialOffset(), which may resolve elsewhere by then, and
         # partitions() prefers the recorded start.
         return offsets_to_json(end, start=begin if first else None)
+
+    def _settled(self, limit: ReadLimit) -> bool:
+        """Whether the answer to the same start stays the same until the watch sees a change: no queue waited
+        for, no offsets left to mirror, and a limit that does not depend on the time."""
+        o = self.options
+        return (not self._unavailable and isinstance(limit, (ReadAllAvailable, ReadMaxRows))
+                and o.min_messages_per_trigger is None
+                and (self._store is None or (self._group_checked and self._store.settled())))
 
     def _end(self, begin: dict[MessageQueue, int], limit: ReadLimit) -> dict[MessageQueue, int]:
         """The end of the next batch from ``begin`` under ``limit`` and the trigger options."""
@@ -141,7 +160,12 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return end
 
     def reportLatestOffset(self) -> dict | None:
-        return offsets_to_json(self._watch.latest) if self._watch is not None and self._watch.latest else None
+        watch = self._watch
+        if watch is None or not watch.latest:
+            return None
+        if self._reported is None or self._reported[0] != watch.version:
+            self._reported = (watch.version, offsets_to_json(watch.latest))
+        return self._reported[1]
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         recorded = recorded_start(end)
@@ -170,6 +194,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._client = None
             self._watch = None
             self._store = None
+            self._idle = self._reported = None
 
     # -- planning the end of a batch ---------------------------------------------------------------------------
     def _targets(self, begin: dict[MessageQueue, int]) -> dict[MessageQueue, int]:
@@ -179,6 +204,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         offset and are read from the next batch on, so every start is in Spark's offset log."""
         watch = self.watch
         unavailable, vanished = watch.classify(begin)
+        self._unavailable = unavailable
         self._check_vanished(vanished, begin)
         target: dict[MessageQueue, int] = {}
         for mq, b in begin.items():

@@ -39,6 +39,23 @@ class MessageQueue:
     broker_name: str
     queue_id: int
 
+    # The stream driver looks up a thousand queues in a dozen maps per trigger: the hash is computed once, and
+    # equality compares fields directly. Pickles carry the three fields only (a str hash differs per process).
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_hash", hash((self.topic, self.broker_name, self.queue_id)))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not MessageQueue:
+            return NotImplemented
+        return (self._hash == other._hash and self.queue_id == other.queue_id
+                and self.broker_name == other.broker_name and self.topic == other.topic)
+
+    def __reduce__(self):
+        return MessageQueue, (self.topic, self.broker_name, self.queue_id)
+
     @property
     def key(self) -> str:
         """The ``brokerName/queueId`` key used in offset JSON."""
@@ -46,6 +63,19 @@ class MessageQueue:
 
     def __str__(self) -> str:
         return f"{self.topic}:{self.broker_name}/{self.queue_id}"
+
+
+_QUEUES: dict[tuple[str, str, int], MessageQueue] = {}
+
+
+def queue_of(topic: str, broker_name: str, queue_id: int) -> MessageQueue:
+    """The one MessageQueue of these fields in this process: the driver's maps of a thousand queues, built from
+    routes and from Spark's offset JSON alike, then find each other's keys by identity."""
+    key = (topic, broker_name, queue_id)
+    mq = _QUEUES.get(key)
+    if mq is None:
+        mq = _QUEUES.setdefault(key, MessageQueue(topic, broker_name, queue_id))
+    return mq
 
 
 FILTER_TYPES = ("TAG", "SQL92")
@@ -165,7 +195,7 @@ class TopicRoute:
 
     def read_queues(self) -> list[MessageQueue]:
         """Every readable queue, sorted by broker name and queue id."""
-        out = [MessageQueue(self.topic, q.broker_name, i)
+        out = [queue_of(self.topic, q.broker_name, i)
                for q in self.queues if q.readable for i in range(q.read_queue_nums)]
         return sorted(out)
 

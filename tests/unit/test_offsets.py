@@ -92,3 +92,24 @@ def test_grouping_keeps_every_part_once_in_order_within_the_limits(spans, max_pe
         if len(task) > 1:
             assert all(p.size < min_per for p in task) and sum(p.size for p in task[:-1]) < min_per
             assert not max_per or size <= max_per
+
+
+def test_a_queue_pickled_into_another_process_hashes_there_as_that_process_builds_it():
+    import os
+    import pickle
+    import subprocess
+    import sys
+
+    from rmq_spark.client.model import queue_of
+
+    a = mq("broker-a", 3)
+    assert queue_of("T", "broker-a", 3) is queue_of("T", "broker-a", 3) == a
+    assert pickle.loads(pickle.dumps(a)) == a and hash(pickle.loads(pickle.dumps(a))) == hash(a)
+    check = ("import pickle, sys; from rmq_spark.client.model import MessageQueue as M; "
+             "q = pickle.loads(sys.stdin.buffer.read()); "
+             "assert q == M('T', 'broker-a', 3) and {M('T', 'broker-a', 3): 1}[q] == 1, q")
+    env = {**os.environ, "PYTHONHASHSEED": "12345"}
+    done = subprocess.run([sys.executable, "-c", check], input=pickle.dumps({a: 7}.popitem()[0]), env=env,
+                          capture_output=True)
+    assert done.returncode == 0, done.stderr.decode()
+    assert a != ("T", "broker-a", 3) and a < mq("broker-a", 4) and sorted([mq("broker-c", 0), a]) == [a, mq("broker-c", 0)]
