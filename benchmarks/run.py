@@ -235,7 +235,11 @@ class Harness:
                 r = stream_latency(self.get_spark(), self.mq, topic, rate=self.args.latency_rate,
                                    seconds=self.args.latency_seconds)
             r["rss"] = sampler.peaks.as_dict()
-            self.log(f"latency: {r['latency_ms']} ({r['messages']:,} of {r['sent']:,} received)")
+            self.log(f"latency: {r['latency_ms']} ({r['messages']:,} of {r['sent']:,} received); first 10 s: "
+                     f"{r['startup_latency_ms']}")
+            self.log("latency: micro-batch phases (ms, p50/p90): " + ", ".join(
+                f"{k} {v['p50']:.0f}/{v['p90']:.0f}" for k, v in r["phases_ms"].items() if k != "batches")
+                + f" over {r['phases_ms']['batches']} batches")
             self.log("latency by birth time: " + ", ".join(
                 f"{w['from_s']}s p50 {w['p50']:.0f} p99 {w['p99']:.0f}" for w in r["latency_ms_by_born_window"]))
             return r

@@ -86,16 +86,36 @@ def _percentile(sorted_values: list[float], p: float) -> float:
     return sorted_values[k]
 
 
+def _epoch_ms(timestamp: str) -> float:
+    """A progress timestamp (``2026-11-25T19:40:01.123Z``) in ms since the epoch."""
+    from datetime import datetime
+    return datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp() * 1000.0
+
+
+def _phases(progress: list[dict]) -> dict:
+    """Median and p90 per part of the micro-batches' time (ms), and how many batches were measured."""
+    out: dict = {"batches": len(progress)}
+    for phase in PHASES:
+        values = sorted(float(p["durationMs"].get(phase, 0)) for p in progress)
+        out[phase] = {"p50": round(_percentile(values, 50), 1), "p90": round(_percentile(values, 90), 1)}
+    return out
+
+
 WINDOW_S = 5  # latency is also reported per window of this many seconds of birth time (start-up vs steady state)
 
 
+# The parts of a micro-batch's time in Spark's query progress (durationMs), in the order a trigger runs them.
+PHASES = ("latestOffset", "walCommit", "queryPlanning", "addBatch", "commitOffsets", "triggerExecution")
+
+
 def stream_latency(spark, mq, topic: str, *, rate: int, seconds: float, body_size: int = 100,
-                   warmup_seconds: float = 5.0, options: dict[str, str] | None = None) -> dict:
+                   warmup_seconds: float = 10.0, options: dict[str, str] | None = None) -> dict:
     """A streaming query (default trigger) into a foreachBatch sink while the shim's producer sends ``rate``
     messages/s for ``seconds``. Latency of a message = the wall-clock time its micro-batch has been fetched into
-    the driver's sink minus its bornTimestamp (the producer's send time, same host clock). Messages born in the
-    first ``warmup_seconds`` are left out of the percentiles; the percentiles per ``WINDOW_S`` seconds of birth
-    time (all messages) show the start-up apart from the steady state."""
+    the driver's sink minus its bornTimestamp (the producer's send time, same host clock). The steady state is the
+    messages born after the first ``warmup_seconds``; the start-up (the rest) is reported apart, and so are the
+    percentiles per ``WINDOW_S`` seconds of birth time. ``phases_ms``: the median and p90 of each part of the
+    steady state's micro-batches (Spark's durationMs), which tells where a batch's time goes."""
     checkpoint = tempfile.mkdtemp(prefix="rmq-bench-lat-")
     latencies: list[float] = []
     received = [0]
@@ -119,6 +139,7 @@ def stream_latency(spark, mq, topic: str, *, rate: int, seconds: float, body_siz
     try:
         opts = {"startingOffsets": "earliest", **(options or {})}
         df = _reader(spark, {"nameServer": mq.name_server}, topic, opts, stream=True).load()
+        spark.conf.set("spark.sql.streaming.numRecentProgressUpdates", "100000")  # every batch's progress
         q = df.writeStream.foreachBatch(sink).option("checkpointLocation", checkpoint).start()
         # wait for the query to run its first (empty) trigger before producing
         deadline = time.monotonic() + 60
@@ -134,13 +155,19 @@ def stream_latency(spark, mq, topic: str, *, rate: int, seconds: float, body_siz
             first = born_min[0] or 0
             start_ms = first + warmup_seconds * 1000.0
             steady = sorted(lat for born, lat in latencies if born >= start_ms)
+            startup = sorted(lat for born, lat in latencies if born < start_ms)
             windows: dict[int, list[float]] = {}
             for born, lat in latencies:
                 windows.setdefault(int((born - first) // (WINDOW_S * 1000)), []).append(lat)
+        phases = _phases([p for p in q.recentProgress if int(p["numInputRows"]) > 0
+                          and _epoch_ms(p["timestamp"]) >= start_ms])
         return {"messages": received[0], "sent": produced["acked"], "rate": rate, "seconds": seconds,
                 "latency_ms": {"p50": round(_percentile(steady, 50), 1), "p90": round(_percentile(steady, 90), 1),
                                "p99": round(_percentile(steady, 99), 1), "max": round(steady[-1], 1) if steady
                                else None, "measured": len(steady)},
+                "startup_latency_ms": {"p50": round(_percentile(startup, 50), 1),
+                                       "p99": round(_percentile(startup, 99), 1), "measured": len(startup)},
+                "phases_ms": phases,
                 "latency_ms_by_born_window": [
                     {"from_s": w * WINDOW_S, "messages": len(lats), "p50": round(_percentile(sorted(lats), 50), 1),
                      "p99": round(_percentile(sorted(lats), 99), 1)} for w, lats in sorted(windows.items())]}
