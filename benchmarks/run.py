@@ -5,7 +5,8 @@
 
 One embedded RocketMQ 5.5.0 (1 broker, default pull limits), one topic pre-loaded by the official Java producer,
 then every line reads that same data in turn (never two at once), each ``--repeat`` times after ``--warmup``
-untimed runs; the median (by messages/s) is reported. See benchmarks/README.md for what each line measures.
+untimed runs; the median (by messages/s) is reported. The spark-kafka lines (only with --lines) read the same data
+from a KRaft Kafka node with Spark's own Kafka source. See benchmarks/README.md for what each line measures.
 """
 from __future__ import annotations
 
