@@ -11,7 +11,8 @@ process's ``statm`` and keeps the peaks:
 - ``python_driver_mb``: the harness process;
 - per JVM (labelled by the caller, e.g. ``shim`` and ``spark``): peak RSS, and peak anonymous RSS (RSS minus
   file-backed pages; the broker maps its commit log, so its RSS also counts page-cache pages it touched);
-- ``cpu_seconds``: CPU (user + system) used during the run by the Python processes together and by each JVM (a
+- ``cpu_seconds``: CPU (user + system) used during the run by the Python processes together (``python``), by those
+  other than the harness (``python_workers``: Spark's Python workers, client child processes) and by each JVM (a
   process that ends between two samples loses at most its last interval).
 """
 from __future__ import annotations
@@ -165,7 +166,10 @@ class TreeSampler:
         used: dict[str, float] = {}
         for pid, seconds in self._cpu.items():
             kind = self._kind[pid]
-            used[kind] = used.get(kind, 0.0) + seconds - self._cpu0.get(pid, 0.0)
+            spent = seconds - self._cpu0.get(pid, 0.0)
+            used[kind] = used.get(kind, 0.0) + spent
+            if kind == "python" and pid != self.root:
+                used["python_workers"] = used.get("python_workers", 0.0) + spent
         p.cpu_seconds = used
 
     def _run(self) -> None:

@@ -5,7 +5,8 @@
 
 One embedded RocketMQ 5.5.0 (1 broker, default pull limits), one topic pre-loaded by the official Java producer,
 then every line reads that same data in turn (never two at once), each ``--repeat`` times after ``--warmup``
-untimed runs; the median (by messages/s) is reported. See benchmarks/README.md for what each line measures.
+untimed runs; the median (by messages/s) is reported. The spark-kafka lines (only with --lines) read the same data
+from a KRaft Kafka node with Spark's own Kafka source. See benchmarks/README.md for what each line measures.
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import Callable
 
 from benchmarks.rss import TreeSampler
+from benchmarks.versus_kafka import cpu_per_million, ratios, ratios_md
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -48,8 +50,13 @@ LINE_DOCS = {
     "spark-batch-narrow": "spark-batch with the user schema 'queueOffset BIGINT, body BINARY' (column projection)",
     "spark-batch-grpc": "spark-batch with option endpoint: the gRPC transport through the v2 pull gateway",
     "spark-stream": "readStream, Trigger.AvailableNow, earliest -> noop sink, local[*]",
+    "spark-kafka": "Spark's Kafka source (spark-sql-kafka 4.2.0) on a KRaft Kafka 4.1.1 node, default options",
+    "spark-kafka-tuned": "spark-kafka with kafka.fetch.max.wait.ms=10, kafka.max.poll.records=100000",
+    "spark-kafka-narrow": "spark-kafka-tuned, select('offset', 'value') (the counterpart of spark-batch-narrow)",
 }
-DEFAULT_LINES = list(LINE_DOCS)
+# Only on request (--lines): they build benchmarks/kafka-shim with Maven and start a Kafka node beside RocketMQ.
+KAFKA_LINES = ["spark-kafka", "spark-kafka-tuned", "spark-kafka-narrow"]
+DEFAULT_LINES = [name for name in LINE_DOCS if name not in KAFKA_LINES]
 SCALING_LINES = ["java-litepull", "java-ceiling", "spark-batch"]
 
 
@@ -60,6 +67,7 @@ class Dataset:
     queues: int
     body_size: int
     load_seconds: float
+    kafka_load_seconds: float | None = None  # the same data in a Kafka topic of the same name (spark-kafka lines)
 
 
 @dataclass
@@ -81,6 +89,8 @@ class Harness:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
         self.mq = None
+        self.kafka = None
+        self.spark_jars: list[str] | None = None
         self.spark = None
         self._spark_lock = threading.Lock()
         self.log_lines: list[str] = []
@@ -98,12 +108,30 @@ class Harness:
         self.mq = EmbeddedRocketMQ(brokers=1, heap=self.args.jvm_heap, jvm_flags=BENCH_JVM_FLAGS).start()
         self.log(f"embedded RocketMQ up in {time.perf_counter() - t0:.1f} s (name server {self.mq.name_server})")
 
+    def start_kafka(self) -> None:
+        """The spark-kafka lines: build benchmarks/kafka-shim if needed, start its Kafka node, and give the
+        session Spark's Kafka source (``spark.jars``, so before Spark starts)."""
+        from benchmarks.kafka_broker import EmbeddedKafka, spark_kafka_jars
+
+        t0 = time.perf_counter()
+        self.spark_jars = spark_kafka_jars()
+        self.kafka = EmbeddedKafka(heap=self.args.jvm_heap).start()
+        self.log(f"Kafka node up in {time.perf_counter() - t0:.1f} s (bootstrap {self.kafka.bootstrap}); "
+                 f"spark.jars: {', '.join(Path(j).name for j in self.spark_jars)}")
+
+    def jvm_labels(self) -> dict[int, str]:
+        """TreeSampler's names for the brokers' JVMs."""
+        labels = {self.mq.pid: "shim"}
+        if self.kafka is not None:
+            labels[self.kafka.pid] = "kafka"
+        return labels
+
     def get_spark(self):
         with self._spark_lock:
             if self.spark is None:
                 from benchmarks.spark_lines import new_session
                 t0 = time.perf_counter()
-                self.spark = new_session(self.args.spark_master)
+                self.spark = new_session(self.args.spark_master, jars=self.spark_jars)
                 self.log(f"SparkSession {self.args.spark_master} up in {time.perf_counter() - t0:.1f} s")
             return self.spark
 
@@ -126,6 +154,9 @@ class Harness:
         if self.mq is not None:
             self.mq.close()
             self.mq = None
+        if self.kafka is not None:
+            self.kafka.close()
+            self.kafka = None
 
     def load(self, messages: int, queues: int, body_size: int) -> Dataset:
         topic = f"bench-{messages}-{queues}q-{body_size}b-{uuid.uuid4().hex[:6]}"
@@ -139,7 +170,23 @@ class Harness:
             raise RuntimeError(f"topic {topic} holds {held} messages after loading {messages}")
         self.log(f"loaded {messages:,} x {body_size} B into {topic} ({queues} queues) in {seconds:.1f} s "
                  f"({messages / seconds:,.0f} msg/s)")
-        return Dataset(topic, messages, queues, body_size, seconds)
+        return Dataset(topic, messages, queues, body_size, seconds, self.load_kafka(topic, messages, queues,
+                                                                                    body_size))
+
+    def load_kafka(self, topic: str, messages: int, partitions: int, body_size: int) -> float | None:
+        """The same data into a Kafka topic of the same name, when the Kafka node runs: its load seconds."""
+        if self.kafka is None:
+            return None
+        self.kafka.create_topic(topic, partitions)
+        t0 = time.perf_counter()
+        self.kafka.produce(topic, messages, body_size, timeout=max(600.0, messages / 5000))
+        seconds = time.perf_counter() - t0
+        held = self.kafka.count(topic)
+        if held != messages:
+            raise RuntimeError(f"Kafka topic {topic} holds {held} messages after loading {messages}")
+        self.log(f"loaded {messages:,} x {body_size} B into Kafka topic {topic} ({partitions} partitions) in "
+                 f"{seconds:.1f} s ({messages / seconds:,.0f} msg/s)")
+        return seconds
 
     # -- lines ------------------------------------------------------------------------------------------------
     def line_fn(self, name: str, ds: Dataset) -> Callable[[], dict]:
@@ -176,6 +223,12 @@ class Harness:
             source = gw if name == "spark-batch-grpc" else ns
             schema = NARROW_SCHEMA if name == "spark-batch-narrow" else None
             return lambda: batch_noop(spark, source, topic, schema=schema)
+        if name in KAFKA_LINES:
+            from benchmarks.spark_lines import KAFKA_NARROW, KAFKA_TUNED, kafka_batch_noop
+            spark = self.get_spark()
+            options = {} if name == "spark-kafka" else KAFKA_TUNED
+            columns = KAFKA_NARROW if name == "spark-kafka-narrow" else None
+            return lambda: kafka_batch_noop(spark, self.kafka.bootstrap, topic, options, columns)
         if name == "spark-stream":
             from benchmarks.spark_lines import stream_available_now
             spark = self.get_spark()
@@ -186,7 +239,7 @@ class Harness:
         res = LineResult(name)
         try:
             fn = self.line_fn(name, ds)
-            labels = {self.mq.pid: "shim"}
+            labels = self.jvm_labels()
             for i in range(warmup + repeat):
                 with TreeSampler(jvm_labels=labels, interval=self.args.rss_interval) as sampler:
                     t0 = time.perf_counter()
@@ -231,7 +284,7 @@ class Harness:
             self.mq.create_topic(topic, queues=8)
             self.log(f"latency: {self.args.latency_rate:,} msg/s for {self.args.latency_seconds:.0f} s "
                      "into foreachBatch")
-            with TreeSampler(jvm_labels={self.mq.pid: "shim"}, interval=self.args.rss_interval) as sampler:
+            with TreeSampler(jvm_labels=self.jvm_labels(), interval=self.args.rss_interval) as sampler:
                 r = stream_latency(self.get_spark(), self.mq, topic, rate=self.args.latency_rate,
                                    seconds=self.args.latency_seconds)
             r["rss"] = sampler.peaks.as_dict()
@@ -268,6 +321,8 @@ def summarize(results: list[LineResult], ds: Dataset) -> list[dict]:
                 "wall": med["wall"],
                 "spread": [round(min(rates)), round(max(rates))],
                 "cpu_seconds": med["rss"].get("cpu_seconds", {}),
+                "cpu_per_1m": cpu_per_million(med["rss"].get("cpu_seconds", {}), med["messages"],
+                                              "kafka" if res.name in KAFKA_LINES else "shim"),
                 "python_total_mb": max(r["rss"]["python_total_mb"] for r in res.runs),
                 "python_worker_mb": max(r["rss"]["python_worker_mb"] for r in res.runs),
                 "python_driver_mb": max(r["rss"]["python_driver_mb"] for r in res.runs),
@@ -289,26 +344,28 @@ def summarize(results: list[LineResult], ds: Dataset) -> list[dict]:
 def table(rows: list[dict], ds: Dataset) -> str:
     head = (f"{ds.messages:,} messages x {ds.body_size} B, {ds.queues} queues, topic {ds.topic}\n"
             "| line | msgs/s (median) | min-max msgs/s | MB/s | s (read) | wall s | py RSS MB total / worker "
-            "| JVM RSS MB (anon) | CPU s py / shim / spark | x litepull | x ceiling | ok |\n"
-            "|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|:-:|\n")
+            "| JVM RSS MB (anon) | CPU s py / shim / spark | CPU-s per 1M spark / py workers / broker "
+            "| x litepull | x ceiling | ok |\n"
+            "|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|:-:|\n")
     out = [head]
     for r in rows:
         if r.get("msgs_per_s") is None:
-            out.append(f"| {r['line']} | failed: {r.get('error')} | | | | | | | | | | no |\n")
+            out.append(f"| {r['line']} | failed: {r.get('error')} | | | | | | | | | | | no |\n")
             continue
         jvm = ", ".join(f"{k} {v:.0f} ({r['jvm_anon_mb'].get(k, 0):.0f})" for k, v in r["jvm_mb"].items())
         c = r.get("cpu_seconds", {})
         cpu = " / ".join(f"{c[k]:.1f}" if k in c else "-" for k in ("python", "shim", "spark"))
+        per = " / ".join(f"{r['cpu_per_1m'][k]:.2f}" for k in ("spark", "python_workers", "broker"))
         xl = r.get("x_java-litepull")
         xc = r.get("x_java-ceiling")
         lo, hi = r["spread"]
         out.append(f"| {r['line']} | {r['msgs_per_s']:,.0f} | {lo / 1000:,.0f}k-{hi / 1000:,.0f}k | "
                    f"{r['mb_per_s']:.1f} | {r['seconds']:.2f} | "
                    f"{r['wall']:.2f} | {r['python_total_mb']:.0f} / {r['python_worker_mb']:.0f} | {jvm} | "
-                   f"{cpu} | "
+                   f"{cpu} | {per} | "
                    f"{'' if xl is None else f'{xl:.2f}'} | {'' if xc is None else f'{xc:.2f}'} | "
                    f"{'yes' if r['all_ok'] else 'NO'} |\n")
-    return "".join(out)
+    return "".join(out) + ratios_md(ratios(rows))
 
 
 def machine() -> dict:
@@ -417,6 +474,8 @@ def main(argv: list[str] | None = None) -> int:
     failed = False
     try:
         h.start_cluster()
+        if any(n in KAFKA_LINES for n in lines):
+            h.start_kafka()
         if args.quick and any(n.startswith("spark") for n in lines):
             h.prestart_spark()
         if args.profile == "scaling":
@@ -439,6 +498,7 @@ def main(argv: list[str] | None = None) -> int:
                                    args.jvm_warmup)
             report["dataset"] = vars(ds)
             report["lines"] = rows
+            report["versus_kafka"] = ratios(rows)
             report["table_md"] = table(rows, ds)
             failed |= not all(r["all_ok"] for r in rows)
             out_path.write_text(json.dumps(report, indent=2, default=str))

@@ -10,17 +10,20 @@ import threading
 import time
 
 
-def new_session(master: str = "local[*]", driver_memory: str = "2g"):
-    """A local SparkSession; its Python workers run this interpreter (which has rmq_spark installed)."""
+def new_session(master: str = "local[*]", driver_memory: str = "2g", jars: list[str] | None = None):
+    """A local SparkSession; its Python workers run this interpreter (which has rmq_spark installed). ``jars``:
+    ``spark.jars`` (Spark's Kafka source for the spark-kafka lines), unset when not given."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    spark = (SparkSession.builder.master(master).appName("rmq-spark-bench")
-             .config("spark.ui.enabled", "false")
-             .config("spark.ui.showConsoleProgress", "false")
-             .config("spark.sql.shuffle.partitions", "2")
-             .config("spark.driver.memory", driver_memory)
-             .getOrCreate())
+    builder = (SparkSession.builder.master(master).appName("rmq-spark-bench")
+               .config("spark.ui.enabled", "false")
+               .config("spark.ui.showConsoleProgress", "false")
+               .config("spark.sql.shuffle.partitions", "2")
+               .config("spark.driver.memory", driver_memory))
+    if jars:
+        builder = builder.config("spark.jars", ",".join(jars))
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
 
@@ -42,14 +45,33 @@ def _reader(spark, source: dict[str, str], topic: str, options: dict[str, str], 
 
 def batch_noop(spark, source: dict[str, str], topic: str, options: dict[str, str] | None = None,
                schema: str | None = None) -> dict:
-    """``spark.read.format("rocketmq") ... .write.format("noop")``; the rows and body bytes are counted by an
-    Observation on the same query (a count and a sum in the JVM), so the figure is exact for the timed run."""
+    """``spark.read.format("rocketmq") ... .write.format("noop")``, timed and counted by ``noop_save``."""
+    return noop_save(_reader(spark, source, topic, options or {}, schema=schema).load(), "body")
+
+
+KAFKA_TUNED = {"kafka.fetch.max.wait.ms": "10", "kafka.max.poll.records": "100000"}
+KAFKA_NARROW = ("offset", "value")  # the counterpart of NARROW_SCHEMA
+
+
+def kafka_batch_noop(spark, bootstrap: str, topic: str, options: dict[str, str] | None = None,
+                     columns: tuple[str, ...] | None = None) -> dict:
+    """Spark's own Kafka source over the same data: ``spark.read.format("kafka")`` (``subscribe``, earliest to
+    latest) ``.select(*columns)`` when given, timed and counted by ``noop_save``."""
+    r = spark.read.format("kafka").option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
+    for k, v in (options or {}).items():
+        r = r.option(k, str(v))
+    df = r.load()
+    return noop_save(df.select(*columns) if columns else df, "value")
+
+
+def noop_save(df, body: str) -> dict:
+    """``df.write.format("noop")``, timed; the rows and the bytes of column ``body`` are counted by an Observation
+    on the same query (a count and a sum in the JVM), so the figure is exact for the timed run."""
     from pyspark.sql import functions as F
     from pyspark.sql.observation import Observation
 
     obs = Observation(f"bench-{time.monotonic_ns()}")
-    df = _reader(spark, source, topic, options or {}, schema=schema).load()
-    observed = df.observe(obs, F.count(F.lit(1)).alias("rows"), F.sum(F.length("body")).alias("bytes"))
+    observed = df.observe(obs, F.count(F.lit(1)).alias("rows"), F.sum(F.length(body)).alias("bytes"))
     t0 = time.perf_counter()
     observed.write.format("noop").mode("overwrite").save()
     seconds = time.perf_counter() - t0

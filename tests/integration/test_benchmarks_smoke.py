@@ -63,3 +63,28 @@ def test_the_scale_profile_measures_a_small_query(tmp_path):
     assert result["queues"] == 12 and result["triggers"] >= 1, tail
     assert result["byCode"].get("GET_MAX_OFFSET", 0) > 0 and result["brokerRequestsPerSecond"] > 0, tail
     assert result["latestOffsetMs"]["median"] is not None and result["driverPythonCpuSecondsPerMinute"] > 0, tail
+
+
+def test_the_kafka_ratios_compare_engine_cpu_per_message_against_their_targets():
+    """Pure arithmetic, no broker: the wall-clock ratios carry no target; engine CPU (Spark's JVM + Python
+    workers) per message of ours over Kafka's is checked against issue 28's targets."""
+    from benchmarks.versus_kafka import cpu_per_million, ratios
+
+    def row(line, msgs_per_s, spark, workers, broker_label):
+        cpu = {"spark": spark, "python_workers": workers, "python": workers + 0.5, broker_label: 0.4}
+        return {"line": line, "msgs_per_s": msgs_per_s, "cpu_per_1m": cpu_per_million(cpu, 2_000_000,
+                                                                                    broker_label)}
+
+    rows = [row("spark-batch", 400_000, 3.0, 2.0, "shim"), row("spark-batch-narrow", 600_000, 1.0, 1.0, "shim"),
+            row("spark-kafka", 300_000, 4.4, 0.0, "kafka"), row("spark-kafka-tuned", 1_000_000, 3.2, 0.0, "kafka"),
+            row("spark-kafka-narrow", 900_000, 3.0, 0.0, "kafka"), {"line": "spark-stream", "msgs_per_s": None}]
+    assert rows[0]["cpu_per_1m"] == {"spark": 1.5, "python_workers": 1.0, "broker": 0.2, "engine": 2.5}
+    found = {(r["measure"], r["ours"], r["theirs"]): r for r in ratios(rows)}
+    assert len(found) == 7
+    wall = found[("msgs/s", "spark-batch-narrow", "spark-kafka-tuned")]
+    assert wall["ratio"] == 0.6 and wall["target"] is None and wall["met"] is None
+    narrow = found[("engine CPU per message", "spark-batch-narrow", "spark-kafka-narrow")]
+    assert abs(narrow["ratio"] - 2 / 3) < 1e-9 and narrow["target"] == 0.7 and narrow["met"] is True
+    full = found[("engine CPU per message", "spark-batch", "spark-kafka-tuned")]
+    assert full["ratio"] == 2.5 / 1.6 and full["met"] is False
+    assert ratios(rows[:2]) == []  # no Kafka line measured: no ratios
