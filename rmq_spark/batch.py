@@ -15,6 +15,7 @@ from rmq_spark.partition_reader import read_range
 from rmq_spark.planning import check_filter, compacted_topics, plan_ranges, resolve_queues
 from rmq_spark.pushdown import Narrowing, push
 from rmq_spark.schema import COLUMNS
+from rmq_spark.worker_heap import freeze_once
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,7 @@ def read_partition(options: SourceOptions, partition: InputPartition,
                    columns: tuple[str, ...]) -> Iterator[pa.RecordBatch]:
     """The batches of a task's ranges, in order (nothing for the one InputPartition(None) Spark plans for an empty
     query)."""
+    freeze_once()
     if isinstance(partition, RangePartition):
         for r in partition.ranges:
             yield from read_range(options, r, columns)
