@@ -36,10 +36,12 @@ def read_partition(options: SourceOptions, partition: InputPartition,
                    columns: tuple[str, ...]) -> Iterator[pa.RecordBatch]:
     """The batches of a task's ranges, in order (nothing for the one InputPartition(None) Spark plans for an empty
     query)."""
-    freeze_once()
-    if isinstance(partition, RangePartition):
-        for r in partition.ranges:
-            yield from read_range(options, r, columns)
+    try:
+        if isinstance(partition, RangePartition):
+            for r in partition.ranges:
+                yield from read_range(options, r, columns)
+    finally:
+        freeze_once()
 
 
 class RocketMQBatchReader(DataSourceReader):
