@@ -74,7 +74,10 @@ class RocketMQBatchReader(DataSourceReader):
         return [n.clip(r, by_time.get(r.queue)) for r in planned]
 
     def partitions(self) -> Sequence[InputPartition]:
-        return partitions_of(self.plan(), self.options)
+        try:
+            return partitions_of(self.plan(), self.options)
+        finally:
+            freeze_once()  # the planning worker's heap, after what planning imports
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         yield from read_partition(self.options, partition, self.columns)
