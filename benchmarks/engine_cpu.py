@@ -140,6 +140,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--lines", default="spark-batch,spark-batch-narrow")
     p.add_argument("--jfr", default=None, help="record the Spark JVM with Java Flight Recorder into this folder")
     p.add_argument("--threads", action="store_true", help="also list the Spark JVM's busiest threads per run")
+    p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                   help="a source option for every run (repeatable)")
     p.add_argument("--perf", default=None, help="record the Python workers with perf (cpu-clock) into this folder")
     p.add_argument("--output", default=None, help="write the runs as JSON here")
     args = p.parse_args(argv)
@@ -164,12 +166,13 @@ def main(argv: list[str] | None = None) -> int:
         spark = new_session()
         spark_pid = _spark_pid(spark)
         source = {"nameServer": mq.name_server}
+        options = dict(o.split("=", 1) for o in args.option)
         for i in range(args.warmup + args.repeat):
             for line in lines:
                 schema = NARROW_SCHEMA if line == "spark-batch-narrow" else None
                 before = Snapshot(spark_pid, mq.pid)
                 recorder = _perf(args.perf, f"{line}-{i}", before) if args.perf and i >= args.warmup else None
-                r = batch_noop(spark, source, topic, schema=schema)
+                r = batch_noop(spark, source, topic, options, schema=schema)
                 if recorder is not None:
                     recorder.send_signal(signal.SIGINT)
                     recorder.wait()
