@@ -40,7 +40,7 @@ def string_scalar(text: str) -> pa.StringScalar:
     pandas on their first call (~350 modules, ~0.3 CPU-s in every Spark Python worker, and more objects for the
     worker's collector to walk after every task)."""
     data = text.encode()
-    offsets = struct.pack("<ii", 0, len(data))
+    offsets = struct.pack("=ii", 0, len(data))  # Arrow buffers are in native byte order
     return pa.Array.from_buffers(pa.string(), 1, [None, pa.py_buffer(offsets), pa.py_buffer(data)])[0]
 
 
