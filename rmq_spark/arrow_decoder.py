@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from rmq_spark.client.gathering import Gatherer
+from rmq_spark.client.gathering import Gatherer, string_scalar
 from rmq_spark.client.defaults import DEFAULT_MAX_MESSAGE_BYTES
 from rmq_spark.client.model import MessageQueue
 from rmq_spark.schema import ARROW_SCHEMA, COLUMNS, arrow_schema
@@ -23,7 +23,6 @@ from rmq_spark.schema import ARROW_SCHEMA, COLUMNS, arrow_schema
 __all__ = ["ArrowBatchDecoder", "decode_to_arrow"]
 
 _TYPES = ARROW_SCHEMA.types
-_STRING = pa.string()
 _KEYS_TYPE = _TYPES[6]
 _MAP_TYPE = _TYPES[14]
 
@@ -43,6 +42,7 @@ class ArrowBatchDecoder(Gatherer):
                  max_body: int = DEFAULT_MAX_MESSAGE_BYTES, columns: tuple[str, ...] = COLUMNS,
                  queue: MessageQueue | None = None, topic: str | None = None) -> None:
         self.broker_name = broker_name
+        self._broker = string_scalar(broker_name)
         self.columns = tuple(columns)
         self.schema = arrow_schema(self.columns)
         super().__init__([c for c in self.columns if c != "brokerName"], queue or MessageQueue("", broker_name, -1),
@@ -59,7 +59,7 @@ class ArrowBatchDecoder(Gatherer):
         if "keys" in self.columns:
             got["keys"] = pa.ListArray.from_arrays(got.pop("keyOffsets"), got.pop("keyWords"), type=_KEYS_TYPE)
         if "brokerName" in self.columns:
-            got["brokerName"] = pa.repeat(pa.scalar(self.broker_name, _STRING), n)
+            got["brokerName"] = pa.repeat(self._broker, n)
         return pa.RecordBatch.from_arrays([got[c] for c in self.columns], schema=self.schema)
 
 

@@ -15,6 +15,7 @@ from rmq_spark.partition_reader import read_range
 from rmq_spark.planning import check_filter, compacted_topics, plan_ranges, resolve_queues
 from rmq_spark.pushdown import Narrowing, push
 from rmq_spark.schema import COLUMNS
+from rmq_spark.worker_heap import freeze_once
 
 
 @dataclass(frozen=True)
@@ -35,9 +36,12 @@ def read_partition(options: SourceOptions, partition: InputPartition,
                    columns: tuple[str, ...]) -> Iterator[pa.RecordBatch]:
     """The batches of a task's ranges, in order (nothing for the one InputPartition(None) Spark plans for an empty
     query)."""
-    if isinstance(partition, RangePartition):
-        for r in partition.ranges:
-            yield from read_range(options, r, columns)
+    try:
+        if isinstance(partition, RangePartition):
+            for r in partition.ranges:
+                yield from read_range(options, r, columns)
+    finally:
+        freeze_once()
 
 
 class RocketMQBatchReader(DataSourceReader):
@@ -70,7 +74,10 @@ class RocketMQBatchReader(DataSourceReader):
         return [n.clip(r, by_time.get(r.queue)) for r in planned]
 
     def partitions(self) -> Sequence[InputPartition]:
-        return partitions_of(self.plan(), self.options)
+        try:
+            return partitions_of(self.plan(), self.options)
+        finally:
+            freeze_once()  # the planning worker's heap, after what planning imports
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         yield from read_partition(self.options, partition, self.columns)

@@ -11,6 +11,7 @@ from rmq_spark.schema import SCHEMA_DDL, projection
 from rmq_spark.sink.columns import check_columns
 from rmq_spark.sink.writers import RocketMQStreamWriter, RocketMQWriter
 from rmq_spark.stream import RocketMQStreamReader
+from rmq_spark.worker_heap import freeze_once
 
 
 class RocketMQDataSource(DataSource):
@@ -22,6 +23,7 @@ class RocketMQDataSource(DataSource):
         return "rocketmq"
 
     def schema(self) -> str:
+        freeze_once()  # the heap of the worker that looks the source up
         return SCHEMA_DDL
 
     def reader(self, schema: StructType) -> DataSourceReader:

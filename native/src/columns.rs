@@ -29,8 +29,20 @@ pub enum AddError {
     Timestamp,
 }
 
+/// Whether every byte of `text` is ASCII (then it is UTF-8): 8 bytes OR-ed at a time with no branch, a fraction
+/// of the instructions of `from_utf8`, which checks every record's topic and properties.
+fn all_ascii(text: &[u8]) -> bool {
+    let mut words = text.chunks_exact(8);
+    let high = (&mut words).fold(0u64, |acc, w| acc | u64::from_ne_bytes(w.try_into().unwrap()));
+    let rest = words.remainder().iter().fold(0u8, |acc, &b| acc | b);
+    high & 0x8080_8080_8080_8080 == 0 && rest < 0x80
+}
+
 /// Where `text` stops being UTF-8, as "(at byte k of n)"; None when it is UTF-8.
 fn not_utf8(text: &[u8]) -> Option<String> {
+    if all_ascii(text) {
+        return None;
+    }
     std::str::from_utf8(text).err().map(|e| format!("(at byte {} of {})", e.valid_up_to(), text.len()))
 }
 
@@ -853,6 +865,22 @@ mod tests {
         let mut s = String::new();
         render_host(raw, &mut s);
         s
+    }
+
+    #[test]
+    fn ascii_is_told_from_any_high_byte_at_every_position() {
+        for len in 0..40 {
+            let text = vec![b'a'; len];
+            assert!(all_ascii(&text));
+            assert_eq!(not_utf8(&text), None);
+            for at in 0..len {
+                let mut high = text.clone();
+                high[at] = 0x80;
+                assert!(!all_ascii(&high), "len {len}, high byte at {at}");
+                assert!(not_utf8(&high).is_some());
+            }
+        }
+        assert_eq!(not_utf8("ünïcödé, 16+ bytes long".as_bytes()), None);
     }
 
     #[test]

@@ -4,6 +4,9 @@ row for row, for plain, compressed (every codec) and inner-batch records; and th
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
+from pathlib import Path
 import struct
 
 import pyarrow as pa
@@ -552,3 +555,18 @@ def test_a_read_in_a_namespace_names_every_row_by_the_topic_read():
     plain = MessageCollector(mq)
     plain.add(block)
     assert {m.topic for m in plain.take()} == {"tenant-a%Orders"}
+
+
+def test_a_batch_of_every_column_imports_no_pandas():
+    """pa.scalar and pa.array of a list import pandas on their first call: ~0.3 CPU-s in every Spark Python worker."""
+    script = ("import sys\n"
+              "from rmq_spark.arrow_decoder import ArrowBatchDecoder\n"
+              "from rmq_spark.client.model import MessageQueue\n"
+              "from tests.support.stored_messages import encode_stored_message\n"
+              "d = ArrowBatchDecoder('b', queue=MessageQueue('T', 'b', 0), topic='T')\n"
+              "d.add(encode_stored_message(properties={'TAGS': 'a', 'KEYS': 'k'}))\n"
+              "assert d.flush().num_rows == 1\n"
+              "print('pandas' in sys.modules)\n")
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, cwd=root)
+    assert out.stdout.strip() == "False"
