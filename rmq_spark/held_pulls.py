@@ -51,10 +51,12 @@ class HeldPulls:
         self._held[mq] = (offset, call)
         call.add_done_callback(lambda: self._ended.append((mq, call)))
 
-    def rung(self) -> set[MessageQueue]:
-        """The queues whose hold ended since the last call and are no longer held: a message came, the offset is
-        no longer the queue's end, or the hold failed (their broker is away, or refused it)."""
-        moved: set[MessageQueue] = set()
+    def rung(self) -> dict[MessageQueue, int | None]:
+        """The queues whose hold ended since the last call because a message came, with the end offset the master
+        answered with (its hold is armed again there), or None where that is not known: the answer did not say,
+        the offset is no longer the queue's end, or the hold failed (their broker is away, or refused it). Those
+        are no longer held: ask their offsets."""
+        moved: dict[MessageQueue, int | None] = {}
         while self._ended:
             mq, call = self._ended.popleft()
             held = self._held.get(mq)
@@ -66,14 +68,16 @@ class HeldPulls:
                 result = call.result()
             except RocketMQError as e:
                 self._note_failure(mq, e)
-                moved.add(mq)
+                moved[mq] = None
                 continue
-            quiet = (result.status is PullStatus.NO_NEW_MSG and result.next_begin_offset == offset
-                     and result.max_offset in (-1, offset))  # -1: the transport does not report it
-            if quiet:
-                self.arm(mq, offset)
+            if result.status is PullStatus.NO_NEW_MSG and result.next_begin_offset == offset \
+                    and result.max_offset in (-1, offset):  # -1: the transport does not report it
+                self.arm(mq, offset)  # quiet: nothing came before the hold timed out
+            elif result.status is PullStatus.FOUND and result.max_offset > offset:
+                moved[mq] = result.max_offset
+                self.arm(mq, result.max_offset)
             else:
-                moved.add(mq)
+                moved[mq] = None
         return moved
 
     def keep(self, queues: Iterable[MessageQueue]) -> None:

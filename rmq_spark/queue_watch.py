@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Iterable
 
 from rmq_spark.client.base import NAME_SERVERS
@@ -41,6 +42,8 @@ class QueueWatch:
         self.version = 0  # counts the polls that may have changed what this watch shows
         self._holds = HeldPulls(client, options.pull_group)
         self._routes_at = float("-inf")
+        self._reader: ThreadPoolExecutor | None = None  # reads the routes in the background
+        self._reading: Future | None = None
         self._live: set[str] | None = None  # brokers registered now, looked up once per route poll when needed
         self._live_known = False
         self.sparse_topics: frozenset[str] = frozenset()
@@ -54,14 +57,28 @@ class QueueWatch:
     # -- polling ---------------------------------------------------------------------------------------------
     def poll(self, *, force: bool = False) -> None:
         """Bring ``latest`` up to date: with ``force``, every queue is asked; else the queues without a held pull,
-        if any and not asked in the last OFFSET_POLL_S (or the routes were just read)."""
+        if any and not asked in the last OFFSET_POLL_S (or the routes just changed). The routes are read every
+        pollNameServerIntervalMs in the background (the first time, and with ``force``, at once), and take effect
+        at the first call after they came."""
         now = time.monotonic()
         due = now - self._latest_at >= OFFSET_POLL_S
-        if force or now - self._routes_at >= self.options.poll_name_server_interval_ms / 1000:
-            self._poll_routes()
+        if force or self._routes_at == float("-inf"):
+            self._apply_routes(self._read_routes())
             self._routes_at = now
             due = True
-        self._holds.rung()
+        elif self._reading is None and now - self._routes_at >= self.options.poll_name_server_interval_ms / 1000:
+            if self._reader is None:
+                self._reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rmq-routes")
+            self._reading = self._reader.submit(self._read_routes)
+            self._routes_at = now
+        if self._reading is not None and self._reading.done():
+            reading, self._reading = self._reading, None
+            self._apply_routes(reading.result())  # what it raised is raised here
+            due = True
+        learned = {mq: offset for mq, offset in self._holds.rung().items() if offset is not None}
+        if learned:
+            self.latest.update(learned)  # the masters' answers to held pulls
+            self.version += 1
         queues = self.queues()
         if not force:
             if not due or len(self._holds) == len(queues):
@@ -71,25 +88,35 @@ class QueueWatch:
         self._latest_at = time.monotonic()
 
     def close(self) -> None:
-        """Drop the held pulls."""
+        """Drop the held pulls and the route reader."""
         self._holds.close()
+        if self._reader is not None:
+            self._reader.shutdown(wait=False, cancel_futures=True)
+            self._reader = None
+            self._reading = None
 
-    def _poll_routes(self) -> None:
+    def _read_routes(self) -> dict[str, TopicRoute | None]:
+        """The query's topics and their routes, as the name servers answer now (the last ones while none does).
+        Runs in the background: it only reads this watch."""
+        known = self._routes
         try:
             topics = query_topics(self.client, self.options)
         except RETRYABLE as e:
-            if not self._routes:
+            if not known:
                 raise
             self.client.outages.down(NAME_SERVERS, "using the last known topic list", e)
-            topics = list(self._routes)
+            topics = list(known)
         routes: dict[str, TopicRoute | None] = {}
         for topic in topics:
-            if topic not in self._routes:
+            if topic not in known:
                 topic_queues(self.client, topic, self.options)  # a topic never seen: clear errors for bad input
             try:
-                routes[topic] = self.client.route(topic, refresh=topic in self._routes)
+                routes[topic] = self.client.route(topic, refresh=topic in known)
             except TopicNotFoundError:
                 routes[topic] = None  # its brokers are all down, or it was deleted: classify() tells
+        return routes
+
+    def _apply_routes(self, routes: dict[str, TopicRoute | None]) -> None:
         self._live_known = False
         self._serves_reads.clear()
         new = set(routes) - set(self._routes)
@@ -150,6 +177,12 @@ class QueueWatch:
             self._queue_set = frozenset(self._queues)
         return self._queues
 
+    @property
+    def queue_set(self) -> frozenset[MessageQueue]:
+        """``queues()`` as a set."""
+        self.queues()
+        return self._queue_set
+
     def _set_routes(self, routes: dict[str, TopicRoute | None]) -> None:
         self._routes = routes
         self._queues = None
@@ -165,9 +198,11 @@ class QueueWatch:
         is in the topic's route with fewer queues, or is registered and up but no longer has the topic, or when
         the options no longer name its topic; otherwise (broker missing from the route, topic missing from the
         name server's list, not readable now, or silent) it is unavailable."""
-        self.queues()
-        current = self._queue_set
+        current = self.queue_set
+        known = known.keys() if isinstance(known, dict) else set(known)
         unavailable, vanished = set(), set()
+        if current.issuperset(known) and self.silent.isdisjoint(known) and self.latest.keys() >= known:
+            return unavailable, vanished  # every one is in the routes and answered
         fresh: dict[str, TopicRoute | None] = {}
         for mq in known:
             if mq in current:

@@ -64,6 +64,9 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # start at the same version has the same answer
         self._idle: tuple[dict, int] | None = None
         self._reported: tuple[int, dict] | None = None  # (watch version, reportLatestOffset's answer)
+        # the last two ends returned, and parsed: Spark hands them back as the next start, to partitions() and
+        # to commit()
+        self._planned: list[tuple[dict, dict[MessageQueue, int]]] = []
 
     # -- driver-side state, built lazily ----------------------------------------------------------------------
     @property
@@ -113,7 +116,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self._idle is not None and self._idle[1] == watch.version and self._idle[0] == start:
             return start
         self._idle = None
-        begin, recorded = offsets_from_json(start), recorded_start(start)
+        begin, recorded = self._parsed(start), recorded_start(start)
         # the start of the query's first batch: the initial offsets this process resolved
         first = recorded is None and begin == self._initial_offsets
         # Spark calls this only once the batch ending at `start` is in its commit log (except for the initial
@@ -131,7 +134,16 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # The first batch's end records its start, even when nothing moved (Spark runs a first batch anyway): a
         # replay of an uncommitted batch 0 gets a fresh initialOffset(), which may resolve elsewhere by then, and
         # partitions() prefers the recorded start.
-        return offsets_to_json(end, start=begin if first else None)
+        out = offsets_to_json(end, start=begin if first else None)
+        self._planned = [(out, end), *self._planned[:1]]
+        return out
+
+    def _parsed(self, offsets: dict) -> dict[MessageQueue, int]:
+        """``offsets_from_json(offsets)``, without parsing again an end this reader planned."""
+        for out, parsed in self._planned:
+            if out == offsets:
+                return dict(parsed)
+        return offsets_from_json(offsets)
 
     def _settled(self, limit: ReadLimit) -> bool:
         """Whether the answer to the same start stays the same until the watch sees a change: no queue waited
@@ -169,8 +181,8 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         recorded = recorded_start(end)
-        begin = recorded if recorded is not None else offsets_from_json(start)
-        finish = offsets_from_json(end)
+        begin = recorded if recorded is not None else self._parsed(start)
+        finish = self._parsed(end)
         moved = {mq: o for mq, o in finish.items() if mq in begin and o != begin[mq]}
         # A broker that does not answer now is checked for data loss by the task, when it pulls.
         mins = self.client.min_offsets(list(moved), partial=True) if moved else {}
@@ -182,7 +194,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         yield from read_partition(self.options, partition, self.columns)
 
     def commit(self, end: dict) -> None:
-        self._mirror(offsets_from_json(end), recorded_start(end))
+        self._mirror(self._parsed(end), recorded_start(end))
 
     def stop(self) -> None:
         if self._client is not None:
@@ -195,6 +207,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._watch = None
             self._store = None
             self._idle = self._reported = None
+            self._planned = []
 
     # -- planning the end of a batch ---------------------------------------------------------------------------
     def _targets(self, begin: dict[MessageQueue, int]) -> dict[MessageQueue, int]:
@@ -217,7 +230,8 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 target[mq] = max(min(latest, self._cap.get(mq, b)), b) if latest >= b else latest
             else:
                 target[mq] = latest
-        new = [mq for mq in watch.readable() if mq not in begin and mq not in vanished]
+        new = ([mq for mq in watch.readable() if mq not in begin and mq not in vanished]
+               if len(begin) < len(watch.queues()) or not watch.queue_set.issubset(begin) else [])
         if new:
             target.update(self._new_queue_starts(new))
         return target
@@ -261,6 +275,8 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                         "their first offset once they answer", ", ".join(brokers))
 
     def _log_lag(self, end: dict[MessageQueue, int], latest: dict[MessageQueue, int]) -> None:
+        if not log.isEnabledFor(logging.INFO):
+            return
         behind = [max(0, latest[mq] - end[mq]) for mq in end if mq in latest]
         if behind:
             log.info("rocketmq source: planned batch ends %d messages behind latest (per queue min %d, avg %.1f, "

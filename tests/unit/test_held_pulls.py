@@ -1,5 +1,5 @@
-"""HeldPulls' bookkeeping: which ended holds hand their queue back to be asked, which are armed again, and which
-queues are never held again."""
+"""HeldPulls' bookkeeping: which ended holds tell their queue's new end (and are armed there), which hand their
+queue back to be asked, which are armed again as they were, and which queues are never held again."""
 from __future__ import annotations
 
 from rmq_spark.client.errors import AuthError, ConnectionLostError
@@ -50,7 +50,7 @@ def _quiet(offset: int, max_offset: int | None = None) -> PullResult:
     return PullResult(PullStatus.NO_NEW_MSG, offset, 0, offset if max_offset is None else max_offset)
 
 
-def test_a_quiet_hold_is_armed_again_and_a_message_hands_the_queue_back():
+def test_a_quiet_hold_is_armed_again_and_a_message_tells_the_new_end():
     client = _Client()
     holds = HeldPulls(client, "g")
     holds.arm(A, 5)
@@ -58,11 +58,19 @@ def test_a_quiet_hold_is_armed_again_and_a_message_hands_the_queue_back():
     holds.arm(A, 5)  # held there already
     assert len(client.calls) == 2 and len(holds) == 2
     client.last(A).end(_quiet(5))
-    client.last(B).end(PullResult(PullStatus.FOUND, 8, 0, 8, body=b"...", first_offset=7))
-    assert holds.rung() == {B}
-    assert A in holds and B not in holds
-    assert (client.last(A).offset, len(client.calls)) == (5, 3)  # A armed again at the same offset
-    assert holds.rung() == set()
+    client.last(B).end(PullResult(PullStatus.FOUND, 8, 0, 9, body=b"...", first_offset=7))
+    assert holds.rung() == {B: 9}
+    assert A in holds and B in holds
+    assert (client.last(A).offset, client.last(B).offset, len(client.calls)) == (5, 9, 4)  # armed again
+    assert holds.rung() == {}
+
+
+def test_a_message_without_the_new_end_hands_the_queue_back():
+    client = _Client()
+    holds = HeldPulls(client, "g")
+    holds.arm(A, 5)
+    client.last(A).end(PullResult(PullStatus.FOUND, 6, -1, -1, frames=(b"..",), first_offset=5))
+    assert holds.rung() == {A: None} and A not in holds
 
 
 def test_an_end_that_is_not_the_queue_end_any_more_is_not_quiet():
@@ -70,7 +78,7 @@ def test_an_end_that_is_not_the_queue_end_any_more_is_not_quiet():
     holds = HeldPulls(client, "g")
     holds.arm(A, 5)
     client.last(A).end(_quiet(5, max_offset=9))  # e.g. a master that took over with more messages
-    assert holds.rung() == {A} and A not in holds
+    assert holds.rung() == {A: None} and A not in holds
 
 
 def test_a_failed_hold_hands_the_queue_back_and_a_refused_one_is_never_held_again():
@@ -80,7 +88,7 @@ def test_a_failed_hold_hands_the_queue_back_and_a_refused_one_is_never_held_agai
     holds.arm(B, 5)
     client.last(A).end(ConnectionLostError("gone"))
     client.last(B).end(AuthError("no permission to pull"))
-    assert holds.rung() == {A, B}
+    assert holds.rung() == {A: None, B: None}
     holds.arm(A, 5)
     holds.arm(B, 5)
     assert A in holds and B not in holds  # waiting cures a lost connection, not a refusal
@@ -95,9 +103,9 @@ def test_a_dropped_or_rearmed_hold_that_ends_later_is_ignored():
     assert first.cancelled
     first.end(_quiet(5))
     first.end(_quiet(5))  # a callback told twice
-    assert holds.rung() == set() and A in holds
+    assert holds.rung() == {} and A in holds
     holds.arm(B, 1)
     holds.keep([A])
     assert B not in holds and client.last(B).cancelled
     client.last(B).end(PullResult(PullStatus.FOUND, 2, 0, 2, body=b"..", first_offset=1))
-    assert holds.rung() == set()
+    assert holds.rung() == {}
