@@ -5,6 +5,7 @@ is handed back to be asked its offsets (DESIGN.md §10's rules live with that as
 from __future__ import annotations
 
 import collections
+import time
 from typing import Iterable
 
 from rmq_spark.client.errors import RETRYABLE, RocketMQError
@@ -14,6 +15,9 @@ from rmq_spark.compiled import PullStatus
 # How long a broker holds each pull: an idle queue costs one request per hold. RocketMQ's push consumer holds
 # 15 s; 30 s keeps 1,000 idle queues at ~33 requests/s.
 HOLD_MS = 30_000
+# How old the end offset a hold's answer tells may be to stand for the queue's end now: a query that waits for
+# messages asks every ~10 ms; under a steady flow the answer came right after the last batch was planned.
+FRESH_S = 0.02
 
 
 class HeldPulls:
@@ -23,7 +27,8 @@ class HeldPulls:
     def __init__(self, client, group: str, hold_ms: int = HOLD_MS) -> None:
         self._client, self._group, self._hold_ms = client, group, hold_ms
         self._held: dict[MessageQueue, tuple[int, object]] = {}  # queue -> (offset, call)
-        self._ended: collections.deque = collections.deque()  # (queue, call), appended by the calls' threads
+        # (queue, call, when it ended), appended by the calls' threads
+        self._ended: collections.deque = collections.deque()
         self._refused: set[MessageQueue] = set()  # a hold failed for a reason waiting will not cure: never again
 
     def __len__(self) -> int:
@@ -49,16 +54,18 @@ class HeldPulls:
             self._note_failure(mq, e)
             return
         self._held[mq] = (offset, call)
-        call.add_done_callback(lambda: self._ended.append((mq, call)))
+        call.add_done_callback(lambda: self._ended.append((mq, call, time.monotonic())))
 
     def rung(self) -> dict[MessageQueue, int | None]:
         """The queues whose hold ended since the last call because a message came, with the end offset the master
-        answered with (its hold is armed again there), or None where that is not known: the answer did not say,
-        the offset is no longer the queue's end, or the hold failed (their broker is away, or refused it). Those
+        answered with if that was in the last FRESH_S (its hold is armed again there), or None where the end now is
+        not known: an older answer (messages keep coming: the end has moved on since), an answer that did not say,
+        an offset that is no longer the queue's end, or a failed hold (its broker is away, or refused it). Those
         are no longer held: ask their offsets."""
         moved: dict[MessageQueue, int | None] = {}
+        now = time.monotonic()
         while self._ended:
-            mq, call = self._ended.popleft()
+            mq, call, ended_at = self._ended.popleft()
             held = self._held.get(mq)
             if held is None or held[1] is not call:
                 continue  # dropped, re-armed, or told twice
@@ -73,7 +80,7 @@ class HeldPulls:
             if result.status is PullStatus.NO_NEW_MSG and result.next_begin_offset == offset \
                     and result.max_offset in (-1, offset):  # -1: the transport does not report it
                 self.arm(mq, offset)  # quiet: nothing came before the hold timed out
-            elif result.status is PullStatus.FOUND and result.max_offset > offset:
+            elif result.status is PullStatus.FOUND and result.max_offset > offset and now - ended_at <= FRESH_S:
                 moved[mq] = result.max_offset
                 self.arm(mq, result.max_offset)
             else:

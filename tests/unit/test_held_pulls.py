@@ -109,3 +109,15 @@ def test_a_dropped_or_rearmed_hold_that_ends_later_is_ignored():
     assert B not in holds and client.last(B).cancelled
     client.last(B).end(PullResult(PullStatus.FOUND, 2, 0, 2, body=b"..", first_offset=1))
     assert holds.rung() == {}
+
+
+def test_an_answer_older_than_a_moment_does_not_stand_for_the_end(monkeypatch):
+    import rmq_spark.held_pulls as held_pulls
+    now = [100.0]
+    monkeypatch.setattr(held_pulls.time, "monotonic", lambda: now[0])
+    client = _Client()
+    holds = HeldPulls(client, "g")
+    holds.arm(A, 5)
+    client.last(A).end(PullResult(PullStatus.FOUND, 6, 0, 9, body=b"...", first_offset=5))
+    now[0] += 1.0  # messages kept coming while the last batch ran: the end has moved on since
+    assert holds.rung() == {A: None} and A not in holds
