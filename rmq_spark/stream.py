@@ -231,7 +231,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             else:
                 target[mq] = latest
         new = ([mq for mq in watch.readable() if mq not in begin and mq not in vanished]
-               if len(begin) < len(watch.queues()) or not watch.queue_set.issubset(begin) else [])
+               if not begin.keys() >= watch.queue_set else [])
         if new:
             target.update(self._new_queue_starts(new))
         return target
