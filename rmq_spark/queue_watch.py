@@ -16,7 +16,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Iterable
 
 from rmq_spark.client.base import NAME_SERVERS
-from rmq_spark.client.errors import RETRYABLE, TopicNotFoundError, UnsupportedError
+from rmq_spark.client.errors import RETRYABLE, RocketMQError, TopicNotFoundError, UnsupportedError
 from rmq_spark.client.model import MessageQueue, TopicRoute
 from rmq_spark.client.outages import RETRY_DOWN_S, broker_group
 from rmq_spark.held_pulls import HeldPulls
@@ -131,7 +131,14 @@ class QueueWatch:
     def _poll_offsets(self, queues: list[MessageQueue]) -> None:
         """Ask ``queues``' latest offsets, note which of them a slave answered or nobody did, and hold a pull at
         the end of each one its master answered."""
-        answers = self.client.max_offsets(queues, partial=True)
+        try:
+            answers = self.client.max_offsets(queues, partial=True)
+        except RocketMQError:
+            # a queue may have left the routes since they were read (a topic that shrank; the gRPC gateway refuses
+            # such a queue): read them now, and ask the queues still in them (the rest is classify()'s to judge)
+            self._apply_routes(self._read_routes())
+            queues = [mq for mq in queues if mq in self.queue_set]
+            answers = self.client.max_offsets(queues, partial=True)
         self.version += 1
         self.latest.update(answers)
         asked = set(queues)

@@ -7,7 +7,7 @@ import logging
 
 from rmq_spark.client import outages
 from rmq_spark.client.base import Answers
-from rmq_spark.client.errors import BrokerUnavailableError
+from rmq_spark.client.errors import BrokerError, BrokerUnavailableError, UnsupportedError
 from rmq_spark.client.model import BrokerData, MessageQueue, QueueData, TopicRoute
 from rmq_spark.client.outages import OutageLog
 from rmq_spark.offset_store import OffsetStore
@@ -110,3 +110,42 @@ def test_an_outage_report_logs_each_broker_down_once_and_back_up(caplog):
         "the master of broker b did not answer (refused); kept for later",
         caplog.records[1].getMessage()]
     assert caplog.records[1].getMessage().startswith("the master of broker b answers again after ")
+
+
+class _ShrunkTopic:
+    """A topic that went from 4 queues on broker-a to 2 after the watch read its route: the offsets of queues 2 and
+    3 are refused (as the gRPC gateway refuses a queue outside the route)."""
+
+    def __init__(self) -> None:
+        self.outages = OutageLog(logging.getLogger("test"))
+        self.route_reads = 0
+
+    def route(self, topic: str, refresh: bool = False) -> TopicRoute:
+        self.route_reads += 1
+        return TopicRoute(TOPIC, (BrokerData("broker-a", {0: "127.0.0.1:10"}),), (QueueData("broker-a", 2, 2, PERM_RW),))
+
+    def live_brokers(self) -> set[str]:
+        return {"broker-a"}
+
+    def max_offsets(self, mqs, partial=False):
+        mqs = list(mqs)
+        if any(mq.queue_id >= 2 for mq in mqs):
+            raise BrokerError("BAD_REQUEST: queue id out of range")
+        return Answers({mq: 7 for mq in mqs})
+
+    def hold_async(self, mq, offset, *, group, hold_ms):
+        raise UnsupportedError("no holds here")
+
+
+def test_offsets_refused_for_queues_that_left_the_route_send_the_watch_to_the_routes_not_to_an_error():
+    client = _ShrunkTopic()
+    watch = QueueWatch(client, parse_options({"nameServer": "127.0.0.1:9876", "topic": TOPIC}))
+    watch._routes = {TOPIC: TopicRoute(TOPIC, (BrokerData("broker-a", {0: "127.0.0.1:10"}),),
+                                       (QueueData("broker-a", 4, 4, PERM_RW),))}
+    watch._routes_at = 0.0  # read before the topic shrank
+    gone = [MessageQueue(TOPIC, "broker-a", 2), MessageQueue(TOPIC, "broker-a", 3)]
+    watch._poll_offsets(watch.queues())
+    assert client.route_reads >= 1
+    assert watch.latest == {MessageQueue(TOPIC, "broker-a", 0): 7, MessageQueue(TOPIC, "broker-a", 1): 7}
+    unavailable, vanished = watch.classify([MessageQueue(TOPIC, "broker-a", 0), *gone])
+    assert vanished == set(gone) and unavailable == set()
