@@ -23,39 +23,27 @@ import threading
 from collections import deque
 from pathlib import Path
 
+from rmq_spark.embedded import JDK, EmbeddedClusterError, maven_package, newer_sources, require_tool, stop_jvm
+
 KAFKA_SHIM = Path(__file__).resolve().parent / "kafka-shim"
 BROKER_JAR = KAFKA_SHIM / "broker" / "target" / "rmq-bench-kafka.jar"
 SPARK_JARS_DIR = KAFKA_SHIM / "spark-kafka" / "target" / "jars"
 
 
-class KafkaShimError(RuntimeError):
+class KafkaShimError(EmbeddedClusterError):
     """The Kafka module could not be built or started, or a command failed."""
 
 
-def _tool(name: str) -> str:
-    path = shutil.which(name)
-    if path is None:
-        raise KafkaShimError(f"'{name}' was not found on PATH (the spark-kafka lines need a JDK 17+ and Maven)")
-    return path
-
-
-def _stale() -> bool:
-    if not BROKER_JAR.is_file() or not any(SPARK_JARS_DIR.glob("spark-sql-kafka-*.jar")):
-        return True
-    built = BROKER_JAR.stat().st_mtime
-    sources = [*KAFKA_SHIM.glob("**/pom.xml"), *(KAFKA_SHIM / "broker" / "src").rglob("*")]
-    return any(p.is_file() and p.stat().st_mtime > built for p in sources if "target" not in p.parts)
+def _sources() -> list[Path]:
+    return [p for p in (*KAFKA_SHIM.glob("**/pom.xml"), *(KAFKA_SHIM / "broker" / "src").rglob("*"))
+            if "target" not in p.parts]
 
 
 def ensure_built(*, force: bool = False) -> Path:
     """Build benchmarks/kafka-shim (``mvn -q package``) when missing or older than its sources; the broker's jar."""
-    if force or _stale():
-        proc = subprocess.run([_tool("mvn"), "-q", "-B", "package", "-DskipTests"], cwd=KAFKA_SHIM,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        if proc.returncode != 0 or not BROKER_JAR.is_file():
-            tail = "\n".join(proc.stdout.splitlines()[-40:])
-            raise KafkaShimError(f"building benchmarks/kafka-shim failed (exit {proc.returncode}):\n{tail}")
-        BROKER_JAR.touch()
+    built = BROKER_JAR.is_file() and any(SPARK_JARS_DIR.glob("spark-sql-kafka-*.jar"))
+    if force or not built or newer_sources(BROKER_JAR, _sources()):
+        maven_package(KAFKA_SHIM, [BROKER_JAR], "benchmarks/kafka-shim")
     return BROKER_JAR
 
 
@@ -81,7 +69,7 @@ class EmbeddedKafka:
     def start(self) -> "EmbeddedKafka":
         jar = ensure_built()
         self._log_dir = tempfile.mkdtemp(prefix="rmq-bench-kafka-")
-        cmd = [_tool("java"), f"-Xmx{self.heap}", *self.jvm_flags, "-jar", str(jar), self._log_dir]
+        cmd = [require_tool("java", JDK), f"-Xmx{self.heap}", *self.jvm_flags, "-jar", str(jar), self._log_dir]
         self._proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                       text=True, encoding="utf-8", bufsize=1)
         threading.Thread(target=self._pump, args=(self._proc.stdout, self._lines.put), daemon=True).start()
@@ -135,15 +123,7 @@ class EmbeddedKafka:
     def close(self, timeout: float = 30.0) -> None:
         proc, self._proc = self._proc, None
         if proc is not None:
-            try:
-                proc.stdin.close()
-            except OSError:
-                pass
-            try:
-                proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
+            stop_jvm(proc, timeout)
         if self._log_dir is not None:
             shutil.rmtree(self._log_dir, ignore_errors=True)
             self._log_dir = None

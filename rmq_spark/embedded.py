@@ -22,7 +22,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 from rmq_spark.client.errors import RocketMQError
 
@@ -37,18 +37,53 @@ class EmbeddedClusterError(RocketMQError):
     """The embedded RocketMQ could not be built, started, or did not carry out a command."""
 
 
-def _require_tool(name: str, what: str) -> str:
+JDK = "a JDK 17 or newer (e.g. apt-get install openjdk-17-jdk-headless)"
+MAVEN = "Apache Maven (e.g. apt-get install maven)"
+
+
+def require_tool(name: str, what: str) -> str:
+    """The path of the program ``name``; EmbeddedClusterError naming ``what`` to install when it is not on PATH."""
     path = shutil.which(name)
     if path is None:
         raise EmbeddedClusterError(f"'{name}' was not found on PATH: install {what} and make sure '{name}' runs.")
     return path
 
 
-def _sources_newer_than(target: Path) -> bool:
+def newer_sources(target: Path, sources: Iterable[Path]) -> bool:
+    """Whether any file among ``sources`` changed after ``target`` was built."""
     built = target.stat().st_mtime
-    sources = [SHIM_DIR / "pom.xml", *SHIM_DIR.glob("*/pom.xml"), *(p for m in ("gateway", "shim")
-                                                                    for p in (SHIM_DIR / m / "src").rglob("*"))]
     return any(p.is_file() and p.stat().st_mtime > built for p in sources)
+
+
+def maven_package(module: Path, outputs: list[Path], what: str) -> None:
+    """``mvn -q package`` in ``module``; EmbeddedClusterError with Maven's last lines when it fails or leaves an
+    output missing. The first output is touched: it is the one to compare with the sources next time."""
+    require_tool("java", JDK)
+    proc = subprocess.run([require_tool("mvn", MAVEN), "-q", "-B", "package", "-DskipTests"], cwd=module,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if proc.returncode != 0 or not all(p.is_file() for p in outputs):
+        tail = "\n".join(proc.stdout.splitlines()[-40:])
+        raise EmbeddedClusterError(f"building {what} with 'mvn -q package' failed (exit {proc.returncode}):\n{tail}")
+    outputs[0].touch()
+
+
+def stop_jvm(proc: subprocess.Popen, timeout: float) -> None:
+    """End a JVM that runs until its stdin closes: close it, wait ``timeout`` s, then kill it."""
+    try:
+        if proc.stdin:
+            proc.stdin.close()
+    except OSError:
+        pass
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=10)
+
+
+def _shim_sources() -> list[Path]:
+    return [SHIM_DIR / "pom.xml", *SHIM_DIR.glob("*/pom.xml"),
+            *(p for m in ("gateway", "shim") for p in (SHIM_DIR / m / "src").rglob("*"))]
 
 
 def ensure_jar(*, force: bool = False) -> Path:
@@ -58,16 +93,9 @@ def ensure_jar(*, force: bool = False) -> Path:
         raise EmbeddedClusterError(
             f"jvm-shim was not found at {SHIM_DIR}: run from a checkout of rmq-spark (pip install -e .) "
             "or set RMQ_SPARK_SHIM_DIR to the jvm-shim folder.")
-    if JAR.is_file() and GATEWAY_JAR.is_file() and not force and not _sources_newer_than(JAR):
+    if JAR.is_file() and GATEWAY_JAR.is_file() and not force and not newer_sources(JAR, _shim_sources()):
         return JAR
-    _require_tool("java", "a JDK 17 or newer (e.g. apt-get install openjdk-17-jdk-headless)")
-    mvn = _require_tool("mvn", "Apache Maven (e.g. apt-get install maven)")
-    proc = subprocess.run([mvn, "-q", "-B", "package", "-DskipTests"], cwd=SHIM_DIR,
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    if proc.returncode != 0 or not JAR.is_file() or not GATEWAY_JAR.is_file():
-        tail = "\n".join(proc.stdout.splitlines()[-40:])
-        raise EmbeddedClusterError(f"building jvm-shim with 'mvn -q package' failed (exit {proc.returncode}):\n{tail}")
-    JAR.touch()
+    maven_package(SHIM_DIR, [JAR, GATEWAY_JAR], "jvm-shim")
     return JAR
 
 
@@ -76,7 +104,7 @@ def jvm_command(*args: str, heap: str = "768m", extra_flags: tuple[str, ...] | l
     """The java command line that runs the harness jar (or ``jar``, e.g. GATEWAY_JAR) with the flags RocketMQ needs
     on JDK 17; ``extra_flags`` come after jvm-flags.txt, so they override it (the benchmarks turn the full JIT back
     on)."""
-    java = _require_tool("java", "a JDK 17 or newer (e.g. apt-get install openjdk-17-jdk-headless)")
+    java = require_tool("java", JDK)
     flags = []
     if JVM_FLAGS_FILE.is_file():
         flags = [line.strip() for line in JVM_FLAGS_FILE.read_text().splitlines()
@@ -186,18 +214,8 @@ class EmbeddedRocketMQ:
     def close(self, timeout: float = 30.0) -> None:
         """Shut the cluster down (end of stdin) and wait for the JVM to exit; kill it if it does not."""
         proc, self._proc = self._proc, None
-        if proc is None:
-            return
-        try:
-            if proc.stdin:
-                proc.stdin.close()
-        except OSError:
-            pass
-        try:
-            proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
+        if proc is not None:
+            stop_jvm(proc, timeout)
 
     def __enter__(self) -> "EmbeddedRocketMQ":
         return self.start()
