@@ -1,4 +1,4 @@
-"""Columnar decoding: PULL_MESSAGE bodies straight into Arrow RecordBatches of the output schema (DESIGN.md §2, §6).
+"""Columnar decoding: PULL_MESSAGE bodies straight into Arrow RecordBatches of the output schema (docs/DESIGN.md §2, §6).
 
 The native core (``rmq_spark._native``, Rust, run with the GIL released; ``client.gathering``) walks the records and
 gathers them into their columns, only the columns asked for and only the rows inside each block's queue-offset

@@ -2,7 +2,7 @@
 flag, PullRequestHoldService), so that the stream driver learns which queues moved without asking every queue on
 a clock. A hold is mostly a doorbell: only a master's answer that a message just ended tells the queue's end; a
 queue whose hold ends any other way (an older answer, a failure) is handed back to be asked its offsets
-(DESIGN.md §10's rules live with that asking, in QueueWatch)."""
+(docs/DESIGN.md §10's rules live with that asking, in QueueWatch)."""
 from __future__ import annotations
 
 import collections

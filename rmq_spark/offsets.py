@@ -3,7 +3,7 @@ and the canonical offset JSON (``{"Topic": {"broker-a/0": 42}}``) that Spark sto
 
 The end of a streaming query's first batch also carries that batch's start under ``START_KEY`` (not a legal topic
 name): Spark logs no start for a Python source, and a batch 0 replayed after a crash must read from the start it was
-planned with, not from a start resolved again (DESIGN.md §8)."""
+planned with, not from a start resolved again (docs/DESIGN.md §8)."""
 from __future__ import annotations
 
 import json

@@ -1,5 +1,5 @@
 """Driver-side planning shared by the batch and streaming readers: which queues, and which ranges to read, under
-the one data-loss rule (DESIGN.md §10: lost is only what a live broker proves)."""
+the one data-loss rule (docs/DESIGN.md §10: lost is only what a live broker proves)."""
 from __future__ import annotations
 
 import logging

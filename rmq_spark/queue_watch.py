@@ -1,6 +1,6 @@
 """The streaming driver's view of the query's queues: which the routes show, their latest offsets, and for a queue
 Spark knows but cannot read now, whether it is *unavailable* (its broker is missing from the route or silent:
-wait for it) or has *vanished* (a live broker no longer has it: the data-loss rule applies). DESIGN.md §10.
+wait for it) or has *vanished* (a live broker no longer has it: the data-loss rule applies). docs/DESIGN.md §10.
 
 Spark asks for the latest offsets every few milliseconds when idle, so they are answered from memory: each queue
 whose master answered is watched by a held pull (``HeldPulls``), and only the queues whose hold ended (a message

@@ -1,4 +1,4 @@
-"""The source's output schema (DESIGN.md §6) and the Arrow batch builder that matches it exactly."""
+"""The source's output schema (docs/DESIGN.md §6) and the Arrow batch builder that matches it exactly."""
 from __future__ import annotations
 
 from typing import Sequence

@@ -1,7 +1,7 @@
 """The streaming reader: offsets are next-offset-per-queue JSON; each micro-batch is an exact set of queue ranges
 that Spark logs before it runs. After Spark commits a batch, its end is mirrored to the consumer group.
 
-The fault model (DESIGN.md §10): a queue whose broker is missing from the route or silent is unavailable, not
+The fault model (docs/DESIGN.md §10): a queue whose broker is missing from the route or silent is unavailable, not
 lost. Its offset stays in every batch's end unchanged and it is planned again when its broker answers; the rest
 of the query keeps going. Data loss is only what a live broker proves."""
 from __future__ import annotations

@@ -1,5 +1,5 @@
 //! The rules of an exact range read `[start, end)` of one queue, apart from any I/O: which pulls to send, and what
-//! each answer means for the range (DESIGN.md §2 and §10). Both transports drive it: the native pull loop
+//! each answer means for the range (docs/DESIGN.md §2 and §10). Both transports drive it: the native pull loop
 //! (`pulls`) over a pipe, and the Python reader over a transport's own calls (gRPC, TLS, signed requests).
 //!
 //! Queue offsets are dense, so the range is cut into slots and a pull is sent for each of the next `depth` slots
@@ -31,7 +31,7 @@ pub fn backoff_delay(attempt: u32) -> Duration {
     FIRST_BACKOFF.saturating_mul(1u32.checked_shl(attempt.min(16)).unwrap_or(u32::MAX)).min(MAX_BACKOFF)
 }
 
-/// The error of the data-loss rule (DESIGN.md §10) under failOnDataLoss=true, for every place that applies it:
+/// The error of the data-loss rule (docs/DESIGN.md §10) under failOnDataLoss=true, for every place that applies it:
 /// `what` is gone, `remedy` says what failOnDataLoss=false would do instead.
 pub fn data_loss_error(what: &str, remedy: &str) -> String {
     format!("{what}. Set failOnDataLoss=false to {remedy}.")

@@ -1,4 +1,4 @@
-//! `rmq_spark._native`: the executor's hot path in compiled code (DESIGN.md §12). Pulled message blocks are walked
+//! `rmq_spark._native`: the executor's hot path in compiled code (docs/DESIGN.md §12). Pulled message blocks are walked
 //! and gathered into Arrow columns with the GIL released; the columns reach pyarrow through the Arrow C data
 //! interface, without a copy. Pulls travel over `pipe`s of the reader's own, whose frames `frame` encodes and
 //! decodes. The core (`records`, `columns`, `arrow`, `frame`, `pipe`) is plain Rust; `python` binds it (feature

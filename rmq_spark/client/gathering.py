@@ -1,4 +1,4 @@
-"""Pulled chunks through the native gatherer (``compiled.BlockGatherer``, DESIGN.md §12): blocks of stored records
+"""Pulled chunks through the native gatherer (``compiled.BlockGatherer``, docs/DESIGN.md §12): blocks of stored records
 (remoting) or a v2 pull's answer frames (gRPC) into columns, with the core's errors raised as the package's. The
 core owns the record rules: the record walk, decompression bounded by maxMessageBytes, inner batches, properties,
 message ids, the tag re-check. ``arrow_decoder`` builds Arrow batches of the output schema from the columns;

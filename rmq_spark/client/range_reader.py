@@ -1,6 +1,6 @@
 """Read one queue's offset range ``[start, end)`` exactly, with several pulls in flight, into a chunk builder.
 
-The rules of the read are the native core's range cursor (``native/src/cursor.rs``; DESIGN.md §2, §10): which
+The rules of the read are the native core's range cursor (``native/src/cursor.rs``; docs/DESIGN.md §2, §10): which
 pulls to send (slots of dense offsets, ``depth`` in flight, sized to what one pull serves), what each answer means
 for the range (a short answer's rest pulled next, a filter's span skipped), when data is lost (only when the broker
 proves it: its first held offset is past the one asked for, its last offset fell below it, or a gap in an

@@ -1,4 +1,4 @@
-"""The consumer group a streaming query mirrors its offsets to (DESIGN.md §10): a group another application
+"""The consumer group a streaming query mirrors its offsets to (docs/DESIGN.md §10): a group another application
 consumes with is refused, a group's offsets are never moved back, and nothing is mirrored before a batch commits.
 Checked against the real broker and the official Java consumer and admin tool."""
 from __future__ import annotations

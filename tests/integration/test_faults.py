@@ -1,4 +1,4 @@
-"""Streaming through real faults of the real RocketMQ (DESIGN.md §10), through both transports: a broker down for
+"""Streaming through real faults of the real RocketMQ (docs/DESIGN.md §10), through both transports: a broker down for
 longer than the task deadline, a one-broker cluster restarted, every name server down, a master down while its
 slave serves. Each ends with every (queue, offset) delivered exactly once. Deadlines and polls are shortened through
 options so that each takes seconds."""

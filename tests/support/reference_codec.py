@@ -1,4 +1,4 @@
-"""The test oracle of the native gatherer (DESIGN.md §12): a plain Python reading of pulled messages, for the
+"""The test oracle of the native gatherer (docs/DESIGN.md §12): a plain Python reading of pulled messages, for the
 differential tests and the fuzz seeds. ``decode_messages`` reads the body of a PULL_MESSAGE FOUND response into
 the client's Messages, ``decode_frames`` a gRPC pull's answer frames; ``to_record_batch`` and ``MessageBatcher``
 turn Messages into Arrow batches of the output schema.
