@@ -179,7 +179,7 @@ def parse_assign(value: str) -> frozenset[MessageQueue]:
     data = _topics_json("assign", value, what="the queues to read", example=example)
     out = set()
     for topic, keys in data.items():
-        _topic_name("assign", topic)
+        check_topic_name("assign", topic)
         if not isinstance(keys, list) or not keys:
             raise OptionError(f"option assign: topic {topic!r} must map to a non-empty list of \"brokerName/queueId\" "
                               f"keys, like {example}")
@@ -428,7 +428,8 @@ def _connection(opts: Mapping[str, str]) -> dict[str, object]:
             **tls_files, **({"tls": True} if tls_files else {})}
 
 
-def _topic_name(option: str, topic: str) -> str:
+def check_topic_name(option: str, topic: str) -> str:
+    """``topic`` when it is a valid RocketMQ topic name, else OptionError naming ``option``."""
     if not _TOPIC_NAME.match(topic):
         raise OptionError(f"option {option}: {topic!r} is not a valid RocketMQ topic name "
                           "(letters, digits, %, |, _ and -, at most 127 characters)")
@@ -461,7 +462,7 @@ def parse_options(raw: Mapping[str, str], *, streaming: bool = False) -> SourceO
         except re.error as e:
             raise OptionError(f"option topicPattern is not a valid regular expression: {e}") from None
     else:
-        topics = tuple(sorted({_topic_name(chosen[0], t.strip())
+        topics = tuple(sorted({check_topic_name(chosen[0], t.strip())
                                for t in opts[chosen[0]].split(",") if t.strip()}))
 
     expression = FilterExpression(opts.get("subExpression", "*"),
@@ -519,7 +520,7 @@ def parse_sink_options(raw: Mapping[str, str]) -> SinkOptions:
     ns = Namespace(connection["namespace"] or "")
     topic = ns.unwrap(opts.get("topic", "").strip()) or None
     if topic is not None:
-        _topic_name("topic", topic)
+        check_topic_name("topic", topic)
     group = ns.unwrap(opts.get("producerGroup", "").strip())
     guarantee = _parse_choice("deliveryGuarantee", opts.get("deliveryGuarantee", AT_LEAST_ONCE),
                               (AT_LEAST_ONCE, EXACTLY_ONCE))

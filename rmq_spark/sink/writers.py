@@ -11,12 +11,14 @@ from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowW
 from rmq_spark.client.errors import RocketMQError
 from rmq_spark.client.model import HalfMessage
 from rmq_spark.connect import new_client, shared_client
-from rmq_spark.options import OptionError, SinkOptions
+from rmq_spark.options import OptionError, SinkOptions, check_topic_name
 from rmq_spark.sink.columns import Rows, iter_rows
 from rmq_spark.sink.message_types import TopicTypes
 from rmq_spark.sink.routing import Router
 from rmq_spark.sink.sender import Sender
-from rmq_spark.sink.transactions import ROW_KEY_PROPERTY, CommitRecords, RowKeys, commit_batch, end_halves
+from rmq_spark.sink.commit_records import CommitRecords, records_topic
+from rmq_spark.sink.row_keys import ROW_KEY_PROPERTY, row_key
+from rmq_spark.sink.transactions import Outcome, commit_batch, end_halves
 
 log = logging.getLogger(__name__)
 BATCH_ID_PROPERTY = "streaming.sql.batchId"  # MicroBatchExecution.BATCH_ID_KEY
@@ -74,18 +76,20 @@ def write_task(options: SinkOptions, batches: Iterator[pa.RecordBatch], batch_id
         sender = Sender(client, options.producer_group, transactional=eo,
                         retry_timeout=options.broker_retry_timeout)
         types = TopicTypes(client, transactional=eo)
-        row_keys = RowKeys(options.producer_group, batch_id, partition) if eo and batch_id is not None else None
+        keyed = eo and batch_id is not None  # a streaming exactly-once batch, whose commit a restart may recover
         keys: list[str] = []
         for rows in iter_rows(batches, options.topic):
-            if row_keys is not None:  # a streaming exactly-once batch, whose commit a restart may recover
+            if keyed:
                 _refuse_timers(rows)
             explicit = rows.queues
             for i, message in enumerate(rows.messages):
                 topic = rows.topics[i]
-                mq = router.route(topic, message.sharding_key, *(explicit[i] if explicit is not None else (None, None)))
+                named = explicit[i] if explicit is not None else (None, None)
+                mq = router.route(topic, message.sharding_key, *named)
                 types.check(topic, message)
-                if row_keys is not None:
-                    keys.append(row_keys.key(topic, message))
+                if keyed:
+                    keys.append(row_key(options.producer_group, batch_id, topic, message,
+                                        None if named[0] is None else named))
                     message.properties[ROW_KEY_PROPERTY] = keys[-1]
                 elif eo:
                     keys.append("")
@@ -133,7 +137,10 @@ class RocketMQStreamWriter(DataSourceStreamArrowWriter):
     def __init__(self, options: SinkOptions) -> None:
         if options.exactly_once and options.topic is None:
             raise OptionError("deliveryGuarantee=exactly_once in a streaming query needs option topic: the commit "
-                              "marker is kept on a queue of that topic (rows may still name other topics)")
+                              "records are kept on a broker group of that topic (rows may still name other topics)")
+        if options.exactly_once:
+            check_topic_name("producerGroup (in the name of the topic of its commit records)",
+                             records_topic(options.producer_group))
         self.options = options
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommit:
@@ -147,8 +154,8 @@ class RocketMQStreamWriter(DataSourceStreamArrowWriter):
         with new_client(o) as client:  # fresh routes, and reads on masters (no suggestion of a slave kept)
             outcome = commit_batch(CommitRecords(client, o.producer_group, o.topic), batchId, halves,
                                    o.broker_retry_timeout)
-        if outcome != "committed":
-            log.warning("rocketmq sink: batch %d was %s (%d half messages)", batchId, outcome, len(halves))
+        if outcome is not Outcome.COMMITTED:
+            log.warning("rocketmq sink: batch %d was %s (%d half messages)", batchId, outcome.value, len(halves))
 
     def abort(self, messages: Sequence[WriterCommitMessage | None], batchId: int) -> None:
         halves = _halves(messages)

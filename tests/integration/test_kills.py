@@ -17,7 +17,8 @@ import time
 from pathlib import Path
 
 from rmq_spark.client import RemotingClient, RocketMQError
-from rmq_spark.sink.transactions import MARKER_SUFFIX, ROW_KEY_PROPERTY
+from rmq_spark.sink.commit_records import CommitRecord, CommitRecords, Step
+from rmq_spark.sink.row_keys import ROW_KEY_PROPERTY
 from tests.support.checkpoints import committed_offsets, logged
 from tests.conftest import unique_topic
 from tests.integration import kill_job
@@ -127,13 +128,13 @@ def test_exactly_once_across_kills_inside_commits_and_a_broker_restart(spark, ro
             producer_error.append(e)
 
     client = RemotingClient(rocketmq.name_server)
-    marker_queue = client.route(exact).write_queues()[0]
+    records = CommitRecords(client, exact_group, exact)
 
-    def marker() -> int | None:
-        """The exactly-once query's marker (§11): odd from the start of a commit to its end; None while there is
-        none, or its broker is restarting."""
+    def marker() -> CommitRecord | None:
+        """The exactly-once query's last commit record (§11): started from the start of a commit to its end; None
+        while there is none, or its broker is restarting."""
         try:
-            return client.query_consumer_offsets(exact_group + MARKER_SUFFIX, [marker_queue])[marker_queue]
+            return records.current()
         except RocketMQError:
             return None
 
@@ -143,7 +144,7 @@ def test_exactly_once_across_kills_inside_commits_and_a_broker_restart(spark, ro
     kinds = ["start-up", "first batch", "commit"]
     rng.shuffle(kinds)
 
-    def kill_moment(kind: str, job: KillJob, left: int | None, planned: int) -> None:
+    def kill_moment(kind: str, job: KillJob, left: CommitRecord | None, planned: int) -> None:
         """Wait for this driver's moment of ``kind``: a random time in its start-up (the JVM, the first
         planning), inside the first batch it plans (logged, not committed; for the first driver the query's batch
         0), or inside an exactly-once commit."""
@@ -154,7 +155,7 @@ def test_exactly_once_across_kills_inside_commits_and_a_broker_restart(spark, ro
             _wait_for(lambda: _batches(checkpoint) > planned, 240, "a batch this driver planned", job, poll=0.005)
             time.sleep(rng.uniform(0, 0.5))
         else:
-            _wait_for(lambda: (m := marker()) is not None and m % 2 == 1 and m != left, 240,
+            _wait_for(lambda: (m := marker()) is not None and m.step is Step.STARTED and m != left, 240,
                       "an exactly-once commit of this driver under way", job, poll=0.005)
 
     def _kill_round(round: int, attempt: int, kind: str) -> None:
@@ -162,7 +163,7 @@ def test_exactly_once_across_kills_inside_commits_and_a_broker_restart(spark, ro
         planned = _batches(checkpoint)
         job = KillJob(rocketmq, tmp_path / f"driver-{round}.{attempt}.log", topic, group, out, checkpoint, *sinks)
         try:
-            left = marker()  # odd when the last driver died inside a commit
+            left = marker()  # started when the last driver died inside a commit
             if kind == "commit":  # a broker restarts under this driver, which must go on past it
                 before = _commits(checkpoint)
                 _wait_for(lambda: _commits(checkpoint) > before, 240, "a batch of the first driver", job)

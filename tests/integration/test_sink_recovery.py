@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import base64
 import collections
+import itertools
 import time
+from dataclasses import replace
+from unittest import mock
 
 import pyarrow as pa
 import pytest
@@ -15,7 +18,9 @@ from rmq_spark.connect import new_client, shared_client
 from rmq_spark.embedded import EmbeddedRocketMQ
 from rmq_spark.options import SinkOptions, parse_sink_options
 from rmq_spark.sink.routing import java_string_hash
-from rmq_spark.sink.transactions import SCAN_SUFFIX, CommitError, CommitRecords, commit_batch
+from rmq_spark.sink.commit_records import CommitError, CommitRecord, CommitRecords, Step
+from rmq_spark.sink.transactions import Outcome, commit_batch
+from rmq_spark.sink import writers
 from rmq_spark.sink.writers import RocketMQStreamWriter, SinkCommit, write_task
 from tests.conftest import unique_topic
 
@@ -84,9 +89,24 @@ class _LateRegistration:
                           tuple(q for q in route.queues if q.broker_name != self._broker))
 
 
-class _LostScanStarts:
-    """A client to which broker group ``broker`` answers no recorded scan start (a broker that lost its consumer
-    offsets, or queues newer than the record)."""
+class _UnrecordedQueues(CommitRecords):
+    """Commit records whose started record has no scan start for the queues of broker group ``broker`` (queues
+    added to a topic after its commit began)."""
+
+    def __init__(self, client, group: str, topic: str, broker: str) -> None:
+        super().__init__(client, group, topic)
+        self._broker = broker
+
+    def last(self, home: str) -> CommitRecord | None:
+        record = super().last(home)
+        if record is None or record.step is Step.DONE:
+            return record
+        return replace(record, scan={mq: s for mq, s in record.scan.items() if mq.broker_name != self._broker})
+
+
+class _Retention:
+    """A client to which broker group ``broker`` answers first offsets past every message stored (its retention
+    deleted them)."""
 
     def __init__(self, client, broker: str) -> None:
         self._client, self._broker = client, broker
@@ -94,10 +114,11 @@ class _LostScanStarts:
     def __getattr__(self, name: str):
         return getattr(self._client, name)
 
-    def query_consumer_offsets(self, group: str, mqs, *, partial: bool = False):
-        answers = self._client.query_consumer_offsets(group, mqs, partial=partial)
-        if group.endswith(SCAN_SUFFIX):
-            answers.update({mq: None for mq in answers if mq.broker_name == self._broker})
+    def min_offsets(self, mqs, *, partial: bool = False):
+        answers = self._client.min_offsets(mqs, partial=partial)
+        mine = [mq for mq in answers if mq.broker_name == self._broker]
+        if mine:
+            answers.update(self._client.max_offsets(mine))
         return answers
 
 
@@ -109,13 +130,14 @@ def _options(mq: EmbeddedRocketMQ, topic: str) -> SinkOptions:
                                "producerGroup": f"pg-{topic}"[:60], "brokerRetryTimeoutMs": "3000"})
 
 
-def _tasks(options: SinkOptions, batch_id: int, bodies: list[str]) -> list[SinkCommit]:
-    """Two tasks of micro-batch ``batch_id`` that send ``bodies`` as half messages over today's write route."""
+def _tasks(options: SinkOptions, batch_id: int, bodies: list[str], tasks: int = 2) -> list[SinkCommit]:
+    """``tasks`` tasks of micro-batch ``batch_id`` that send ``bodies`` as half messages over today's write route."""
     with shared_client(options) as client:
         client.route(options.topic, refresh=True)
-    half = len(bodies) // 2
-    return [write_task(options, iter([pa.RecordBatch.from_pydict({"body": part})]), batch_id)
-            for part in (bodies[:half], bodies[half:])]
+    size = -(-len(bodies) // tasks)
+    with mock.patch.object(writers, "_partition", side_effect=itertools.count().__next__):  # Spark's partition ids
+        return [write_task(options, iter([pa.RecordBatch.from_pydict({"body": bodies[i:i + size]})]), batch_id)
+                for i in range(0, len(bodies), size)]
 
 
 def _crash_inside_commit(options: SinkOptions, batch_id: int, commits: int, late: str | None = None) -> None:
@@ -184,7 +206,7 @@ def test_a_cut_commit_waits_for_the_marker_broker_and_completes_once_it_is_back(
         with pytest.raises(CommitError, match="broker-a have no master answering.*Restarting the query completes"):
             _replay(options, 1)
         outage.stop(1)  # the whole group leaves the route
-        with pytest.raises(CommitError, match="keeps the commit marker .*recorded by broker-b.* not in the route"):
+        with pytest.raises(CommitError, match="keeps the commit records .*recorded by broker-b.* not in the route"):
             _replay(options, 1)
         assert _visible(replicated_pair, topic, "broker-b") == partial_b, "a replay committed rows on broker-b"
     _replay(options, 1)
@@ -202,10 +224,10 @@ def test_a_cut_commit_waits_for_every_broker_group_it_wrote_to(replicated_pair, 
 
     with _Outage(replicated_pair, "broker-b") as outage:
         outage.stop(0)
-        with pytest.raises(CommitError, match=r"wrote to 1 \(topic, broker group\) pair.*on broker-b, whose master"):
+        with pytest.raises(CommitError, match=r"reading back the rows of batch 0: broker group\(s\) broker-b have no master answering"):
             _replay(options, 0)
         outage.stop(1)
-        with pytest.raises(CommitError, match="others are out of the routes"):
+        with pytest.raises(CommitError, match=r"broker group\(s\) broker-b \(.*\) of the commit .* are not in the topic route now"):
             _replay(options, 0)
         assert _visible(replicated_pair, topic, "broker-a") == partial_a, "a replay committed rows on broker-a"
     _replay(options, 0)
@@ -236,6 +258,38 @@ def test_a_recovery_reads_a_queue_without_a_recorded_scan_start_from_its_first_o
     options = _cut_with_rows_on_broker_b(replicated_pair, request)
     halves = [pair for m in _tasks(options, 0, BODIES) for pair in m.halves]
     with new_client(options) as client:
-        records = CommitRecords(_LostScanStarts(client, "broker-b"), options.producer_group, options.topic)
-        assert commit_batch(records, 0, halves, options.broker_retry_timeout) == "recovered"
+        records = _UnrecordedQueues(client, options.producer_group, options.topic, "broker-b")
+        assert commit_batch(records, 0, halves, options.broker_retry_timeout) is Outcome.RECOVERED
     assert _visible(replicated_pair, options.topic) == collections.Counter(BODIES)
+
+
+def test_a_cut_batch_replayed_with_other_partitioning_is_committed_once(replicated_pair, request):
+    # issue 34 item 4: row keys named the task's partition, so a replay split otherwise committed rows again
+    options = _cut_with_rows_on_broker_b(replicated_pair, request)
+    RocketMQStreamWriter(options).commit(_tasks(options, 0, BODIES, tasks=len(BODIES)), 0)  # a row a task
+    assert _visible(replicated_pair, options.topic) == collections.Counter(BODIES)
+
+
+def test_a_recovery_scans_the_queues_of_the_cut_commit_not_of_today(replicated_pair, request):
+    # issue 34 item 5: broker-b's topic shrank from 2 queues to 1 between the cut and the recovery; the rows the cut
+    # commit stored in its queue 1 must not be committed again
+    options = _cut_with_rows_on_broker_b(replicated_pair, request)
+    assert _visible(replicated_pair, options.topic, "broker-b")
+    replicated_pair.create_topic(options.topic, queues=1, broker="broker-b")
+    try:
+        with pytest.raises(CommitError, match=r"broker-b/1 holds messages stored since batch 0's commit began .*"
+                                              r"no longer has it as a readable queue.*at least 2 read queues"):
+            _replay(options, 0)
+    finally:
+        replicated_pair.create_topic(options.topic, queues=2, broker="broker-b")
+    _replay(options, 0)
+    assert _visible(replicated_pair, options.topic) == collections.Counter(BODIES)
+
+
+def test_a_recovery_whose_scan_window_retention_deleted_says_so(replicated_pair, request):
+    options = _cut_with_rows_on_broker_b(replicated_pair, request)
+    halves = [pair for m in _tasks(options, 0, BODIES) for pair in m.halves]
+    with new_client(options) as client:
+        records = CommitRecords(_Retention(client, "broker-b"), options.producer_group, options.topic)
+        with pytest.raises(CommitError, match=r"retention deleted messages of .*broker-b.* new producerGroup"):
+            commit_batch(records, 0, halves, options.broker_retry_timeout)

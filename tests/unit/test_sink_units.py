@@ -13,8 +13,9 @@ from rmq_spark.sink.columns import check_columns, to_rows
 from rmq_spark.sink.message_types import TopicTypes
 from rmq_spark.sink.routing import java_string_hash, queue_for_key
 from rmq_spark.sink import writers
-from rmq_spark.sink.transactions import (CommitError, RowKeys, attempt_word, end_halves, fingerprint, on_masters,
-                                         read_attempt)
+from rmq_spark.sink.commit_records import CommitError, CommitRecord, Step, fingerprint, on_masters
+from rmq_spark.sink.row_keys import row_key
+from rmq_spark.sink.transactions import end_halves
 
 
 # expected values printed by Java 17's String.hashCode (jshell)
@@ -106,16 +107,27 @@ def test_a_topic_takes_messages_of_its_type_a_mixed_one_all_and_an_untyped_one_i
         TopicTypes(client, transactional=True).check("F", keyed)
 
 
-def test_row_keys_name_batch_partition_and_content_not_position():
-    def keys(order):
-        rk = RowKeys("g", 7, 3)
-        msgs = [OutgoingMessage(b"x", properties={"UNIQ_KEY": str(i)}) for i in range(2)] + [OutgoingMessage(b"y")]
-        return sorted(rk.key("t", msgs[i]) for i in order)
-    assert keys([0, 1, 2]) == keys([2, 1, 0])
-    first = keys([0, 1, 2])
-    assert len(set(first)) == 3 and all(k.startswith("g/7/3/") for k in first)
-    x = OutgoingMessage(b"x")
-    assert len({RowKeys("g", 7, 3).key("t", x), RowKeys("g", 7, 4).key("t", x), RowKeys("g", 8, 3).key("t", x)}) == 3
+def test_row_keys_name_batch_and_content_never_the_task():
+    x, y = OutgoingMessage(b"x"), OutgoingMessage(b"y")
+    assert row_key("g", 7, "t", x).startswith("g/7/")
+    # the same row in any task, under any UNIQ_KEY, has one key: a replay with other partitioning finds it again
+    assert row_key("g", 7, "t", x) == row_key("g", 7, "t", OutgoingMessage(b"x", properties={"UNIQ_KEY": "u"}))
+    others = [row_key("g", 8, "t", x), row_key("g", 7, "u", x), row_key("g", 7, "t", y),
+              row_key("g", 7, "t", OutgoingMessage(b"x", sharding_key="k")),
+              row_key("g", 7, "t", x, ("broker-a", 1)), row_key("g", 7, "t", x, ("broker-a", 2))]
+    assert len({row_key("g", 7, "t", x), *others}) == 1 + len(others)
+
+
+def test_commit_records_read_back_what_they_wrote_and_refuse_what_they_cannot_read():
+    a0, b3 = MessageQueue("t", "broker-a", 0), MessageQueue("u", "broker-b", 3)
+    record = CommitRecord(4, Step.STARTED, frozenset({("t", "broker-a"), ("u", "broker-b")}), {a0: 10, b3: 0})
+    assert CommitRecord.decode(record.encode(), "here") == record
+    assert CommitRecord.decode(CommitRecord(4, Step.DONE).encode(), "here") == CommitRecord(4, Step.DONE)
+    with pytest.raises(CommitError, match="at R:b/0/3 is not a commit record of rmq-spark.*is topic 'R' written"):
+        CommitRecord.decode(b"hello", "R:b/0/3")
+    newer = record.encode().replace(b'"version":1', b'"version":9')
+    with pytest.raises(CommitError, match="written by a newer rmq-spark"):
+        CommitRecord.decode(newer, "here")
 
 
 class _Ending:
@@ -171,9 +183,7 @@ def test_a_commit_that_could_not_be_sent_waits_for_its_broker_until_the_deadline
     assert [m for m, _ in gone.ended] == ["0-0"]
 
 
-def test_commit_records_are_longs_a_broker_keeps_and_only_masters_answer_them():
-    assert read_attempt(attempt_word((1 << 32) - 1, 1, 0xFFFF)) == ((1 << 32) - 1, 1, 0xFFFF)
-    assert 0 <= attempt_word((1 << 32) - 1, 1, 0xFFFF) < 1 << 63
+def test_the_home_is_a_long_a_broker_keeps_and_only_masters_answer_records():
     assert all(0 <= fingerprint(n) < 1 << 63 for n in ("broker-a", "", "ü" * 300))
     assert fingerprint("broker-a") != fingerprint("broker-b")
     a, b = MessageQueue("t", "broker-a", 0), MessageQueue("t", "broker-b", 0)

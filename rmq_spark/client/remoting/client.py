@@ -294,19 +294,24 @@ class RemotingClient(BaseClient):
         return self._request(queues[0], req.topic_config_request(self.namespace.wrap(topic)),
                              lambda r, a: req.topic_attributes(r, topic, a)).result()
 
+    def _known_attributes(self, topic: str) -> dict[str, str]:
+        """``topic_attributes``, empty where the broker has no topic attributes (RocketMQ 4 has no
+        GET_TOPIC_CONFIG) or does not let this user read them."""
+        try:
+            return self.topic_attributes(topic)
+        except (AuthError, BrokerError) as e:
+            if isinstance(e, AuthError) or e.code == codes.REQUEST_CODE_NOT_SUPPORTED:
+                return {}
+            raise
+
     def is_compacted(self, topic: str) -> bool:
-        """True when ``topic`` has the cleanup policy COMPACTION."""
-        return self.topic_attributes(topic).get(COMPACTION[0], "").upper() == COMPACTION[1]
+        """True when ``topic`` has the cleanup policy COMPACTION (never on a broker without topic attributes)."""
+        return self._known_attributes(topic).get(COMPACTION[0], "").upper() == COMPACTION[1]
 
     def topic_message_type(self, topic: str) -> MessageType | None:
         """The topic's attribute message.type; None where it has none, or the broker has no topic attributes
         (RocketMQ 4) or does not let this user read them."""
-        try:
-            value = self.topic_attributes(topic).get(MESSAGE_TYPE)
-        except (AuthError, BrokerError) as e:
-            if isinstance(e, AuthError) or e.code == codes.REQUEST_CODE_NOT_SUPPORTED:
-                return None
-            raise
+        value = self._known_attributes(topic).get(MESSAGE_TYPE)
         try:
             return MessageType(value.upper()) if value else None
         except ValueError:
