@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Sourced by scripts/demo.sh and scripts/test.sh: checks the prerequisites, creates the virtualenv, installs
-# rmq-spark with its test extra (when pyproject.toml changed; maturin builds the native core, again when its sources
+# rmq-spark with its test dependency group (when pyproject.toml changed; maturin builds the native core, again when its sources
 # changed) and builds jvm-shim (when its sources changed).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -23,16 +23,16 @@ if [ ! -x "$VENV/bin/python" ]; then
   echo "==> creating virtualenv $VENV"
   "$PYTHON" -m venv "$VENV"
 fi
-# activated, as it were: maturin runs itself and zig from PATH (the release extra installs both here)
+# activated, as it were: maturin runs itself and zig from PATH (the release dependency group installs both here)
 export PATH="$VENV/bin:$PATH" VIRTUAL_ENV="$VENV"
 stamp="$VENV/.rmq-spark-installed"
 native_lib="$ROOT/rmq_spark/_native.abi3.so"
 if [ ! -f "$stamp" ] || [ "$ROOT/pyproject.toml" -nt "$stamp" ]; then
-  echo "==> installing rmq-spark (editable: maturin builds the native core with cargo) and its test extra into $VENV"
+  echo "==> installing rmq-spark (editable: maturin builds the native core with cargo) and its test dependency group into $VENV"
   "$VENV/bin/python" -m pip install -q --upgrade pip
   # maturin's editable install puts the checkout on sys.path (Spark's discovery of pyspark_* modules then sees
   # pyspark_rocketmq) and the built core beside its Python modules, in rmq_spark/
-  "$VENV/bin/python" -m pip install -q -e "$ROOT[test]" \
+  "$VENV/bin/python" -m pip install -q -e "$ROOT" --group "$ROOT/pyproject.toml:test" \
     || die "installing rmq-spark into $VENV failed; see the errors above (cargo's, if the native core did not build)."
   touch "$stamp"
 elif [ ! -f "$native_lib" ] || [ -n "$(find "$ROOT/native/src" "$ROOT/native/Cargo.toml" "$ROOT/native/Cargo.lock" \
