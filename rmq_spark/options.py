@@ -70,7 +70,8 @@ KNOWN_OPTIONS: dict[str, str] = {
     "rowsPerBatch": "rows per Arrow batch a task yields, default 8192",
     "maxMessagesPerTrigger": "streaming: at most this many messages per micro-batch",
     "minMessagesPerTrigger": "streaming: wait for at least this many messages per micro-batch",
-    "maxTriggerDelay": "streaming: longest wait for minMessagesPerTrigger, e.g. '15m', '30s'",
+    "maxTriggerDelay": "streaming: longest wait for minMessagesPerTrigger, e.g. '15m', '30s' (a bare number is "
+                       "milliseconds, as in Spark)",
     "commitOffsetsToBroker": "streaming: mirror committed offsets to consumerGroup on the broker",
     "pollNameServerIntervalMs": "streaming: how often new queues and topics are looked up, default 10000",
     "pushFilters": "batch: narrow the plan by pushed filters (needs spark.sql.python.filterPushdown.enabled)",
@@ -113,17 +114,21 @@ def _parse_choice(name: str, value: str, choices: tuple[str, ...]) -> str:
     raise OptionError(f"option {name} must be one of {', '.join(choices)}, not {value!r}")
 
 
-_DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|h|d)?\s*$", re.I)
-_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, None: 1000}
+_DURATION = re.compile(r"^\s*(\d+)\s*([a-z]+)?\s*$", re.I)
+# Spark's time suffixes (JavaUtils.timeStringAsMs); a bare number is milliseconds, as there
+_MS_PER_UNIT = {"us": 0.001, "ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000,
+                None: 1}
 
 
 def parse_duration_ms(name: str, value: str) -> int:
-    """'15m', '30s', '500ms' or a bare number of seconds → milliseconds."""
+    """A duration as Spark's ``timeStringAsMs`` reads it ('15m', '30s', '500ms', '250us', or a bare number of
+    milliseconds) → milliseconds."""
     m = _DURATION.match(value)
-    if not m:
-        raise OptionError(f"option {name} must be a duration such as 500ms, 30s, 15m or 1h, not {value!r}")
-    unit = m.group(2).lower() if m.group(2) else None
-    return int(m.group(1)) * _UNIT_MS[unit]
+    unit = m.group(2).lower() if m and m.group(2) else None
+    if not m or unit not in _MS_PER_UNIT:
+        raise OptionError(f"option {name} must be a duration such as 500ms, 30s, 15m, 1h or a number of "
+                          f"milliseconds (Spark's time suffixes: us, ms, s, m, min, h, d), not {value!r}")
+    return int(int(m.group(1)) * _MS_PER_UNIT[unit])
 
 
 # Where the end of a streaming query's first batch records that batch's start (``offsets.offsets_to_json``):

@@ -136,7 +136,11 @@ def test_one_default_per_option():
 
 def test_durations():
     assert parse_duration_ms("x", "15m") == 900_000 and parse_duration_ms("x", "250ms") == 250
-    assert parse_duration_ms("x", "3") == 3000
+    # Spark's timeStringAsMs: a bare number is milliseconds (maxTriggerDelay=500 waits 0.5 s, as Kafka's source)
+    assert parse_duration_ms("x", "500") == 500 and parse_duration_ms("x", "2min") == 120_000
+    assert parse_duration_ms("x", "1d") == 86_400_000 and parse_duration_ms("x", "2500us") == 2
+    with pytest.raises(OptionError, match="Spark's time suffixes"):
+        parse_duration_ms("x", "3 weeks")
     with pytest.raises(OptionError, match="option x must be a duration"):
         parse_duration_ms("x", "soon")
 
