@@ -7,85 +7,29 @@ from __future__ import annotations
 import difflib
 import enum
 import json
+import logging
 import re
 from dataclasses import dataclass, field, replace
 from typing import Mapping, Union
 
 from rmq_spark.client.addresses import address_list, host_port
-from rmq_spark.client.defaults import (DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_PULL_DEPTH,
-                                       DEFAULT_REQUEST_TIMEOUT, DEFAULT_RETRY_TIMEOUT)
 from rmq_spark.client.errors import AddressError, RocketMQError
-from rmq_spark.client.model import (DEFAULT_GROUP, DEFAULT_PRODUCER_GROUP, EVERY_MESSAGE, FILTER_TYPES,
+from rmq_spark.client.model import (DEFAULT_GROUP, DEFAULT_PRODUCER_GROUP, EVERY_MESSAGE,
                                     FilterExpression, MessageQueue, queue_of)
 from rmq_spark.client.namespaces import VALID_NAME, Namespace
 from rmq_spark.client.tls import TlsConfig
+from rmq_spark.option_table import KAFKA_NAMES, OPTIONS, Kind, Option, Scope, default, options_for
+
+log = logging.getLogger(__name__)
 
 
 class OptionError(RocketMQError):
     """An option is unknown, missing, malformed or contradicts another option."""
 
 
-# canonical name -> one-line description (used in the unknown-option error); the connection options are shared by
-# the source and the sink
-CONNECTION_OPTIONS: dict[str, str] = {
-    "nameServer": "name server addresses, host:port[;host:port] (the remoting transport)",
-    "endpoint": "host:port of an apache.rocketmq.v2 gRPC pull gateway (the gRPC transport), instead of nameServer",
-    "accessKey": "ACL access key",
-    "secretKey": "ACL secret key",
-    "securityToken": "ACL security token",
-    "namespace": "the namespace of the topics and groups (managed RocketMQ instances): Topic is ns%Topic on the wire",
-    "tls": "true or false (default); implied by the other tls options",
-    "tlsCaFile": "PEM file of the CAs to trust (default: the system's)",
-    "tlsServerName": "the name the servers' certificates must carry (default: the host connected to)",
-    "tlsCertFile": "PEM client certificate (chain), for servers that require one (mutual TLS)",
-    "tlsKeyFile": "PEM private key of tlsCertFile",
-    "requestTimeoutMs": f"per-request timeout, default {DEFAULT_REQUEST_TIMEOUT * 1000:.0f}",
-    "connectTimeoutMs": f"connect timeout, default {DEFAULT_CONNECT_TIMEOUT * 1000:.0f}",
-    "brokerRetryTimeoutMs": ("how long a task waits for a broker that went away or is busy before it fails, default "
-                             f"{DEFAULT_RETRY_TIMEOUT * 1000:.0f}"),
-    "maxMessageBytes": f"the most a message body may decompress to, default {DEFAULT_MAX_MESSAGE_BYTES}",
-}
-KNOWN_OPTIONS: dict[str, str] = {
-    **CONNECTION_OPTIONS,
-    "topic": "one topic",
-    "topics": "comma-separated topics",
-    "topicPattern": "regular expression over the name server's topic list",
-    "assign": 'JSON {"Topic": ["brokerName/queueId", ...]}: read only these queues',
-    "subExpression": "filter expression, default *",
-    "expressionType": "TAG (default) or SQL92",
-    "startingOffsets": "earliest | latest | committed | JSON",
-    "startingOffsetsFallback": "earliest | latest | error, for 'committed' queues without an offset",
-    "startingTimestamp": "ms since epoch, for all queues",
-    "startingOffsetsByTimestamp": "JSON of ms per queue",
-    "endingOffsets": "latest | JSON (batch only)",
-    "endingTimestamp": "ms since epoch, for all queues (batch only)",
-    "endingOffsetsByTimestamp": "JSON of ms per queue (batch only)",
-    "consumerGroup": "consumer group for 'committed' and for offsets mirrored to the broker",
-    "minPartitions": "minimum number of Spark partitions",
-    "maxMessagesPerPartition": "split queue ranges larger than this",
-    "minMessagesPerPartition": "read smaller queue ranges together in one task, up to this many, default 16384; 0: "
-                               "one task per range",
-    "failOnDataLoss": "true (default) or false",
-    "pullDepth": f"pulls in flight per task, default {DEFAULT_PULL_DEPTH}",
-    "rowsPerBatch": "rows per Arrow batch a task yields, default 8192",
-    "maxMessagesPerTrigger": "streaming: at most this many messages per micro-batch",
-    "minMessagesPerTrigger": "streaming: wait for at least this many messages per micro-batch",
-    "maxTriggerDelay": "streaming: longest wait for minMessagesPerTrigger, e.g. '15m', '30s' (a bare number is "
-                       "milliseconds, as in Spark)",
-    "commitOffsetsToBroker": "streaming: mirror committed offsets to consumerGroup on the broker",
-    "pollNameServerIntervalMs": "streaming: how often new queues and topics are looked up, default 10000",
-    "pushFilters": "batch: narrow the plan by pushed filters (needs spark.sql.python.filterPushdown.enabled)",
-    "allowSharedConsumerGroup": "streaming: mirror offsets to a consumerGroup that has online consumers, default "
-                                "false",
-}
-SINK_OPTIONS: dict[str, str] = {
-    **CONNECTION_OPTIONS,
-    "topic": "the topic of rows without a topic column",
-    "producerGroup": f"producer group of the sends, default {DEFAULT_PRODUCER_GROUP}; required with exactly_once: "
-                     "one per query, stable across restarts (it names the query's commit marker)",
-    "deliveryGuarantee": "at_least_once (default) or exactly_once (transactional half messages)",
-}
-SECRET_OPTIONS = frozenset({"secretKey", "securityToken"})
+SOURCE_OPTIONS: dict[str, Option] = options_for(Scope.READ)
+SINK_OPTIONS: dict[str, Option] = options_for(Scope.WRITE)
+SECRET_OPTIONS = frozenset(o.name for o in OPTIONS if o.secret)
 _TOPIC_NAME = re.compile(r"^[%A-Za-z0-9_|-]{1,127}$")
 
 
@@ -112,6 +56,13 @@ def _parse_choice(name: str, value: str, choices: tuple[str, ...]) -> str:
         if v == c.lower():
             return c
     raise OptionError(f"option {name} must be one of {', '.join(choices)}, not {value!r}")
+
+
+def _choice(option: Option, opts: Mapping[str, str], *, dashes: bool = False) -> str:
+    """Option ``option``'s value in ``opts`` (its default when absent), one of its choices; with ``dashes``, a
+    ``-`` is read as ``_`` (Spark users write ``exactly-once``)."""
+    value = opts.get(option.name, str(option.default))
+    return _parse_choice(option.name, value.replace("-", "_") if dashes else value, option.choices)
 
 
 _DURATION = re.compile(r"^\s*(\d+)\s*([a-z]+)?\s*$", re.I)
@@ -256,15 +207,15 @@ class ConnectionOptions:
     secret_key: str | None = field(default=None, repr=False)
     security_token: str | None = field(default=None, repr=False)
     namespace: str | None = None
-    tls: bool = False
+    tls: bool = default("tls")  # type: ignore[assignment]
     tls_ca_file: str | None = None
     tls_server_name: str | None = None
     tls_cert_file: str | None = None
     tls_key_file: str | None = None
-    request_timeout_ms: int = int(DEFAULT_REQUEST_TIMEOUT * 1000)
-    connect_timeout_ms: int = int(DEFAULT_CONNECT_TIMEOUT * 1000)
-    broker_retry_timeout_ms: int = int(DEFAULT_RETRY_TIMEOUT * 1000)
-    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    request_timeout_ms: int = default("requestTimeoutMs")  # type: ignore[assignment]
+    connect_timeout_ms: int = default("connectTimeoutMs")  # type: ignore[assignment]
+    broker_retry_timeout_ms: int = default("brokerRetryTimeoutMs")  # type: ignore[assignment]
+    max_message_bytes: int = default("maxMessageBytes")  # type: ignore[assignment]
 
     @property
     def tls_config(self) -> TlsConfig | None:
@@ -299,17 +250,17 @@ class SourceOptions(ConnectionOptions):
     max_messages_per_partition: int | None = None
     # A task of a Python data source costs Spark about 100 ms whatever it reads, more than reading thousands of
     # messages: smaller parts are read together by one task (two Arrow batches of the default size).
-    min_messages_per_partition: int = 16384
-    fail_on_data_loss: bool = True
-    pull_depth: int = DEFAULT_PULL_DEPTH
-    rows_per_batch: int = 8192
+    min_messages_per_partition: int = default("minMessagesPerPartition")  # type: ignore[assignment]
+    fail_on_data_loss: bool = default("failOnDataLoss")  # type: ignore[assignment]
+    pull_depth: int = default("pullDepth")  # type: ignore[assignment]
+    rows_per_batch: int = default("rowsPerBatch")  # type: ignore[assignment]
     max_messages_per_trigger: int | None = None
     min_messages_per_trigger: int | None = None
-    max_trigger_delay_ms: int = 15 * 60 * 1000
+    max_trigger_delay_ms: int = default("maxTriggerDelay")  # type: ignore[assignment]
     commit_offsets_to_broker: bool = False
-    poll_name_server_interval_ms: int = 10_000
-    push_filters: bool = False
-    allow_shared_consumer_group: bool = False
+    poll_name_server_interval_ms: int = default("pollNameServerIntervalMs")  # type: ignore[assignment]
+    push_filters: bool = default("pushFilters")  # type: ignore[assignment]
+    allow_shared_consumer_group: bool = default("allowSharedConsumerGroup")  # type: ignore[assignment]
 
     @property
     def pull_group(self) -> str:
@@ -317,7 +268,11 @@ class SourceOptions(ConnectionOptions):
         return self.consumer_group or DEFAULT_GROUP
 
 
-AT_LEAST_ONCE, EXACTLY_ONCE = "at_least_once", "exactly_once"
+class DeliveryGuarantee(enum.Enum):
+    """Option deliveryGuarantee."""
+
+    AT_LEAST_ONCE = "at_least_once"
+    EXACTLY_ONCE = "exactly_once"
 
 
 @dataclass(frozen=True)
@@ -325,36 +280,23 @@ class SinkOptions(ConnectionOptions):
     """Every option of the sink, parsed. Picklable: it travels to the executors inside the writer."""
 
     topic: str | None = None
-    producer_group: str = DEFAULT_PRODUCER_GROUP
-    delivery_guarantee: str = AT_LEAST_ONCE
+    producer_group: str = default("producerGroup", Scope.WRITE)  # type: ignore[assignment]
+    delivery_guarantee: DeliveryGuarantee = DeliveryGuarantee(default("deliveryGuarantee", Scope.WRITE))
 
     @property
     def exactly_once(self) -> bool:
-        return self.delivery_guarantee == EXACTLY_ONCE
+        return self.delivery_guarantee is DeliveryGuarantee.EXACTLY_ONCE
 
 
-# option -> (field, minimum); the defaults are the fields'
-_INT_OPTIONS = {
-    "minPartitions": ("min_partitions", 1), "maxMessagesPerPartition": ("max_messages_per_partition", 1),
-    "minMessagesPerPartition": ("min_messages_per_partition", 0),
-    "pullDepth": ("pull_depth", 1), "rowsPerBatch": ("rows_per_batch", 1),
-    "requestTimeoutMs": ("request_timeout_ms", 1), "connectTimeoutMs": ("connect_timeout_ms", 1),
-    "maxMessagesPerTrigger": ("max_messages_per_trigger", 1), "minMessagesPerTrigger": ("min_messages_per_trigger", 1),
-    "pollNameServerIntervalMs": ("poll_name_server_interval_ms", 1),
-    "brokerRetryTimeoutMs": ("broker_retry_timeout_ms", 0), "maxMessageBytes": ("max_message_bytes", 1024),
-}
 _TLS_FILE_OPTIONS = {  # option -> field; any of them turns TLS on
     "tlsCaFile": "tls_ca_file", "tlsServerName": "tls_server_name", "tlsCertFile": "tls_cert_file",
     "tlsKeyFile": "tls_key_file",
 }
-_BOOL_OPTIONS = {"failOnDataLoss": "fail_on_data_loss", "tls": "tls", "pushFilters": "push_filters",
-                 "allowSharedConsumerGroup": "allow_shared_consumer_group"}
-
 
 _SPARK_OWN = frozenset({"checkpointlocation"})  # Spark's own options, passed on to a stream writer
 
 
-def _canonical(raw: Mapping[str, str], known: Mapping[str, str], what: str) -> dict[str, str]:
+def _canonical(raw: Mapping[str, str], known: Mapping[str, Option], what: str) -> dict[str, str]:
     """Spark's lower-cased option map with each key in its canonical spelling; OptionError for an unknown key."""
     if not raw:
         raise OptionError(
@@ -374,7 +316,10 @@ def _canonical(raw: Mapping[str, str], known: Mapping[str, str], what: str) -> d
             if str(key).lower() == "path":
                 raise OptionError(f"the rocketmq {what} takes no path: remove the argument of "
                                   f"{'load' if what == 'source' else 'save'}() and set the option topic")
-            elsewhere = {k.lower(): k for k in (*KNOWN_OPTIONS, *SINK_OPTIONS)}.get(str(key).lower())
+            ours = KAFKA_NAMES.get(str(key).lower())
+            if ours is not None:
+                raise OptionError(f"option {key!r} is Spark's Kafka source's; the rocketmq {what}'s is {ours}")
+            elsewhere = {k.lower(): k for k in (*SOURCE_OPTIONS, *SINK_OPTIONS)}.get(str(key).lower())
             if elsewhere is not None:
                 other = "sink (df.write)" if what == "source" else "source (spark.read)"
                 raise OptionError(f"option {elsewhere} is an option of the rocketmq {other}, not of the {what}; "
@@ -387,16 +332,26 @@ def _canonical(raw: Mapping[str, str], known: Mapping[str, str], what: str) -> d
     return opts
 
 
-def _typed_values(opts: Mapping[str, str]) -> dict[str, object]:
-    """The integer and boolean options present in ``opts``, parsed, by field name."""
+def _typed_values(opts: Mapping[str, str], known: Mapping[str, Option]) -> dict[str, object]:
+    """The integer, boolean and duration options of ``known`` present in ``opts``, parsed, by field name."""
     values: dict[str, object] = {}
-    for name, (attr, minimum) in _INT_OPTIONS.items():
-        if name in opts:
-            values[attr] = _parse_int(name, opts[name], minimum=minimum)
-    for name, attr in _BOOL_OPTIONS.items():
-        if name in opts:
-            values[attr] = _parse_bool(name, opts[name])
+    for name, o in known.items():
+        if name not in opts or o.field is None:
+            continue
+        if o.kind is Kind.INT:
+            values[o.field] = _parse_int(name, opts[name], minimum=o.minimum)
+        elif o.kind is Kind.BOOL:
+            values[o.field] = _parse_bool(name, opts[name])
+        elif o.kind is Kind.DURATION:
+            values[o.field] = parse_duration_ms(name, opts[name])
     return values
+
+
+def _warn_elsewhere(opts: Mapping[str, str], known: Mapping[str, Option], mode: Scope, what: str) -> None:
+    """Log each option of ``opts`` that does not apply to ``mode`` (it is ignored), as Spark's Kafka source does."""
+    for name in opts:
+        if not known[name].scope & mode:
+            log.warning("rocketmq: option %s does not apply to a %s; it is ignored", name, what)
 
 
 def _connection(opts: Mapping[str, str]) -> dict[str, object]:
@@ -443,7 +398,7 @@ def check_topic_name(option: str, topic: str) -> str:
 
 def parse_options(raw: Mapping[str, str], *, streaming: bool = False) -> SourceOptions:
     """Validate Spark's (case-insensitive) option map; raise OptionError on the first problem."""
-    opts = _canonical(raw, KNOWN_OPTIONS, "source")
+    opts = _canonical(raw, SOURCE_OPTIONS, "source")
     connection = _connection(opts)
     endpoint = connection["endpoint"]
 
@@ -471,7 +426,7 @@ def parse_options(raw: Mapping[str, str], *, streaming: bool = False) -> SourceO
                                for t in opts[chosen[0]].split(",") if t.strip()}))
 
     expression = FilterExpression(opts.get("subExpression", "*"),
-                                  _parse_choice("expressionType", opts.get("expressionType", "TAG"), FILTER_TYPES))
+                                  _choice(SOURCE_OPTIONS["expressionType"], opts))
     ns = Namespace(connection["namespace"] or "")
     if ns:  # names given with the namespace already: shown without it, like every other
         topics = tuple(sorted({ns.unwrap(t) for t in topics}))
@@ -482,8 +437,9 @@ def parse_options(raw: Mapping[str, str], *, streaming: bool = False) -> SourceO
         for name in ("endingOffsets", "endingTimestamp", "endingOffsetsByTimestamp"):
             if name in opts:
                 raise OptionError(f"option {name} is for batch queries only; a streaming query has no end")
-    fallback = _parse_choice("startingOffsetsFallback", opts.get("startingOffsetsFallback", "earliest"),
-                             ("earliest", "latest", "error"))
+    _warn_elsewhere(opts, SOURCE_OPTIONS, Scope.STREAM_READ if streaming else Scope.BATCH_READ,
+                    "streaming query" if streaming else "batch read")
+    fallback = _choice(SOURCE_OPTIONS["startingOffsetsFallback"], opts)
     starting = _offset_spec(opts, "starting", consumer_group, None if fallback == "error" else Edge[fallback.upper()],
                             default=Edge.LATEST if streaming else Edge.EARLIEST)
     ending = _offset_spec(opts, "ending", consumer_group, None, default=Edge.LATEST)
@@ -497,9 +453,11 @@ def parse_options(raw: Mapping[str, str], *, streaming: bool = False) -> SourceO
         raise OptionError("option startingOffsets=latest is for streaming queries; a batch query from latest "
                           "would be empty (use earliest, committed, JSON offsets or a timestamp)")
 
-    values = _typed_values(opts)
-    if "maxTriggerDelay" in opts:
-        values["max_trigger_delay_ms"] = parse_duration_ms("maxTriggerDelay", opts["maxTriggerDelay"])
+    values = _typed_values(opts, SOURCE_OPTIONS)
+    low, high = values.get("min_messages_per_trigger"), values.get("max_messages_per_trigger")
+    if streaming and low is not None and high is not None and low > high:
+        raise OptionError(f"option minMessagesPerTrigger ({low}) is above maxMessagesPerTrigger ({high}): a batch "
+                          "could never hold what it waits for; lower the first or raise the second")
     commit = opts.get("commitOffsetsToBroker")
     parsed = SourceOptions(
         topics=topics,
@@ -527,18 +485,17 @@ def parse_sink_options(raw: Mapping[str, str]) -> SinkOptions:
     if topic is not None:
         check_topic_name("topic", topic)
     group = ns.unwrap(opts.get("producerGroup", "").strip())
-    guarantee = _parse_choice("deliveryGuarantee", opts.get("deliveryGuarantee", AT_LEAST_ONCE),
-                              (AT_LEAST_ONCE, EXACTLY_ONCE))
-    if guarantee == EXACTLY_ONCE and connection["endpoint"]:
+    guarantee = DeliveryGuarantee(_choice(SINK_OPTIONS["deliveryGuarantee"], opts, dashes=True))
+    if guarantee is DeliveryGuarantee.EXACTLY_ONCE and connection["endpoint"]:
         raise OptionError("option deliveryGuarantee=exactly_once needs transactional messages, which the gRPC pull "
                           "gateway of option endpoint does not offer: use option nameServer")
-    if guarantee == EXACTLY_ONCE and not group:
+    if guarantee is DeliveryGuarantee.EXACTLY_ONCE and not group:
         raise OptionError("option deliveryGuarantee=exactly_once needs option producerGroup, one per query and kept "
                           "across its restarts: a streaming query keeps its commit marker under that group, so two "
                           "queries sharing one (the default, for one) would take each other's commits for their own "
                           "and roll back each other's rows")
     return SinkOptions(topic=topic, producer_group=group or DEFAULT_PRODUCER_GROUP, delivery_guarantee=guarantee,
-                       **{**connection, **_typed_values(opts)})
+                       **{**connection, **_typed_values(opts, SINK_OPTIONS)})
 
 
 def _offset_spec(opts: Mapping[str, str], side: str, group: str | None, fallback: Edge | None, *,

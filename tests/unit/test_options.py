@@ -1,13 +1,16 @@
 """Option parsing: every bad input gives an OptionError naming the option."""
 from __future__ import annotations
 
+import logging
 import pickle
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from rmq_spark.client.model import FilterExpression, MessageQueue
+from rmq_spark.option_table import OPTIONS, Scope, default, reference_markdown
 from rmq_spark.options import (ByTimestamp, Committed, Edge, OptionError, SourceOptions,
                                SpecificOffsets, parse_duration_ms, parse_options, parse_sink_options)
 
@@ -126,12 +129,53 @@ def test_offset_options_are_parsed_once_into_typed_specs():
 
 
 def test_one_default_per_option():
-    defaults = SourceOptions(name_server="h:1")
-    parsed = parse_options(BASE)
-    for name in ("pull_depth", "rows_per_batch", "request_timeout_ms", "connect_timeout_ms", "broker_retry_timeout_ms",
-                 "poll_name_server_interval_ms", "max_trigger_delay_ms", "fail_on_data_loss", "tls"):
-        assert getattr(parsed, name) == getattr(defaults, name)
+    # every default comes from the option table: the parsed options without the option, and the dataclasses
+    parsed, sink = parse_options(BASE), parse_sink_options({"nameServer": "h:1"})
+    for o in OPTIONS:
+        if o.default is None:
+            continue
+        target = sink if o.scope is Scope.WRITE else parsed
+        if o.field is not None:
+            assert getattr(target, o.field) == o.default, o.name
+    assert sink.producer_group == default("producerGroup", Scope.WRITE)
+    assert sink.delivery_guarantee.value == default("deliveryGuarantee")
     assert parse_options({**BASE, "brokerRetryTimeoutMs": "1500"}).broker_retry_timeout == 1.5
+
+
+def test_the_options_reference_is_generated_from_the_table():
+    reference = Path(__file__).resolve().parents[2] / "docs" / "OPTIONS.md"
+    assert reference.read_text() == reference_markdown(), "run: python -m rmq_spark.option_table > docs/OPTIONS.md"
+    for o in OPTIONS:
+        assert f"| `{o.name}` |" in reference.read_text()
+
+
+def test_options_of_the_other_mode_are_logged_and_ignored_as_kafka_does(caplog):
+    with caplog.at_level(logging.WARNING, logger="rmq_spark.options"):
+        o = parse_options({**BASE, "maxMessagesPerTrigger": "5", "pushFilters": "false"})
+    assert o.max_messages_per_trigger == 5  # parsed all the same: a bad value is still an error
+    assert "option maxMessagesPerTrigger does not apply to a batch read; it is ignored" in caplog.text
+    assert "pushFilters" not in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="rmq_spark.options"):
+        parse_options({**BASE, "pushFilters": "true", "maxMessagesPerTrigger": "5"}, streaming=True)
+    assert "option pushFilters does not apply to a streaming query" in caplog.text
+    assert "maxMessagesPerTrigger" not in caplog.text
+
+
+def test_contradicting_trigger_limits_and_kafka_spellings_are_named():
+    with pytest.raises(OptionError, match=r"minMessagesPerTrigger \(10\) is above maxMessagesPerTrigger \(5\)"):
+        parse_options({**BASE, "minMessagesPerTrigger": "10", "maxMessagesPerTrigger": "5"}, streaming=True)
+    for kafka, ours in (("subscribe", "topics"), ("subscribePattern", "topicPattern"),
+                        ("maxOffsetsPerTrigger", "maxMessagesPerTrigger"),
+                        ("minOffsetsPerTrigger", "minMessagesPerTrigger"),
+                        ("maxRecordsPerPartition", "maxMessagesPerPartition")):
+        with pytest.raises(OptionError, match=f"option '{kafka}' is Spark's Kafka source's; the rocketmq source's "
+                                              f"is {ours}"):
+            parse_options({**BASE, kafka: "x"})
+    for spelled in ("exactly-once", "EXACTLY_ONCE", "Exactly-Once"):
+        assert parse_sink_options({"nameServer": "h:1", "topic": "t", "producerGroup": "g",
+                                   "deliveryGuarantee": spelled}).exactly_once
+    assert not parse_sink_options({"nameServer": "h:1", "deliveryGuarantee": "at-least-once"}).exactly_once
 
 
 def test_durations():
