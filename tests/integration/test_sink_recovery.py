@@ -8,6 +8,7 @@ import collections
 import itertools
 import time
 from dataclasses import replace
+from typing import Callable
 from unittest import mock
 
 import pyarrow as pa
@@ -186,6 +187,13 @@ class _Outage:
             self._mq.start_broker(self._broker, broker_id)
 
 
+def _recover(options: SinkOptions, records_of: Callable[[object], CommitRecords]) -> Outcome:
+    """A restarted driver runs the cut batch 0 again and commits it through the records ``records_of(client)``."""
+    halves = [pair for m in _tasks(options, 0, BODIES) for pair in m.halves]
+    with new_client(options) as client:
+        return commit_batch(records_of(client), 0, halves, options.broker_retry_timeout)
+
+
 def _replay(options: SinkOptions, batch_id: int) -> None:
     """A restarted driver runs batch ``batch_id`` again: its tasks, then the stream writer's commit."""
     RocketMQStreamWriter(options).commit(_tasks(options, batch_id, BODIES), batch_id)
@@ -256,10 +264,8 @@ def test_a_commit_begun_on_a_route_that_misses_a_broker_group_is_recovered_once(
 
 def test_a_recovery_reads_a_queue_without_a_recorded_scan_start_from_its_first_offset(replicated_pair, request):
     options = _cut_with_rows_on_broker_b(replicated_pair, request)
-    halves = [pair for m in _tasks(options, 0, BODIES) for pair in m.halves]
-    with new_client(options) as client:
-        records = _UnrecordedQueues(client, options.producer_group, options.topic, "broker-b")
-        assert commit_batch(records, 0, halves, options.broker_retry_timeout) is Outcome.RECOVERED
+    outcome = _recover(options, lambda c: _UnrecordedQueues(c, options.producer_group, options.topic, "broker-b"))
+    assert outcome is Outcome.RECOVERED
     assert _visible(replicated_pair, options.topic) == collections.Counter(BODIES)
 
 
@@ -288,8 +294,5 @@ def test_a_recovery_scans_the_queues_of_the_cut_commit_not_of_today(replicated_p
 
 def test_a_recovery_whose_scan_window_retention_deleted_says_so(replicated_pair, request):
     options = _cut_with_rows_on_broker_b(replicated_pair, request)
-    halves = [pair for m in _tasks(options, 0, BODIES) for pair in m.halves]
-    with new_client(options) as client:
-        records = CommitRecords(_Retention(client, "broker-b"), options.producer_group, options.topic)
-        with pytest.raises(CommitError, match=r"retention deleted messages of .*broker-b.* new producerGroup"):
-            commit_batch(records, 0, halves, options.broker_retry_timeout)
+    with pytest.raises(CommitError, match=r"retention deleted messages of .*broker-b.* new producerGroup"):
+        _recover(options, lambda c: CommitRecords(_Retention(c, "broker-b"), options.producer_group, options.topic))
