@@ -47,8 +47,17 @@ def query_lag(progress: Mapping[str, Any]) -> list[Lag | None]:
 
 def lag_listener():
     """A StreamingQueryListener that logs each rocketmq source's lag after every trigger:
-    ``spark.streams.addListener(rmq_spark.progress.lag_listener())``."""
+    ``spark.streams.addListener(rmq_spark.progress.lag_listener())``. Its lines go to logger ``rmq_spark.progress``
+    at INFO; where the application configured no logging (no handler on the way to the root logger), it prints them
+    to stderr itself, since asking for the listener is asking for its lines."""
     from pyspark.sql.streaming import StreamingQueryListener
+
+    if not log.hasHandlers():
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        log.addHandler(handler)
+    if log.getEffectiveLevel() > logging.INFO:
+        log.setLevel(logging.INFO)
 
     class LagListener(StreamingQueryListener):
         def onQueryStarted(self, event):
