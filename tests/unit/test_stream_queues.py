@@ -1,20 +1,27 @@
 """The stream driver's verdicts on queues that leave the route, against a scripted cluster (the real broker cannot
-stage a route read that finishes late): only the newest route shows which queues left (docs/DESIGN.md §10)."""
+stage a lagging slave's answer or a route read that finishes late): only a master's answer from the newest route
+proves a vanished queue drained or lost (docs/DESIGN.md §10)."""
 from __future__ import annotations
 
 import logging
 from concurrent.futures import Future
 
+import pytest
+from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+from rmq_spark.client import outages
 from rmq_spark.client.base import Answers
-from rmq_spark.client.errors import BrokerUnavailableError, UnsupportedError
+from rmq_spark.client.errors import BrokerUnavailableError, DataLossError, UnsupportedError
 from rmq_spark.client.model import BrokerData, MessageQueue, QueueData, TopicRoute
 from rmq_spark.client.outages import OutageLog
 from rmq_spark.options import parse_options
 from rmq_spark.queue_watch import QueueWatch
+from rmq_spark.stream import RocketMQStreamReader
 
 TOPIC = "T"
 A, B = "broker-a", "broker-b"
 PERM_RW = 6
+ALL = ReadAllAvailable()
 
 
 def mq(queue_id: int, broker: str = A) -> MessageQueue:
@@ -68,6 +75,40 @@ class _Cluster:
         return Answers({m: self.committed.get(m) for m in mqs})
 
 
+def _reader(cluster: _Cluster, **options: str) -> RocketMQStreamReader:
+    reader = RocketMQStreamReader(parse_options({"nameServer": "127.0.0.1:9876", "topic": TOPIC,
+                                                 "startingOffsets": "earliest", **options}, streaming=True))
+    reader._client = cluster
+    return reader
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    now = [1000.0]
+    monkeypatch.setattr(outages.time, "monotonic", lambda: now[0])
+    return now
+
+
+@pytest.mark.parametrize("answer", ["a lagging slave", "a slave at the query's offset", "nobody"])
+def test_only_a_master_proves_a_queue_that_left_the_route_drained_or_lost(clock, answer):
+    cluster = _Cluster({A: 4}, {mq(i): 5 for i in range(4)})
+    reader = _reader(cluster)
+    end = reader.latestOffset(reader.initialOffset(), ALL)
+    assert end[TOPIC] == {f"{A}/{i}": 5 for i in range(4)}
+    cluster.queues_of[A] = 2  # the topic shrank; then its master went away
+    cluster.ends[mq(3)] = 7  # the master holds two messages of queue 3 the query has not read
+    cluster.slave_ends = {"a lagging slave": {mq(i): 3 for i in range(4)},
+                          "a slave at the query's offset": {mq(i): 5 for i in range(4)},
+                          "nobody": {}}[answer]
+    reader.watch.poll(force=True)
+    waiting = reader.latestOffset(end, ALL)
+    assert waiting[TOPIC] == end[TOPIC], "queues 2 and 3 must wait for their master, their offsets carried"
+    cluster.slave_ends = None  # the master is back
+    clock[0] += outages.RETRY_DOWN_S
+    with pytest.raises(DataLossError, match=r"broker-a/3 \(read to 5, end 7\)"):
+        reader.latestOffset(end, ALL)
+
+
 def test_a_route_read_in_the_background_is_not_applied_over_a_newer_one():
     cluster = _Cluster({A: 2}, {mq(i): 5 for i in range(4)})
     watch = QueueWatch(cluster, parse_options({"nameServer": "127.0.0.1:9876", "topic": TOPIC}))
@@ -79,3 +120,19 @@ def test_a_route_read_in_the_background_is_not_applied_over_a_newer_one():
     watch.poll(force=True)  # the newer route: 4 queues
     assert watch.queue_set == {mq(i) for i in range(4)}
     assert watch.classify({mq(3): 5}) == (set(), set())
+
+
+def test_a_queue_read_to_its_end_keeps_its_offset_out_of_the_route_and_resumes_there(clock):
+    cluster = _Cluster({A: 4}, {mq(i): 5 for i in range(4)})
+    reader = _reader(cluster)
+    end = reader.latestOffset(reader.initialOffset(), ALL)
+    cluster.queues_of[A] = 2
+    reader.watch.poll(force=True)
+    for _ in range(3):  # asked once, then carried
+        assert reader.latestOffset(end, ALL)[TOPIC] == end[TOPIC]
+    cluster.queues_of[A] = 4  # the topic grows back (the broker kept consume queues 2 and 3)
+    cluster.ends[mq(2)] = 8
+    reader.watch.poll(force=True)
+    grown = reader.latestOffset(end, ALL)
+    assert grown[TOPIC] == {f"{A}/0": 5, f"{A}/1": 5, f"{A}/2": 8, f"{A}/3": 5}
+    assert [(r.queue, r.start, r.end) for p in reader.partitions(end, grown) for r in p.ranges] == [(mq(2), 5, 8)]
