@@ -21,8 +21,9 @@ from rmq_spark.client.errors import RocketMQError, UnsupportedError
 from rmq_spark.client.model import MessageQueue
 from rmq_spark.connect import new_client
 from rmq_spark.offset_store import OffsetStore
-from rmq_spark.offsets import OffsetResolver, offsets_from_json, offsets_to_json, recorded_start
-from rmq_spark.options import Committed, Edge, OptionError, SourceOptions
+from rmq_spark.offsets import (OffsetResolver, check_named, entering_spec, offsets_from_json, offsets_to_json,
+                               recorded_start)
+from rmq_spark.options import OptionError, SourceOptions
 from rmq_spark.planning import plan_ranges, query_topics
 from rmq_spark.queue_watch import QueueWatch
 from rmq_spark.schema import COLUMNS
@@ -100,6 +101,9 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self._initial is None:
             self._check_group()
             self.watch.poll(force=True)
+            for note in check_named(self.options.starting, self.watch.queues(), waits=True):
+                log.warning("rocketmq source: %s; if that broker group is stopped or restarting, the queue starts "
+                            "where the option puts it once the group is back", note)
             starts = OffsetResolver(self.client, partial=True).resolve(self.options.starting, self.watch.readable())
             self._log_unresolved(starts.failed)
             self._initial_offsets = dict(starts)
@@ -245,11 +249,8 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return target
 
     def _new_queue_starts(self, queues: list[MessageQueue]) -> dict[MessageQueue, int]:
-        """Where queues that appear after the start are read from: the group's committed offset when the query
-        starts from committed offsets, else their first offset (as Spark's Kafka source reads new partitions)."""
-        spec = self.options.starting
-        spec = Committed(spec.group) if isinstance(spec, Committed) else Edge.EARLIEST
-        starts = OffsetResolver(self.client, partial=True).resolve(spec, queues)
+        """Where queues that appear after the start are read from (``entering_spec``)."""
+        starts = OffsetResolver(self.client, partial=True).resolve(entering_spec(self.options.starting), queues)
         for mq, o in sorted(starts.items()):
             log.info("rocketmq source: new queue %s enters at offset %d", mq, o)
         return dict(starts)
@@ -257,8 +258,9 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _log_unresolved(self, failed: dict) -> None:
         brokers = sorted({mq.broker_name for mq in failed})
         if brokers:
-            log.warning("rocketmq source: broker(s) %s did not answer at the start; their queues will be read from "
-                        "their first offset once they answer", ", ".join(brokers))
+            log.warning("rocketmq source: broker(s) %s did not answer at the start; their queues start once they "
+                        "answer: where the starting options name them, else at their first offset (under committed: "
+                        "the group's offset, else startingOffsetsFallback)", ", ".join(brokers))
 
     def _log_lag(self, end: dict[MessageQueue, int], latest: dict[MessageQueue, int]) -> None:
         if not log.isEnabledFor(logging.INFO):

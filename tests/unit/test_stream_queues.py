@@ -1,6 +1,7 @@
-"""The stream driver's verdicts on queues that leave the route, against a scripted cluster (the real broker cannot
-stage a lagging slave's answer or a route read that finishes late): only a master's answer from the newest route
-proves a vanished queue drained or lost (docs/DESIGN.md §10)."""
+"""The stream driver's verdicts on queues that leave the route or enter after the start, against a scripted cluster
+(the real broker cannot stage a lagging slave's answer or a route read that finishes late): only a master's answer
+from the newest route proves a vanished queue drained or lost (docs/DESIGN.md §10); a queue that enters later
+starts where the start options put it."""
 from __future__ import annotations
 
 import logging
@@ -14,7 +15,7 @@ from rmq_spark.client.base import Answers
 from rmq_spark.client.errors import BrokerUnavailableError, DataLossError, UnsupportedError
 from rmq_spark.client.model import BrokerData, MessageQueue, QueueData, TopicRoute
 from rmq_spark.client.outages import OutageLog
-from rmq_spark.options import parse_options
+from rmq_spark.options import OptionError, parse_options
 from rmq_spark.queue_watch import QueueWatch
 from rmq_spark.stream import RocketMQStreamReader
 
@@ -136,3 +137,40 @@ def test_a_queue_read_to_its_end_keeps_its_offset_out_of_the_route_and_resumes_t
     grown = reader.latestOffset(end, ALL)
     assert grown[TOPIC] == {f"{A}/0": 5, f"{A}/1": 5, f"{A}/2": 8, f"{A}/3": 5}
     assert [(r.queue, r.start, r.end) for p in reader.partitions(end, grown) for r in p.ranges] == [(mq(2), 5, 8)]
+
+
+@pytest.mark.parametrize("fallback, start", [("latest", 9), ("error", None)])
+def test_new_queues_under_committed_start_where_startingOffsetsFallback_says(fallback, start):
+    cluster = _Cluster({A: 2}, {mq(i): 9 for i in range(4)})
+    cluster.committed = {mq(0): 4, mq(1): 4}
+    reader = _reader(cluster, startingOffsets="committed", consumerGroup="g", commitOffsetsToBroker="false",
+                     startingOffsetsFallback=fallback)
+    first = reader.initialOffset()
+    assert first[TOPIC] == {f"{A}/0": 4, f"{A}/1": 4}
+    end = reader.latestOffset(first, ALL)
+    cluster.queues_of[A] = 3  # a new queue, without a committed offset
+    reader.watch.poll(force=True)
+    if start is None:
+        with pytest.raises(OptionError, match=r"no committed offset for T:broker-a/2.*startingOffsetsFallback"):
+            reader.latestOffset(end, ALL)
+    else:
+        assert reader.latestOffset(end, ALL)[TOPIC][f"{A}/2"] == start
+
+
+def test_a_queue_named_in_startingOffsets_whose_broker_group_is_away_waits_and_starts_there():
+    cluster = _Cluster({A: 2}, {**{mq(i): 5 for i in range(2)}, **{mq(i, B): 10 for i in range(2)}})
+    reader = _reader(cluster, startingOffsets='{"T": {"broker-a/0": 1, "broker-b/1": 6}}')
+    first = reader.initialOffset()
+    assert first[TOPIC] == {f"{A}/0": 1, f"{A}/1": 0}
+    end = reader.latestOffset(first, ALL)
+    cluster.queues_of[B] = 2  # broker-b is back
+    reader.watch.poll(force=True)
+    back = reader.latestOffset(end, ALL)
+    assert back[TOPIC][f"{B}/1"] == 6 and back[TOPIC][f"{B}/0"] == 0
+
+
+def test_a_queue_named_in_startingOffsets_that_its_broker_group_does_not_have_is_an_error():
+    cluster = _Cluster({A: 2}, {})
+    reader = _reader(cluster, startingOffsets='{"T": {"broker-a/5": 1}}')
+    with pytest.raises(OptionError, match="names queue broker-a/5 of topic 'T', which does not exist"):
+        reader.initialOffset()
