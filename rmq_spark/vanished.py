@@ -14,6 +14,7 @@ from rmq_spark.client.model import MessageQueue
 from rmq_spark.client.outages import master_of
 from rmq_spark.options import SourceOptions
 from rmq_spark.planning import data_loss, reads_queue
+from rmq_spark.queue_watch import QueueWatch
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +30,7 @@ class VanishedQueues:
         self._drained: dict[MessageQueue, int] = {}  # proven read to its end, at this offset
         self._waiting: set[MessageQueue] = set()  # out of the route, neither proven drained nor lost
 
-    def classify(self, watch, begin: Mapping[MessageQueue, int]
+    def classify(self, watch: QueueWatch, begin: Mapping[MessageQueue, int]
                  ) -> tuple[set[MessageQueue], set[MessageQueue], set[MessageQueue]]:
         """(unavailable, drained, gone) among the queues of ``begin``: ``watch.classify``'s unavailable ones and
         the vanished ones no master has judged yet; those proven read to their end at their offset (kept); those
