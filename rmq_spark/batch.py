@@ -9,7 +9,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
 
 from rmq_spark.connect import new_client
-from rmq_spark.offsets import OffsetResolver, QueueRange, plan_partitions
+from rmq_spark.offsets import OffsetResolver, QueueRange, check_named, plan_partitions
 from rmq_spark.options import ByTimestamp, OptionError, SourceOptions, SpecificOffsets
 from rmq_spark.partition_reader import read_range
 from rmq_spark.planning import check_filter, compacted_topics, plan_ranges, resolve_queues
@@ -59,7 +59,10 @@ class RocketMQBatchReader(DataSourceReader):
         if n.empty:
             return []
         with new_client(o) as client:
-            queues = [mq for mq in resolve_queues(client, o) if n.allows(mq)]
+            found = resolve_queues(client, o)
+            for spec in (o.starting, o.ending):
+                check_named(spec, found, waits=False)
+            queues = [mq for mq in found if n.allows(mq)]
             if not queues:
                 return []
             check_filter(client, o, queues)

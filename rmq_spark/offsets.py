@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import Iterable, Mapping
 
 from rmq_spark.client.base import Answers
+from rmq_spark.client.errors import BrokerUnavailableError
 from rmq_spark.client.model import MessageQueue
 from rmq_spark.options import (START_KEY, ByTimestamp, Committed, Edge, OffsetSpec,
                                OptionError, SpecificOffsets, queue_offsets)
@@ -72,8 +73,9 @@ def _merge(*parts: Answers) -> Answers:
 
 
 class OffsetResolver:
-    """Turns an offset spec into an offset per queue, asking each broker concurrently. With ``partial``, queues
-    whose broker cannot answer now are left out (in ``Answers.failed``) instead of failing the call."""
+    """Turns an offset spec into an offset per queue of those asked for (queues it names besides are not its
+    concern: ``check_named``), asking each broker concurrently. With ``partial``, queues whose broker cannot answer
+    now are left out (in ``Answers.failed``) instead of failing the call."""
 
     def __init__(self, client, *, partial: bool = False) -> None:
         self.client = client
@@ -89,13 +91,11 @@ class OffsetResolver:
         if isinstance(spec, Committed):
             return self._committed(spec, queues)
         if isinstance(spec, SpecificOffsets):
-            _check_known(spec.option, spec.offsets, queues)
             chosen = {mq: spec.offsets.get(mq, spec.default) for mq in queues}
             return _merge(Answers({mq: o for mq, o in chosen.items() if o >= 0}),
                           *(self.resolve(edge, [mq for mq, o in chosen.items() if o == edge]) for edge in Edge))
         if isinstance(spec, ByTimestamp):
             per_queue = spec.per_queue if spec.per_queue is not None else {mq: spec.timestamp for mq in queues}
-            _check_known(spec.option, per_queue, queues)
             by_ts: dict[int, list[MessageQueue]] = {}
             for mq in queues:
                 if mq in per_queue:
@@ -118,16 +118,46 @@ class OffsetResolver:
         return _merge(found, self.resolve(spec.fallback, missing))
 
 
-def _check_known(name: str, wanted: Iterable[MessageQueue], queues: Iterable[MessageQueue]) -> None:
+def check_named(spec: OffsetSpec, queues: Iterable[MessageQueue], *, waits: bool) -> list[str]:
+    """OptionError when ``spec`` names a queue of a topic the query does not read, or one that its broker group,
+    in the routes now (``queues``: the query's queues there), does not have. A named queue whose broker group is
+    not in the routes now may be away (or misspelt): a stream (``waits``) starts it once the group is back, and gets
+    a note per such queue to log; a batch cannot wait and fails naming them."""
+    named = spec.offsets if isinstance(spec, SpecificOffsets) else getattr(spec, "per_queue", None)
+    if not named:
+        return []
     known = set(queues)
     topics = {mq.topic for mq in known}
-    for mq in wanted:
+    groups = {(mq.topic, mq.broker_name) for mq in known}
+    away = []
+    for mq in sorted(named):
         if mq.topic not in topics:
-            raise OptionError(f"option {name} names topic {mq.topic!r}, which this query does not read "
+            raise OptionError(f"option {spec.option} names topic {mq.topic!r}, which this query does not read "
                               f"(it reads {', '.join(sorted(topics))})")
-        if mq not in known:
-            raise OptionError(f"option {name} names queue {mq.key} of topic {mq.topic!r}, which does not exist; "
-                              "its queues are " + ", ".join(q.key for q in sorted(known) if q.topic == mq.topic))
+        if mq in known:
+            continue
+        if (mq.topic, mq.broker_name) in groups:
+            raise OptionError(f"option {spec.option} names queue {mq.key} of topic {mq.topic!r}, which does not "
+                              "exist; its queues are "
+                              + ", ".join(q.key for q in sorted(known) if q.topic == mq.topic))
+        in_route = sorted({b for t, b in groups if t == mq.topic})
+        away.append(f"option {spec.option} names queue {mq.key} of topic {mq.topic!r}, whose broker group is not "
+                    f"in the topic's route now (it has {', '.join(in_route)}): check the name")
+    if away and not waits:
+        raise BrokerUnavailableError("; ".join(away) + "; if that broker group is stopped or restarting, read when "
+                                     "it is back")
+    return away
+
+
+def entering_spec(spec: OffsetSpec) -> OffsetSpec:
+    """Where a stream starts a queue that enters after its start (a new queue, or one whose broker group was away):
+    where ``spec`` puts it when it names the queue (offsets or times) or under committed (the group's offset, else
+    startingOffsetsFallback); any other queue at its first offset, as Spark's Kafka source reads new partitions."""
+    if isinstance(spec, Committed):
+        return spec
+    if isinstance(spec, (SpecificOffsets, ByTimestamp)):
+        return replace(spec, default=Edge.EARLIEST)
+    return Edge.EARLIEST
 
 
 def group_ranges(parts: list[QueueRange], *, min_per_partition: int,

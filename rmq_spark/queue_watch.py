@@ -44,6 +44,8 @@ class QueueWatch:
         self._routes_at = float("-inf")
         self._reader: ThreadPoolExecutor | None = None  # reads the routes in the background
         self._reading: Future | None = None
+        self._routes_set = 0  # counts the routes applied: a background read started before the last one is stale
+        self._reading_after = 0  # the count when the background read started
         self._live: set[str] | None = None  # brokers registered now, looked up once per route poll when needed
         self._live_known = False
         self.sparse_topics: frozenset[str] = frozenset()
@@ -59,7 +61,7 @@ class QueueWatch:
         """Bring ``latest`` up to date: with ``force``, every queue is asked; else the queues without a held pull,
         if any and not asked in the last OFFSET_POLL_S (or the routes just changed). The routes are read every
         pollNameServerIntervalMs in the background (the first time, and with ``force``, at once), and take effect
-        at the first call after they came."""
+        at the first call after they came, unless routes read later were applied meanwhile (then they are stale)."""
         now = time.monotonic()
         due = now - self._latest_at >= OFFSET_POLL_S
         if force or self._routes_at == float("-inf"):
@@ -70,11 +72,14 @@ class QueueWatch:
             if self._reader is None:
                 self._reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rmq-routes")
             self._reading = self._reader.submit(self._read_routes)
+            self._reading_after = self._routes_set
             self._routes_at = now
         if self._reading is not None and self._reading.done():
             reading, self._reading = self._reading, None
-            self._apply_routes(reading.result())  # what it raised is raised here
-            due = True
+            routes = reading.result()  # what it raised is raised here
+            if self._reading_after == self._routes_set:  # else routes read after it started were applied
+                self._apply_routes(routes)
+                due = True
         learned = {mq: offset for mq, offset in self._holds.rung().items() if offset is not None}
         if learned:
             self.latest.update(learned)  # the masters' answers to held pulls
@@ -192,6 +197,7 @@ class QueueWatch:
 
     def _set_routes(self, routes: dict[str, TopicRoute | None]) -> None:
         self._routes = routes
+        self._routes_set += 1
         self._queues = None
         self.version += 1
         self._holds.keep(self.queues())

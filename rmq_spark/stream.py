@@ -21,11 +21,13 @@ from rmq_spark.client.errors import RocketMQError, UnsupportedError
 from rmq_spark.client.model import MessageQueue
 from rmq_spark.connect import new_client
 from rmq_spark.offset_store import OffsetStore
-from rmq_spark.offsets import OffsetResolver, offsets_from_json, offsets_to_json, recorded_start
-from rmq_spark.options import Committed, Edge, OptionError, SourceOptions
-from rmq_spark.planning import data_loss, plan_ranges, query_topics
+from rmq_spark.offsets import (OffsetResolver, check_named, entering_spec, offsets_from_json, offsets_to_json,
+                               recorded_start)
+from rmq_spark.options import OptionError, SourceOptions
+from rmq_spark.planning import plan_ranges, query_topics
 from rmq_spark.queue_watch import QueueWatch
 from rmq_spark.schema import COLUMNS
+from rmq_spark.vanished import VanishedQueues
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +55,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.columns = columns
         self._client = None
         self._watch: QueueWatch | None = None
+        self._vanished: VanishedQueues | None = None
         self._store: OffsetStore | None = None
         self._cap: dict[MessageQueue, int] | None = None  # Trigger.AvailableNow target
         self._last_batch_at = time.monotonic()
@@ -82,6 +85,12 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self._watch
 
     @property
+    def vanished(self) -> VanishedQueues:
+        if self._vanished is None:
+            self._vanished = VanishedQueues(self.client, self.options)
+        return self._vanished
+
+    @property
     def store(self) -> OffsetStore | None:
         if self._store is None and self.options.commit_offsets_to_broker and self.options.consumer_group:
             self._store = OffsetStore(self.client, self.options.consumer_group)
@@ -92,6 +101,9 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self._initial is None:
             self._check_group()
             self.watch.poll(force=True)
+            for note in check_named(self.options.starting, self.watch.queues(), waits=True):
+                log.warning("rocketmq source: %s; if that broker group is stopped or restarting, the queue starts "
+                            "where the option puts it once the group is back", note)
             starts = OffsetResolver(self.client, partial=True).resolve(self.options.starting, self.watch.readable())
             self._log_unresolved(starts.failed)
             self._initial_offsets = dict(starts)
@@ -205,74 +217,50 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._client.close()
             self._client = None
             self._watch = None
+            self._vanished = None
             self._store = None
             self._idle = self._reported = None
             self._planned = []
 
     # -- planning the end of a batch ---------------------------------------------------------------------------
     def _targets(self, begin: dict[MessageQueue, int]) -> dict[MessageQueue, int]:
-        """The furthest each queue may be read to now. Unavailable queues keep their offset; vanished ones follow
-        the data-loss rule; a queue whose end answered by its master fell below its offset is a reset queue (its
-        end passes through below the start, for planning's data-loss rule); new queues enter at their start
-        offset and are read from the next batch on, so every start is in Spark's offset log."""
+        """The furthest each queue may be read to now. Unavailable queues, and those that left the route after
+        they were read to their end, keep their offset; other vanished ones follow the data-loss rule; a queue
+        whose end answered by its master fell below its offset is a reset queue (its end passes through below the
+        start, for planning's data-loss rule); new queues enter at their start offset and are read from the next
+        batch on, so every start is in Spark's offset log."""
         watch = self.watch
-        unavailable, vanished = watch.classify(begin)
+        unavailable, drained, gone = self.vanished.classify(watch, begin)
         self._unavailable = unavailable
-        self._check_vanished(vanished, begin)
         target: dict[MessageQueue, int] = {}
         for mq, b in begin.items():
-            if mq in vanished:
+            if mq in gone:
                 continue
             latest = watch.latest.get(mq, b)
-            if mq in unavailable or (latest < b and mq in watch.replica):
+            if mq in unavailable or mq in drained or (latest < b and mq in watch.replica):
                 target[mq] = b  # wait for the broker (a lagging slave: for it to catch up)
             elif self._cap is not None:
                 target[mq] = max(min(latest, self._cap.get(mq, b)), b) if latest >= b else latest
             else:
                 target[mq] = latest
-        new = ([mq for mq in watch.readable() if mq not in begin and mq not in vanished]
-               if not begin.keys() >= watch.queue_set else [])
+        new = ([mq for mq in watch.readable() if mq not in begin] if not begin.keys() >= watch.queue_set else [])
         if new:
             target.update(self._new_queue_starts(new))
         return target
 
     def _new_queue_starts(self, queues: list[MessageQueue]) -> dict[MessageQueue, int]:
-        """Where queues that appear after the start are read from: the group's committed offset when the query
-        starts from committed offsets, else their first offset (as Spark's Kafka source reads new partitions)."""
-        spec = self.options.starting
-        spec = Committed(spec.group) if isinstance(spec, Committed) else Edge.EARLIEST
-        starts = OffsetResolver(self.client, partial=True).resolve(spec, queues)
+        """Where queues that appear after the start are read from (``entering_spec``)."""
+        starts = OffsetResolver(self.client, partial=True).resolve(entering_spec(self.options.starting), queues)
         for mq, o in sorted(starts.items()):
             log.info("rocketmq source: new queue %s enters at offset %d", mq, o)
         return dict(starts)
 
-    def _check_vanished(self, vanished: set[MessageQueue], begin: dict[MessageQueue, int]) -> None:
-        """The data-loss rule for queues gone from the route: a queue whose broker still answers an end offset
-        equal to this query's offset was read to its end (a topic shrunk after its queues drained) and lost
-        nothing; any other is data loss."""
-        if not vanished:
-            return
-        try:
-            ends: dict[MessageQueue, int] = self.client.max_offsets(sorted(vanished), partial=True)
-        except RocketMQError:  # e.g. the topic was deleted: nothing proves the queues were drained
-            ends = {}
-        lost = sorted(mq for mq in vanished if ends.get(mq) != begin[mq])
-        for mq in sorted(set(vanished) - set(lost)):
-            log.info("rocketmq source: %s left the topic route after it was read to its end (offset %d)", mq,
-                     begin[mq])
-        if not lost:
-            return
-        what = ("queues " + ", ".join(f"{mq} (read to {begin[mq]}, end {ends[mq] if mq in ends else 'unknown'})"
-                                      for mq in lost)
-                + " are no longer in the topic route although their brokers are up (the topic shrank or was "
-                "deleted); messages not yet read from them may be lost")
-        data_loss(what, self.options.fail_on_data_loss, remedy="go on without them", action="going on without them")
-
     def _log_unresolved(self, failed: dict) -> None:
         brokers = sorted({mq.broker_name for mq in failed})
         if brokers:
-            log.warning("rocketmq source: broker(s) %s did not answer at the start; their queues will be read from "
-                        "their first offset once they answer", ", ".join(brokers))
+            log.warning("rocketmq source: broker(s) %s did not answer at the start; their queues start once they "
+                        "answer: where the starting options name them, else at their first offset (under committed: "
+                        "the group's offset, else startingOffsetsFallback)", ", ".join(brokers))
 
     def _log_lag(self, end: dict[MessageQueue, int], latest: dict[MessageQueue, int]) -> None:
         if not log.isEnabledFor(logging.INFO):

@@ -79,6 +79,30 @@ def test_a_broker_down_longer_than_the_task_deadline_is_waited_for(spark, rocket
     assert_exactly_once(sink, rocketmq, topic)
 
 
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_a_queue_named_in_startingOffsets_whose_broker_group_is_away_starts_there_when_it_is_back(
+        spark, rocketmq, topic, tmp_path, transport):
+    rocketmq.produce(topic, [{"body": f"a{i}", "broker": b, "queueId": q_} for b in BROKERS for q_ in range(4)
+                             for i in range(10)])
+    named = {"broker-a/0": 7, "broker-b/1": 6}  # queues left out start at their first offset
+    want = {(b, q_, o) for b in BROKERS for q_ in range(4) for o in range(named.get(f"{b}/{q_}", 0), 10)}
+    sink = Collect()
+    rocketmq.stop_broker("broker-b")
+    q = start_query(spark, rocketmq, transport, topic, sink, tmp_path / "c", startingOffsets=json.dumps({topic: named}),
+                    brokerRetryTimeoutMs="2000", pollNameServerIntervalMs="300")
+    try:
+        try:
+            wait_for(lambda: len(sink) == 33, 120, "broker-a's messages while broker-b is away", q)
+        finally:
+            rocketmq.start_broker("broker-b")
+        wait_for(lambda: len(sink) >= len(want), 120, "broker-b's messages once it is back", q)
+        time.sleep(1)  # nothing more may arrive
+    finally:
+        q.stop()
+    assert len(set(sink.keys)) == len(sink.keys), "some messages were delivered twice"
+    assert set(sink.keys) == want
+
+
 @pytest.fixture(scope="module")
 def single():
     """A cluster of one broker, whose restart leaves no broker at all."""

@@ -3,12 +3,14 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from hypothesis import given, strategies as st
 
+from rmq_spark.client.errors import BrokerUnavailableError
 from rmq_spark.client.model import MessageQueue
-from rmq_spark.offsets import (QueueRange, canonical_json, group_ranges, offsets_from_json, offsets_to_json,
-                               plan_partitions, recorded_start, split_ranges)
-from rmq_spark.options import parse_options
+from rmq_spark.offsets import (QueueRange, canonical_json, check_named, entering_spec, group_ranges, offsets_from_json,
+                               offsets_to_json, plan_partitions, recorded_start, split_ranges)
+from rmq_spark.options import Committed, Edge, OptionError, SpecificOffsets, parse_options
 
 
 def mq(b, q, t="T"):
@@ -113,3 +115,32 @@ def test_a_queue_pickled_into_another_process_hashes_there_as_that_process_build
                           capture_output=True)
     assert done.returncode == 0, done.stderr.decode()
     assert a != ("T", "broker-a", 3) and a < mq("broker-a", 4) and sorted([mq("broker-c", 0), a]) == [a, mq("broker-c", 0)]
+
+
+def test_named_queues_are_checked_against_the_routes_and_a_batch_does_not_wait_for_an_away_broker_group():
+    queues = [MessageQueue("T", "broker-a", i) for i in range(2)]
+    spec = parse_options({"nameServer": "n:9876", "topic": "T", "startingOffsets": json.dumps(
+        {"T": {"broker-a/1": 3, "broker-b/0": 5}})}).starting
+    away = ("option startingOffsets names queue broker-b/0 of topic 'T', whose broker group is not in the topic's "
+            "route now")
+    assert [note.startswith(away) for note in check_named(spec, queues, waits=True)] == [True]  # a stream waits
+    with pytest.raises(BrokerUnavailableError, match=away + r" \(it has broker-a\): check the name; if that broker "
+                                                            "group is stopped or restarting, read when it is back"):
+        check_named(spec, queues, waits=False)
+    missing = parse_options({"nameServer": "n:9876", "topic": "T", "startingOffsetsByTimestamp": json.dumps(
+        {"T": {"broker-a/2": 1}})}).starting
+    with pytest.raises(OptionError, match="names queue broker-a/2 of topic 'T', which does not exist"):
+        check_named(missing, queues, waits=True)
+    other = parse_options({"nameServer": "n:9876", "topic": "T", "startingOffsets": '{"U": {"broker-a/0": 1}}'})
+    with pytest.raises(OptionError, match="names topic 'U', which this query does not read"):
+        check_named(other.starting, queues, waits=True)
+
+
+def test_a_queue_entering_a_stream_late_starts_where_the_start_options_name_it():
+    named = parse_options({"nameServer": "n:9876", "topic": "T", "startingOffsets": '{"T": {"broker-b/0": 5}}'},
+                          streaming=True).starting
+    assert entering_spec(named) == SpecificOffsets("startingOffsets", named.offsets, Edge.EARLIEST)
+    committed = parse_options({"nameServer": "n:9876", "topic": "T", "startingOffsets": "committed",
+                               "consumerGroup": "g", "startingOffsetsFallback": "latest"}, streaming=True).starting
+    assert entering_spec(committed) == Committed("g", Edge.LATEST)
+    assert entering_spec(Edge.LATEST) is Edge.EARLIEST

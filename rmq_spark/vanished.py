@@ -1,0 +1,77 @@
+"""The stream driver's verdicts on the queues that left the route (docs/DESIGN.md §10). Only the end offset a master
+answers once the newest route no longer has a queue proves it *drained* (read to its end: it keeps its offset in
+every batch's end, so a topic that grows back resumes it there; RocketMQ keeps the consume queues of a shrunk
+topic) or *lost* (the data-loss rule). A slave's answer (it may lag behind its master) or none proves nothing: the
+queue is unavailable, its offset carried, and its master is asked again every few seconds."""
+from __future__ import annotations
+
+import logging
+from typing import Mapping
+
+from rmq_spark.client.base import Answers
+from rmq_spark.client.errors import RocketMQError
+from rmq_spark.client.model import MessageQueue
+from rmq_spark.client.outages import master_of
+from rmq_spark.options import SourceOptions
+from rmq_spark.planning import data_loss, reads_queue
+from rmq_spark.queue_watch import QueueWatch
+
+log = logging.getLogger(__name__)
+
+WAITS = "its queues that left the route wait until it tells whether they were read to their end"
+SLAVE = "only a slave answered, which may lag behind its master"
+
+
+class VanishedQueues:
+    """What the driver has proven about the queues of a query that are no longer in the route."""
+
+    def __init__(self, client, options: SourceOptions) -> None:
+        self.client, self.options = client, options
+        self._drained: dict[MessageQueue, int] = {}  # proven read to its end, at this offset
+        self._waiting: set[MessageQueue] = set()  # out of the route, neither proven drained nor lost
+
+    def classify(self, watch: QueueWatch, begin: Mapping[MessageQueue, int]
+                 ) -> tuple[set[MessageQueue], set[MessageQueue], set[MessageQueue]]:
+        """(unavailable, drained, gone) among the queues of ``begin``: ``watch.classify``'s unavailable ones and
+        the vanished ones no master has judged yet; those proven read to their end at their offset (kept); those
+        that leave the offsets (proven lost, after the data-loss rule, which raises under failOnDataLoss; or
+        drained of a topic the options no longer name). A verdict stands until the queue is back in the route."""
+        in_route = watch.queue_set
+        self._drained = {mq: o for mq, o in self._drained.items() if mq not in in_route}
+        self._waiting -= in_route
+        drained = {mq for mq, o in begin.items() if self._drained.get(mq) == o}
+        waiting = self._waiting & begin.keys()
+        due = {b for b in {mq.broker_name for mq in waiting} if self.client.outages.due(master_of(b))}
+        waiting = {mq for mq in waiting if mq.broker_name not in due}
+        unavailable, vanished = watch.classify([mq for mq in begin if mq not in drained and mq not in waiting])
+        unproven, proven, gone = self._judge(vanished, begin)
+        return unavailable | waiting | unproven, drained | proven, gone
+
+    def _judge(self, vanished: set[MessageQueue], begin: Mapping[MessageQueue, int]
+               ) -> tuple[set[MessageQueue], set[MessageQueue], set[MessageQueue]]:
+        """(unproven, drained, gone) among ``vanished``, from the end offsets their masters answer now."""
+        if not vanished:
+            return set(), set(), set()
+        try:
+            ends = self.client.max_offsets(sorted(vanished), partial=True)
+        except RocketMQError as e:  # e.g. the gRPC gateway refuses a queue outside the route
+            ends = Answers(failed={mq: e for mq in vanished})
+        masters = {mq: o for mq, o in ends.items() if mq not in ends.replica}
+        unproven = vanished - masters.keys()
+        failed = {mq.broker_name: ends.failed.get(mq, SLAVE) for mq in unproven}
+        self.client.outages.report((mq.broker_name for mq in vanished), failed, master_of, WAITS)
+        self._waiting = (self._waiting - vanished) | unproven
+        drained = {mq for mq, o in masters.items() if o == begin[mq]}
+        for mq in sorted(drained):
+            log.info("rocketmq source: %s left the topic route after it was read to its end (offset %d)", mq,
+                     begin[mq])
+        kept = {mq for mq in drained if reads_queue(self.options, mq)}
+        self._drained.update({mq: begin[mq] for mq in kept})
+        lost = sorted(masters.keys() - drained)
+        if lost:
+            what = ("queues " + ", ".join(f"{mq} (read to {begin[mq]}, end {masters[mq]})" for mq in lost)
+                    + " are no longer in the topic route although their masters are up (the topic shrank or was "
+                    "deleted); messages not yet read from them may be lost")
+            data_loss(what, self.options.fail_on_data_loss, remedy="go on without them",
+                      action="going on without them")
+        return unproven, kept, (drained - kept) | set(lost)

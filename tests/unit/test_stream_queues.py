@@ -1,0 +1,176 @@
+"""The stream driver's verdicts on queues that leave the route or enter after the start, against a scripted cluster
+(the real broker cannot stage a lagging slave's answer or a route read that finishes late): only a master's answer
+from the newest route proves a vanished queue drained or lost (docs/DESIGN.md §10); a queue that enters later
+starts where the start options put it."""
+from __future__ import annotations
+
+import logging
+from concurrent.futures import Future
+
+import pytest
+from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+from rmq_spark.client import outages
+from rmq_spark.client.base import Answers
+from rmq_spark.client.errors import BrokerUnavailableError, DataLossError, UnsupportedError
+from rmq_spark.client.model import BrokerData, MessageQueue, QueueData, TopicRoute
+from rmq_spark.client.outages import OutageLog
+from rmq_spark.options import OptionError, parse_options
+from rmq_spark.queue_watch import QueueWatch
+from rmq_spark.stream import RocketMQStreamReader
+
+TOPIC = "T"
+A, B = "broker-a", "broker-b"
+PERM_RW = 6
+ALL = ReadAllAvailable()
+
+
+def mq(queue_id: int, broker: str = A) -> MessageQueue:
+    return MessageQueue(TOPIC, broker, queue_id)
+
+
+class _Cluster:
+    """Name servers and brokers as a test scripts them: the readable queues of each broker group in the route, the
+    end offset each master answers, and, while ``slave_ends`` is set, a slave answering instead of the masters (or,
+    for a queue missing from it, nobody)."""
+
+    def __init__(self, queues: dict[str, int], ends: dict[MessageQueue, int]) -> None:
+        self.queues_of = dict(queues)
+        self.ends = dict(ends)
+        self.slave_ends: dict[MessageQueue, int] | None = None
+        self.committed: dict[MessageQueue, int] = {}
+        self.outages = OutageLog(logging.getLogger("test"))
+
+    def route(self, topic: str, refresh: bool = False) -> TopicRoute:
+        brokers = sorted(self.queues_of)
+        return TopicRoute(topic, tuple(BrokerData(b, {0: f"127.0.0.1:{10 + i}"}) for i, b in enumerate(brokers)),
+                          tuple(QueueData(b, self.queues_of[b], self.queues_of[b], PERM_RW) for b in brokers))
+
+    def queues(self, topic: str, refresh: bool = False) -> list[MessageQueue]:
+        return self.route(topic).read_queues()
+
+    def live_brokers(self) -> set[str]:
+        return set(self.queues_of)
+
+    def is_compacted(self, topic: str) -> bool:
+        return False
+
+    def hold_async(self, mq, offset, *, group, hold_ms):
+        raise UnsupportedError("no holds here")
+
+    def serves_reads(self, mq, offset, group) -> bool:
+        return True
+
+    def max_offsets(self, mqs, partial=False) -> Answers:
+        mqs = list(mqs)
+        if self.slave_ends is None:
+            return Answers({m: self.ends.get(m, 0) for m in mqs})
+        return Answers({m: self.slave_ends[m] for m in mqs if m in self.slave_ends},
+                       {m: BrokerUnavailableError("no answer") for m in mqs if m not in self.slave_ends},
+                       replica=[m for m in mqs if m in self.slave_ends])
+
+    def min_offsets(self, mqs, partial=False) -> Answers:
+        return Answers({m: 0 for m in mqs})
+
+    def query_consumer_offsets(self, group, mqs, partial=False) -> Answers:
+        return Answers({m: self.committed.get(m) for m in mqs})
+
+
+def _reader(cluster: _Cluster, **options: str) -> RocketMQStreamReader:
+    reader = RocketMQStreamReader(parse_options({"nameServer": "127.0.0.1:9876", "topic": TOPIC,
+                                                 "startingOffsets": "earliest", **options}, streaming=True))
+    reader._client = cluster
+    return reader
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    now = [1000.0]
+    monkeypatch.setattr(outages.time, "monotonic", lambda: now[0])
+    return now
+
+
+@pytest.mark.parametrize("answer", ["a lagging slave", "a slave at the query's offset", "nobody"])
+def test_only_a_master_proves_a_queue_that_left_the_route_drained_or_lost(clock, answer):
+    cluster = _Cluster({A: 4}, {mq(i): 5 for i in range(4)})
+    reader = _reader(cluster)
+    end = reader.latestOffset(reader.initialOffset(), ALL)
+    assert end[TOPIC] == {f"{A}/{i}": 5 for i in range(4)}
+    cluster.queues_of[A] = 2  # the topic shrank; then its master went away
+    cluster.ends[mq(3)] = 7  # the master holds two messages of queue 3 the query has not read
+    cluster.slave_ends = {"a lagging slave": {mq(i): 3 for i in range(4)},
+                          "a slave at the query's offset": {mq(i): 5 for i in range(4)},
+                          "nobody": {}}[answer]
+    reader.watch.poll(force=True)
+    waiting = reader.latestOffset(end, ALL)
+    assert waiting[TOPIC] == end[TOPIC], "queues 2 and 3 must wait for their master, their offsets carried"
+    cluster.slave_ends = None  # the master is back
+    clock[0] += outages.RETRY_DOWN_S
+    with pytest.raises(DataLossError, match=r"broker-a/3 \(read to 5, end 7\)"):
+        reader.latestOffset(end, ALL)
+
+
+def test_a_route_read_in_the_background_is_not_applied_over_a_newer_one():
+    cluster = _Cluster({A: 2}, {mq(i): 5 for i in range(4)})
+    watch = QueueWatch(cluster, parse_options({"nameServer": "127.0.0.1:9876", "topic": TOPIC}))
+    watch.poll()
+    older = Future()  # a background read that saw the topic with 2 queues and came back late
+    older.set_result(watch._read_routes())
+    watch._reading = older
+    cluster.queues_of[A] = 4
+    watch.poll(force=True)  # the newer route: 4 queues
+    assert watch.queue_set == {mq(i) for i in range(4)}
+    assert watch.classify({mq(3): 5}) == (set(), set())
+
+
+def test_a_queue_read_to_its_end_keeps_its_offset_out_of_the_route_and_resumes_there(clock):
+    cluster = _Cluster({A: 4}, {mq(i): 5 for i in range(4)})
+    reader = _reader(cluster)
+    end = reader.latestOffset(reader.initialOffset(), ALL)
+    cluster.queues_of[A] = 2
+    reader.watch.poll(force=True)
+    for _ in range(3):  # asked once, then carried
+        assert reader.latestOffset(end, ALL)[TOPIC] == end[TOPIC]
+    cluster.queues_of[A] = 4  # the topic grows back (the broker kept consume queues 2 and 3)
+    cluster.ends[mq(2)] = 8
+    reader.watch.poll(force=True)
+    grown = reader.latestOffset(end, ALL)
+    assert grown[TOPIC] == {f"{A}/0": 5, f"{A}/1": 5, f"{A}/2": 8, f"{A}/3": 5}
+    assert [(r.queue, r.start, r.end) for p in reader.partitions(end, grown) for r in p.ranges] == [(mq(2), 5, 8)]
+
+
+@pytest.mark.parametrize("fallback, start", [("latest", 9), ("error", None)])
+def test_new_queues_under_committed_start_where_startingOffsetsFallback_says(fallback, start):
+    cluster = _Cluster({A: 2}, {mq(i): 9 for i in range(4)})
+    cluster.committed = {mq(0): 4, mq(1): 4}
+    reader = _reader(cluster, startingOffsets="committed", consumerGroup="g", commitOffsetsToBroker="false",
+                     startingOffsetsFallback=fallback)
+    first = reader.initialOffset()
+    assert first[TOPIC] == {f"{A}/0": 4, f"{A}/1": 4}
+    end = reader.latestOffset(first, ALL)
+    cluster.queues_of[A] = 3  # a new queue, without a committed offset
+    reader.watch.poll(force=True)
+    if start is None:
+        with pytest.raises(OptionError, match=r"no committed offset for T:broker-a/2.*startingOffsetsFallback"):
+            reader.latestOffset(end, ALL)
+    else:
+        assert reader.latestOffset(end, ALL)[TOPIC][f"{A}/2"] == start
+
+
+def test_a_queue_named_in_startingOffsets_whose_broker_group_is_away_waits_and_starts_there():
+    cluster = _Cluster({A: 2}, {**{mq(i): 5 for i in range(2)}, **{mq(i, B): 10 for i in range(2)}})
+    reader = _reader(cluster, startingOffsets='{"T": {"broker-a/0": 1, "broker-b/1": 6}}')
+    first = reader.initialOffset()
+    assert first[TOPIC] == {f"{A}/0": 1, f"{A}/1": 0}
+    end = reader.latestOffset(first, ALL)
+    cluster.queues_of[B] = 2  # broker-b is back
+    reader.watch.poll(force=True)
+    back = reader.latestOffset(end, ALL)
+    assert back[TOPIC][f"{B}/1"] == 6 and back[TOPIC][f"{B}/0"] == 0
+
+
+def test_a_queue_named_in_startingOffsets_that_its_broker_group_does_not_have_is_an_error():
+    cluster = _Cluster({A: 2}, {})
+    reader = _reader(cluster, startingOffsets='{"T": {"broker-a/5": 1}}')
+    with pytest.raises(OptionError, match="names queue broker-a/5 of topic 'T', which does not exist"):
+        reader.initialOffset()
