@@ -6,6 +6,7 @@ from collections import Counter
 
 from rmq_spark.client.remoting.client import RemotingClient
 from tests.stock.loads import send_numbered
+from tests.support.stock_cluster import CLUSTER
 
 
 def _brokers_in_route(name_server: str, topic: str) -> set[str]:
@@ -14,7 +15,8 @@ def _brokers_in_route(name_server: str, topic: str) -> set[str]:
 
 
 def test_a_killed_broker_leaves_the_route_and_comes_back_with_what_it_stored(stock_cluster):
-    stock_cluster.create_topic("Harness", queues=2)
+    stock_cluster.mqadmin("updateTopic", "-c", CLUSTER, "-t", "Harness", "-r", "2", "-w", "2")
+    stock_cluster.wait_topic("Harness", queues=2)
     sent = send_numbered(stock_cluster.name_server, "Harness", per_queue=10)
 
     stock_cluster.kill("broker-a")

@@ -13,9 +13,10 @@ from rmq_spark.embedded import JDK, MAVEN, EmbeddedClusterError, jvm_flags, requ
 
 STOCK_POM = Path(__file__).resolve().parents[2] / "jvm-shim" / "stock" / "pom.xml"
 CACHE = Path(os.environ.get("RMQ_SPARK_STOCK_CACHE", Path.home() / ".cache" / "rmq-spark" / "rocketmq"))
-# What RocketMQ's store and remoting reach into on JDK 17 (the shim's jar carries these in its manifest).
+# What RocketMQ's store and remoting reach into on JDK 17 (the shim's jar carries the first three in its manifest);
+# 4.x unmaps files through jdk.internal.ref.Cleaner (a broker restarted after a crash fails its store's load without).
 JDK17_ACCESS = ("--add-opens=java.base/java.nio=ALL-UNNAMED", "--add-opens=java.base/java.util=ALL-UNNAMED",
-                "--add-exports=java.base/sun.nio.ch=ALL-UNNAMED")
+                "--add-exports=java.base/sun.nio.ch=ALL-UNNAMED", "--add-opens=java.base/jdk.internal.ref=ALL-UNNAMED")
 _COMPLETE = ".complete"
 
 
