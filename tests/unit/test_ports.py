@@ -1,18 +1,15 @@
-import socket
-
-from tests.support.ports import server_port
+from tests.support import ports
 
 
-def test_a_server_port_comes_with_its_neighbours_free_and_is_handed_out_once():
-    ports = [server_port(-2, 1) for _ in range(20)]
-    taken = {q for p in ports for q in (p - 2, p, p + 1)}
-    assert len(taken) == 3 * len(ports)  # no port, nor a neighbour, handed out twice
-    for q in taken:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", q))
+def test_a_port_whose_neighbour_is_busy_is_passed_over(monkeypatch):
+    busy = 20000
+    candidates = iter([busy + 2, busy - 1, 30000])  # p - 2 busy, then p + 1 busy, then all free
+    monkeypatch.setattr(ports.random, "randrange", lambda low, high: next(candidates))
+    monkeypatch.setattr(ports, "_free", lambda p: p != busy)
+    monkeypatch.setattr(ports, "_HANDED_OUT", set())
+    assert ports.server_port(-2, 1) == 30000
 
 
-def test_a_server_port_is_below_the_ephemeral_range():
-    with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
-        low = int(f.read().split()[0])
-    assert all(server_port() < low for _ in range(20)) or low - 10000 < 2000
+def test_no_port_nor_neighbour_is_handed_out_twice():
+    picked = [ports.server_port(-2, 1) for _ in range(20)]
+    assert len({q for p in picked for q in (p - 2, p, p + 1)}) == 3 * len(picked)
