@@ -53,17 +53,23 @@ def test_a_broker_killed_inside_an_exactly_once_commit_leaves_every_row_once(spa
     rows = send_numbered(cluster.name_server, "CrashSource", PER_QUEUE)
     checkpoint = tmp_path / "checkpoint"
 
-    first = _query(spark, cluster, checkpoint, rows)
-    before_kill = _kill_inside_the_commit(cluster, first, "broker-a", rows)
-    assert 0 < before_kill < rows, f"the kill did not land inside the commit: {before_kill} of {rows} rows were in"
-    with contextlib.suppress(StreamingQueryException):  # the commit cannot end without broker-a: the query fails
-        if not first.awaitTermination(60):
-            first.stop()
+    queries = []
+    try:
+        first = _query(spark, cluster, checkpoint, rows)
+        queries.append(first)
+        before_kill = _kill_inside_the_commit(cluster, first, "broker-a", rows)
+        assert 0 < before_kill < rows, f"the kill did not land inside the commit: {before_kill} of {rows} rows were in"
+        with contextlib.suppress(StreamingQueryException):  # the commit cannot end without broker-a: the query fails
+            first.awaitTermination(60)
+        first.stop()  # should it wait still, the restart must not meet it on the checkpoint
 
-    cluster.restart("broker-a")
-    second = _query(spark, cluster, checkpoint, rows)  # replays the cut batch
-    second.awaitTermination(120)
-    assert second.exception() is None, f"the restarted query failed: {second.exception()}"
+        cluster.restart("broker-a")
+        second = _query(spark, cluster, checkpoint, rows)  # replays the cut batch
+        queries.append(second)
+        assert second.awaitTermination(120), "the restarted query did not finish its batch within 120 s"
+    finally:  # none may outlive the test in the shared Spark session
+        for query in queries:
+            query.stop()
 
     read = cluster.consume("CrashSource", "CrashTarget")
     expected = {_position(m) for m in read if m["topic"] == "CrashSource"}
