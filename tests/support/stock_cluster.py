@@ -92,7 +92,9 @@ class StockProcess:
     def output(self, lines: int = 40) -> str:
         """The last lines of its console and of RocketMQ's own logs, for an error message."""
         parts = []
-        for log in [self.dir / "console.log", *sorted((self.dir / "logs").rglob("*.log"))]:
+        main_logs = ("broker.log", "namesrv.log", "rocketmq.log")  # 5.x's main logs, and 4.x's one (_LOGBACK)
+        for log in [self.dir / "console.log", *(p for p in sorted((self.dir / "logs").rglob("*.log"))
+                                                if p.name in main_logs)]:
             if log.is_file():
                 tail = log.read_text(errors="replace").splitlines()[-lines:]
                 parts.append(f"--- {log.name}\n" + "\n".join(tail))
@@ -131,7 +133,7 @@ class StockCluster:
                 (self._home / "conf" / name).write_text(_LOGBACK)
             self._launch(self.namesrv, NAMESRV_MAIN, {"listenPort": str(self.namesrv.port)})
             self._client = RemotingClient(self.name_server, request_timeout=5.0, connect_timeout=2.0)
-            self._wait(lambda: self._answers(), f"name server {self.name_server} to answer", self.namesrv)
+            self._wait(self._answers, f"name server {self.name_server} to answer", self.namesrv)
             for broker in self.brokers.values():
                 self._start_broker(broker)
             for name in self.brokers:
