@@ -21,9 +21,9 @@ HOLD_MS = 30_000
 # How old the end offset a hold's answer tells may be to stand for the queue's end now: a query that waits for
 # messages asks every ~10 ms; under a steady flow the answer came right after the last batch was planned.
 FRESH_S = 0.02
-# A queue whose hold the broker refused (no permission, a group or topic it does not know yet, a node that is not
-# its master) is held again after this long, the wait doubling at each refusal up to REFUSED_RETRY_MAX_S; its
-# offsets are asked on the clock meanwhile.
+# A queue whose hold the broker refused (no permission, a group or topic it does not know yet) is held again after
+# this long, the wait doubling at each refusal up to REFUSED_RETRY_MAX_S; its offsets are asked on the clock
+# meanwhile.
 REFUSED_RETRY_S = RETRY_DOWN_S
 REFUSED_RETRY_MAX_S = 60.0
 
