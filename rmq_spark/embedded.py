@@ -121,7 +121,8 @@ def jvm_command(*args: str, heap: str = "768m", extra_flags: tuple[str, ...] | l
 class EmbeddedRocketMQ:
     """A running name server and ``brokers`` brokers on 127.0.0.1, driven through the shim's command protocol."""
 
-    def __init__(self, brokers: int = 1, *, slaves: int = 0, slave_read: bool = True, store_dir: str | os.PathLike | None = None,
+    def __init__(self, brokers: int = 1, *, slaves: int = 0, slave_read: bool = True, acting_master: bool = False,
+                 store_dir: str | os.PathLike | None = None,
                  access_key: str | None = None, secret_key: str | None = None,
                  commitlog_file_size: int | None = None, cq_file_entries: int | None = None, tls: bool = False,
                  mutual_tls: bool = False,
@@ -132,6 +133,8 @@ class EmbeddedRocketMQ:
         self.broker_count = brokers
         self.slave_count = slaves
         self.slave_read = slave_read  # slaves serve pulls (slaveReadEnable); False: RocketMQ's default, they refuse
+        # slave-acting-master mode: while a master is away, the route lists its first slave at brokerId 0
+        self.acting_master = acting_master
         self.store_dir = store_dir
         self.access_key = access_key
         self.secret_key = secret_key
@@ -175,6 +178,8 @@ class EmbeddedRocketMQ:
             args += ["--slaves", str(self.slave_count)]
             if not self.slave_read:
                 args.append("--no-slave-read")
+            if self.acting_master:
+                args.append("--acting-master")
         if self.store_dir is not None:
             args += ["--store", str(self.store_dir)]
         if self.access_key is not None:
@@ -388,6 +393,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--slaves", type=int, default=0, help="slaves per broker (master-slave replication)")
     parser.add_argument("--no-slave-read", action="store_true",
                         help="slaves refuse pulls (slaveReadEnable=false, RocketMQ's default)")
+    parser.add_argument("--acting-master", action="store_true",
+                        help="slave-acting-master mode: the route lists a slave at brokerId 0 while its master is away")
     parser.add_argument("--store", help="store directory (default: a temporary one, deleted at exit)")
     parser.add_argument("--topic", action="append", default=[], help="create this topic (repeatable)")
     parser.add_argument("--queues", type=int, default=4, help="queues per broker for --topic")
@@ -398,7 +405,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.build:
             print(ensure_jar())
             return 0
-        with EmbeddedRocketMQ(args.brokers, slaves=args.slaves, slave_read=not args.no_slave_read, store_dir=args.store,
+        with EmbeddedRocketMQ(args.brokers, slaves=args.slaves, slave_read=not args.no_slave_read,
+                              acting_master=args.acting_master, store_dir=args.store,
                               gateway=not args.no_gateway) as mq:
             for topic in args.topic:
                 mq.create_topic(topic, args.queues)

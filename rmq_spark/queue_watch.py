@@ -52,8 +52,8 @@ class QueueWatch:
         self.latest: dict[MessageQueue, int] = {}  # last known end offset of every queue seen, kept while unavailable
         self.replica: set[MessageQueue] = set()  # latest answered by a slave (may lag behind its master)
         self.silent: set[MessageQueue] = set()  # in the routes, but their broker did not answer the last poll
-        # whether the slave read while its master is away serves pulls, and when that was asked
-        self._serves_reads: dict[str, tuple[bool, float]] = {}
+        # whether the slave read while its master is away serves pulls, when that was asked, and why not
+        self._serves_reads: dict[str, tuple[bool, float, BaseException | str]] = {}
         self._latest_at = float("-inf")
 
     # -- polling ---------------------------------------------------------------------------------------------
@@ -150,8 +150,7 @@ class QueueWatch:
         self.replica = (self.replica - asked) | answers.replica
         failed: dict[str, BaseException | str] = {mq.broker_name: e for mq, e in answers.failed.items()}
         refusing = self._refusing_reads(answers)
-        for broker in refusing:
-            failed[broker] = REFUSES
+        failed.update(refusing)
         self.silent = ((self.silent - asked) | set(answers.failed)
                        | {mq for mq in answers if mq.broker_name in refusing})
         self.client.outages.report((mq.broker_name for mq in queues), failed, broker_group, WAITS)
@@ -159,24 +158,25 @@ class QueueWatch:
             if mq not in answers.replica:
                 self._holds.arm(mq, offset)
 
-    def _refusing_reads(self, answers) -> set[str]:
+    def _refusing_reads(self, answers) -> dict[str, BaseException | str]:
         """The brokers whose latest offsets a slave answered (their master is away) and whose slave refuses pulls
-        (slaveReadEnable=false): unavailable, as if they had no slave, until the master answers. A slave that
-        serves is asked again after the next route poll; one that refuses (or refers to its master for a moment
-        after the master left), every few seconds."""
-        refusing = set()
+        (slaveReadEnable=false, or the probe pull failed), with why: unavailable, as if they had no slave, until
+        the master answers. A slave that serves is asked again after the next route poll; one that refuses (or
+        refers to its master for a moment after the master left), every few seconds."""
+        refusing: dict[str, BaseException | str] = {}
         now = time.monotonic()
         for mq in sorted(answers.replica):
             broker = mq.broker_name
-            serves, at = self._serves_reads.get(broker, (False, float("-inf")))
+            serves, at, why = self._serves_reads.get(broker, (False, float("-inf"), REFUSES))
             if not serves and now - at >= RETRY_DOWN_S:
+                why = REFUSES
                 try:
                     serves = self.client.serves_reads(mq, answers[mq], self.options.pull_group)
-                except RETRYABLE:
-                    serves = False  # not answering now: asked again in a few seconds
-                self._serves_reads[broker] = (serves, now)
+                except RocketMQError as e:
+                    serves, why = False, e  # not answering now, or refusing the probe: asked again in a few seconds
+                self._serves_reads[broker] = (serves, now, why)
             if not serves:
-                refusing.add(broker)
+                refusing[broker] = why
         return refusing
 
     # -- what the routes show --------------------------------------------------------------------------------

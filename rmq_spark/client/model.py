@@ -135,15 +135,17 @@ class Credentials:
 
 @dataclass(frozen=True)
 class BrokerData:
-    """A broker group: its name and the address of each broker id (0 is the master)."""
+    """A broker group: its name and the address of each broker id (0 is the master, unless ``acting_master``: then
+    the node at 0 is a slave standing in while the master is away, and the group has no master)."""
 
     broker_name: str
     addresses: dict[int, str]
     cluster: str = ""
+    acting_master: bool = False
 
     @property
     def master_address(self) -> str | None:
-        return self.addresses.get(MASTER_ID)
+        return None if self.acting_master else self.addresses.get(MASTER_ID)
 
     def read_candidates(self, preferred: int = MASTER_ID) -> list[str]:
         """Addresses to read from, best first: the preferred broker id (the broker's suggestion), the master, then

@@ -213,6 +213,27 @@ def test_abandoned_requests_are_dropped(peer_factory):
     conn.close()
 
 
+def test_an_abandoned_request_expires_on_a_clock_also_on_a_busy_connection(peer_factory):
+    def script(sock):
+        read_request(sock)  # the held pull: never answered
+        while True:
+            respond(sock, read_request(sock))
+    peer = peer_factory(script)
+    conn = Connection(peer.address)
+    ended = threading.Event()
+    held = conn.send(RemotingCommand(code=11), timeout=0.2)  # nobody calls result(): a held pull's doorbell
+    held.add_done_callback(ended.set)
+    deadline = time.monotonic() + 10  # expiry is due about 2 s in; a loaded machine may take longer
+    while not ended.is_set() and time.monotonic() < deadline:
+        conn.request(RemotingCommand(code=30), timeout=5)  # traffic all the time: the reader never idles a tick
+        time.sleep(0.05)
+    assert ended.is_set(), "a request nobody waits for was never expired while other answers kept coming"
+    with pytest.raises(RequestTimeoutError):
+        held.result()
+    assert not conn.closed
+    conn.close()
+
+
 def test_request_ids_wrap_within_int32(peer_factory, monkeypatch):
     import itertools
 

@@ -1,8 +1,12 @@
 """HeldPulls' bookkeeping: which ended holds tell their queue's new end (and are armed there), which hand their
-queue back to be asked, which are armed again as they were, and which queues are never held again."""
+queue back to be asked, which are armed again as they were, when a refused queue is held again and which queues are
+never held again, and what an answered hold keeps."""
 from __future__ import annotations
 
-from rmq_spark.client.errors import AuthError, ConnectionLostError
+import gc
+import weakref
+
+from rmq_spark.client.errors import AuthError, ConnectionLostError, UnsupportedError
 from rmq_spark.client.model import MessageQueue, PullResult
 from rmq_spark.compiled import PullStatus
 from rmq_spark.held_pulls import HeldPulls
@@ -81,7 +85,20 @@ def test_an_end_that_is_not_the_queue_end_any_more_is_not_quiet():
     assert holds.rung() == {A: None} and A not in holds
 
 
-def test_a_failed_hold_hands_the_queue_back_and_a_refused_one_is_never_held_again():
+def _arm_until_held(holds: HeldPulls, mq: MessageQueue, now: list[float]) -> None:
+    """Arm ``mq`` every 0.5 s of the fake clock (as the watch does at each poll) until it is held (at most 10 min)."""
+    for _ in range(1200):
+        now[0] += 0.5
+        holds.arm(mq, 5)
+        if mq in holds:
+            return
+    raise AssertionError(f"{mq} was never held again")
+
+
+def test_a_failed_hold_hands_the_queue_back_and_a_refused_one_is_held_again_after_a_backoff(monkeypatch):
+    import rmq_spark.held_pulls as held_pulls
+    now = [100.0]
+    monkeypatch.setattr(held_pulls.time, "monotonic", lambda: now[0])
     client = _Client()
     holds = HeldPulls(client, "g")
     holds.arm(A, 5)
@@ -91,7 +108,53 @@ def test_a_failed_hold_hands_the_queue_back_and_a_refused_one_is_never_held_agai
     assert holds.rung() == {A: None, B: None}
     holds.arm(A, 5)
     holds.arm(B, 5)
-    assert A in holds and B not in holds  # waiting cures a lost connection, not a refusal
+    assert A in holds and B not in holds  # waiting cures a lost connection at once, a refusal not at once
+    waits = []
+    for _ in range(4):  # refused again at each try: the tries come further and further apart
+        tried_at = now[0]
+        _arm_until_held(holds, B, now)
+        waits.append(now[0] - tried_at)
+        client.last(B).end(AuthError("no permission to pull"))
+        assert holds.rung() == {B: None}
+    assert waits == sorted(waits) and waits[-1] > waits[0] and waits[0] <= held_pulls.REFUSED_RETRY_S + 0.5
+    _arm_until_held(holds, B, now)
+    client.last(B).end(_quiet(5))  # the broker takes holds again: the next refusal starts the backoff anew
+    assert holds.rung() == {} and B in holds
+    client.last(B).end(AuthError("no permission to pull"))
+    holds.rung()
+    now[0] += held_pulls.REFUSED_RETRY_S
+    holds.arm(B, 5)
+    assert B in holds
+
+
+def test_a_transport_without_holds_is_never_asked_again():
+    client = _Client()
+    holds = HeldPulls(client, "g")
+    holds.arm(A, 5)
+    client.last(A).end(UnsupportedError("held pulls are not offered over gRPC"))
+    assert holds.rung() == {A: None}
+    holds.arm(A, 5)
+    assert A not in holds and len(client.calls) == 1
+
+
+class _Body:
+    """A stand-in for a pulled message body (up to 4 MiB) that can be watched for being freed."""
+
+
+def test_an_answered_hold_keeps_the_answers_header_not_its_body(monkeypatch):
+    import rmq_spark.held_pulls as held_pulls
+    monkeypatch.setattr(held_pulls.time, "monotonic", lambda: 100.0)  # the answer is fresh however slow gc is
+    client = _Client()
+    holds = HeldPulls(client, "g")
+    holds.arm(A, 5)
+    call = client.calls.pop()
+    body = _Body()
+    freed = weakref.ref(body)
+    call.end(PullResult(PullStatus.FOUND, 6, 0, 9, body=body, first_offset=5))
+    del call, body
+    gc.collect()
+    assert freed() is None, "the answered hold keeps the message body until the next trigger"
+    assert holds.rung() == {A: 9}
 
 
 def test_a_dropped_or_rearmed_hold_that_ends_later_is_ignored():

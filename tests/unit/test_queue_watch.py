@@ -149,3 +149,32 @@ def test_offsets_refused_for_queues_that_left_the_route_send_the_watch_to_the_ro
     assert watch.latest == {MessageQueue(TOPIC, "broker-a", 0): 7, MessageQueue(TOPIC, "broker-a", 1): 7}
     unavailable, vanished = watch.classify([MessageQueue(TOPIC, "broker-a", 0), *gone])
     assert vanished == set(gone) and unavailable == set()
+
+
+class _SlaveWithoutTheGroup:
+    """broker-a's master is away, so its slave answers the offsets; the probe pull gets an answer no retry cures
+    (the slave has not copied the group from its master yet)."""
+
+    def __init__(self) -> None:
+        self.outages = OutageLog(logging.getLogger("test"))
+        self.probes = 0
+
+    def max_offsets(self, mqs, partial=False):
+        mqs = list(mqs)
+        return Answers({mq: 7 for mq in mqs}, replica=mqs)
+
+    def serves_reads(self, mq, offset, group):
+        self.probes += 1
+        raise BrokerError("subscription group not exist", code=26)
+
+
+def test_a_slave_probe_answered_with_an_error_counts_the_broker_as_refusing_not_as_a_failed_query():
+    client = _SlaveWithoutTheGroup()
+    watch = QueueWatch(client, parse_options({"nameServer": "127.0.0.1:9876", "topic": TOPIC}))
+    watch._routes = {TOPIC: TopicRoute(TOPIC, (BrokerData("broker-a", {1: "127.0.0.1:11"}),),
+                                       (QueueData("broker-a", 2, 2, PERM_RW),))}
+    watch._poll_offsets(watch.queues())
+    assert client.probes == 1
+    assert watch.readable() == [] and watch.silent == set(watch.queues())  # unavailable until the master is back
+    watch._poll_offsets(watch.queues())
+    assert client.probes == 1  # asked again on the outage clock, not at every poll

@@ -363,7 +363,8 @@ class RemotingClient(BaseClient):
 
     def hold_async(self, mq: MessageQueue, offset: int, *, group: str, hold_ms: int) -> RemotingCall:
         """A pull at ``offset`` (the queue's end) that the master holds until a message arrives or ``hold_ms``
-        pass (a slave is never asked: it learns of messages late, and a queue whose master is away is polled).
+        pass (a slave, one acting as master included, is never asked: it learns of messages late, and a queue whose
+        master is away is polled).
         The broker looks at its held pulls every HOLD_CHECK_S, so the answer may come that much after the hold."""
         wire_group, wire_queue = self._wire(group, mq)
         cmd = req.pull_request(wire_queue, wire_group, offset, 1, suspend_ms=hold_ms)

@@ -25,6 +25,7 @@ _LENGTH = struct.Struct(">i")
 _OPAQUE_MAX = 0x7FFFFFFF
 _opaques = itertools.count(1)
 # The socket's timeout: a blocked receive wakes this often to expire abandoned requests, a send checks its deadline.
+# A busy connection, whose receives never time out, expires them as often between frames.
 TICK_S = 1.0
 # A request nobody waits for any more is dropped this long after its deadline.
 ABANDONED_GRACE_S = 1.0
@@ -113,7 +114,7 @@ class Connection:
     Every send has a deadline (a peer that stops reading cannot block senders), TCP keepalive finds dead peers,
     a request that times out on a connection that has received nothing since it was sent closes it (a half-open
     connection is replaced, not kept), the reader fails every pending request and closes the connection on any
-    error, and requests nobody waits for are dropped after their deadline."""
+    error, and requests nobody waits for fail within TICK_S after their deadline (and grace), idle or busy."""
 
     def __init__(self, address: str, *, connect_timeout: float = DEFAULT_CONNECT_TIMEOUT, tls: ssl.SSLContext | None = None,
                  server_name: str | None = None, signer: Signer | None = None) -> None:
@@ -124,6 +125,7 @@ class Connection:
         self._pending_lock = threading.Lock()
         self._closed_error: RocketMQError | None = None
         self.last_received = time.monotonic()
+        self._expiry_due = self.last_received + TICK_S  # when the reader next looks for abandoned requests
         host, port = host_port(address)
         try:
             sock = socket.create_connection((host, port), timeout=connect_timeout)
@@ -208,6 +210,7 @@ class Connection:
 
     def _expire_abandoned(self) -> None:
         now = time.monotonic()
+        self._expiry_due = now + TICK_S
         with self._pending_lock:
             expired = [p for p in self._pending.values() if p.deadline + ABANDONED_GRACE_S < now]
             for p in expired:
@@ -257,6 +260,8 @@ class Connection:
                     raise ProtocolError(f"{self.address} sent a frame of length {length}, outside 4..{MAX_FRAME_LENGTH}")
                 response = decode_frame(self._read_exact(length))
                 self.last_received = time.monotonic()
+                if self.last_received >= self._expiry_due:
+                    self._expire_abandoned()
                 if not response.is_response:
                     continue  # server-initiated requests (e.g. consumer ids changed) do not concern a pull client
                 with self._pending_lock:

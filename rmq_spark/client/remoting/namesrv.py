@@ -73,18 +73,25 @@ class NameServerClient:
 
 
 def parse_route(topic: str, body: bytes) -> TopicRoute:
-    """Decode the name server's TopicRouteData JSON (standard or with fastjson's integer keys)."""
+    """Decode the name server's TopicRouteData JSON (standard or with fastjson's integer keys). A group whose
+    brokers take part in slave-acting-master mode (``enableActingMaster``) and whose queue data lost its write
+    permission has no master: the name server took the write permission off when the master left, and (with
+    supportActingMaster) lists the group's first slave at brokerId 0 in its place (RouteInfoManager.
+    pickupTopicRouteData). A read-only topic of such a group is taken the same way: the route cannot tell them
+    apart."""
     try:
         data = parse_loose_json(body.decode("utf-8"))
-        brokers = tuple(
-            BrokerData(broker_name=b["brokerName"], cluster=b.get("cluster") or "",
-                       addresses={int(k): v for k, v in (b.get("brokerAddrs") or {}).items()})
-            for b in data.get("brokerDatas") or [])
         queues = tuple(
             QueueData(broker_name=q["brokerName"], read_queue_nums=int(q["readQueueNums"]),
                       write_queue_nums=int(q["writeQueueNums"]), perm=int(q["perm"]),
                       topic_sys_flag=int(q.get("topicSysFlag") or 0))
             for q in data.get("queueDatas") or [])
+        read_only = {q.broker_name for q in queues if not q.writable}
+        brokers = tuple(
+            BrokerData(broker_name=b["brokerName"], cluster=b.get("cluster") or "",
+                       addresses={int(k): v for k, v in (b.get("brokerAddrs") or {}).items()},
+                       acting_master=bool(b.get("enableActingMaster")) and b["brokerName"] in read_only)
+            for b in data.get("brokerDatas") or [])
     except (UnicodeDecodeError, KeyError, TypeError, ValueError, AttributeError) as e:
         raise RocketMQError(f"the name server's route for topic {topic!r} could not be read: {e!r}") from e
     return TopicRoute(topic=topic, brokers=brokers, queues=queues,

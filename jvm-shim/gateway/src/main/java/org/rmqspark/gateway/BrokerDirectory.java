@@ -3,6 +3,7 @@ package org.rmqspark.gateway;
 import apache.rocketmq.v2.Code;
 import org.apache.rocketmq.client.exception.MQClientException;
 import org.apache.rocketmq.common.MixAll;
+import org.apache.rocketmq.common.constant.PermName;
 import org.apache.rocketmq.remoting.protocol.ResponseCode;
 import org.apache.rocketmq.remoting.protocol.body.ClusterInfo;
 import org.apache.rocketmq.remoting.protocol.route.BrokerData;
@@ -25,7 +26,7 @@ import java.util.concurrent.TimeUnit;
  *
  * <p>Reads go to the member the broker last suggested for the queue, else the master, else a slave (as the Java
  * client's PullAPIWrapper picks), skipping a member that could not be reached in the last few seconds; writes
- * (offset updates, sends) go to the master only.
+ * (offset updates, sends) go to the master only, never to a slave acting for it.
  */
 final class BrokerDirectory {
     private static final long ROUTE_TTL_NANOS = TimeUnit.SECONDS.toNanos(3);
@@ -166,10 +167,13 @@ final class BrokerDirectory {
         return attributes == null ? null : attributes.get(name);
     }
 
-    /** The master address of {@code q}'s broker; PROXY_TIMEOUT while the group has no master (slaves only read). */
+    /**
+     * The master address of {@code q}'s broker; PROXY_TIMEOUT while the group has no master (slaves only read), a
+     * slave acting for it included (see {@link #actingMaster}).
+     */
     String masterAddress(QueueRef q) throws Exception {
         String master = members(q).get(MixAll.MASTER_ID);
-        if (master == null) {
+        if (master == null || actingMaster(route(q.topic, false), q.broker)) {
             throw new GatewayException(Code.PROXY_TIMEOUT, "broker " + q.broker + " has no master in the route of topic "
                 + q.topic + " now (its slaves serve reads only); try again when the master is back");
         }
@@ -231,6 +235,25 @@ final class BrokerDirectory {
         ClusterInfo info = client.api().getBrokerClusterInfo(client.timeoutMs());
         BrokerData bd = info.getBrokerAddrTable() == null ? null : info.getBrokerAddrTable().get(brokerName);
         return bd != null && bd.getBrokerAddrs() != null && !bd.getBrokerAddrs().isEmpty();
+    }
+
+    /**
+     * Whether the route lists a slave at {@code brokerName}'s brokerId 0 in its master's place: in slave-acting-master
+     * mode the name server does so while the master is away, for a group whose brokers enableActingMaster, and takes
+     * the write permission off the group's queue data (RouteInfoManager). A read-only topic of such a group looks
+     * the same.
+     */
+    static boolean actingMaster(TopicRouteData route, String brokerName) {
+        QueueData qd = queueData(route, brokerName);
+        if (qd == null || PermName.isWriteable(qd.getPerm()) || route.getBrokerDatas() == null) {
+            return false;
+        }
+        for (BrokerData bd : route.getBrokerDatas()) {
+            if (brokerName.equals(bd.getBrokerName())) {
+                return bd.isEnableActingMaster();
+            }
+        }
+        return false;
     }
 
     static QueueData queueData(TopicRouteData route, String brokerName) {

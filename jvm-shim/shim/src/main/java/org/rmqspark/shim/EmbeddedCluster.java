@@ -31,7 +31,8 @@ import java.util.Map;
 /**
  * Name server plus N broker groups (broker-a, broker-b, ...) of cluster "DefaultCluster" on 127.0.0.1: a master
  * each and, with --slaves, that many slaves replicating it (RocketMQ's classic master-slave HA, ASYNC_MASTER), all
- * with slaveReadEnable so that a slave serves reads while its master is away.
+ * with slaveReadEnable so that a slave serves reads while its master is away; with --acting-master, in
+ * slave-acting-master mode (the route lists a group's first slave at brokerId 0 while its master is away).
  */
 final class EmbeddedCluster {
     static final String CLUSTER = "DefaultCluster";
@@ -234,6 +235,7 @@ final class EmbeddedCluster {
     private void startNamesrv(int port) throws Exception {
         File dir = new File(root, "namesrv");
         NamesrvConfig cfg = new NamesrvConfig();
+        cfg.setSupportActingMaster(options.actingMaster);
         cfg.setKvConfigPath(new File(dir, "kvConfig.json").getPath());
         cfg.setConfigStorePath(new File(dir, "namesrv.properties").getPath());
         NettyServerConfig server = new NettyServerConfig();
@@ -317,6 +319,7 @@ final class EmbeddedCluster {
         // RocketMQ's read-from-slave deployments configure it; --no-slave-read keeps RocketMQ's own default (a slave
         // refuses pulls)
         bc.setSlaveReadEnable(options.slaveRead);
+        bc.setEnableSlaveActingMaster(options.actingMaster);
         bc.setBrokerIP1(HOST);
         bc.setBrokerIP2(HOST);
         bc.setNamesrvAddr(nameServerAddress());

@@ -10,6 +10,11 @@ final class Options {
     int slaves = 0;
     /** Slaves serve pulls (slaveReadEnable); off, they refuse them as RocketMQ's default deployments do. */
     boolean slaveRead = true;
+    /**
+     * Slave-acting-master mode: the name server lists a group's first slave at brokerId 0 while its master is away
+     * (supportActingMaster), and the brokers take part (enableSlaveActingMaster).
+     */
+    boolean actingMaster = false;
     /** Store root; null means a fresh temporary directory that is deleted at exit. */
     String storeDir;
     int namesrvPort = 0;
@@ -44,6 +49,7 @@ final class Options {
                 case "--brokers": o.brokers = Integer.parseInt(need(a, v)); i++; break;
                 case "--slaves": o.slaves = Integer.parseInt(need(a, v)); i++; break;
                 case "--no-slave-read": o.slaveRead = false; break;
+                case "--acting-master": o.actingMaster = true; break;
                 case "--store": o.storeDir = need(a, v); i++; break;
                 case "--namesrv-port": o.namesrvPort = Integer.parseInt(need(a, v)); i++; break;
                 case "--broker-ports":
