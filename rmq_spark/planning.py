@@ -9,6 +9,7 @@ from typing import Iterable, Mapping
 from rmq_spark.client.errors import (RETRYABLE, AuthError, BrokerUnavailableError, DataLossError, InvalidFilterError,
                                      TopicNotFoundError, UnsupportedError)
 from rmq_spark.client.model import MessageQueue, TopicRoute
+from rmq_spark.client.system_topics import is_internal_topic
 from rmq_spark.compiled import data_loss_error, data_loss_note
 from rmq_spark.offsets import QueueRange
 from rmq_spark.options import OptionError, SourceOptions
@@ -22,10 +23,11 @@ def where(options: SourceOptions) -> str:
 
 
 def reads_topic(options: SourceOptions, topic: str) -> bool:
-    """Whether the options name ``topic`` (one of topic/topics, or a match of topicPattern)."""
+    """Whether the options name ``topic``: one of topic/topics, or a match of topicPattern that is not a system or
+    connector topic by its name (``client.system_topics``)."""
     if options.topic_pattern is None:
         return topic in options.topics
-    return re.fullmatch(options.topic_pattern, topic) is not None
+    return not is_internal_topic(topic) and re.fullmatch(options.topic_pattern, topic) is not None
 
 
 def reads_queue(options: SourceOptions, mq: MessageQueue) -> bool:
@@ -50,10 +52,15 @@ def check_assigned(options: SourceOptions, routes: Mapping[str, TopicRoute | Non
 
 
 def query_topics(client, options: SourceOptions) -> list[str]:
-    """The topics the options name, or those of the name server's list that match topicPattern, sorted."""
+    """The topics the options name, or those of the name server's list that match topicPattern, sorted: never a
+    system topic (those the brokers create for their cluster and themselves included) nor a connector topic."""
     if options.topic_pattern is None:
         return list(options.topics)
-    return sorted(t for t in client.topics() if reads_topic(options, t))
+    matches = [t for t in client.topics() if reads_topic(options, t)]
+    if matches:
+        own = client.cluster_topics()
+        matches = [t for t in matches if t not in own]
+    return sorted(matches)
 
 
 def topic_queues(client, topic: str, options: SourceOptions) -> list[MessageQueue]:

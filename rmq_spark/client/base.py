@@ -165,6 +165,11 @@ class BaseClient:
         """The names of the broker groups registered with the name servers now (at least one member up)."""
         raise UnsupportedError(f"{type(self).__name__} cannot list the cluster's brokers")
 
+    def cluster_topics(self) -> set[str]:
+        """The topics the brokers of the cluster create under their cluster's and their own names (system topics
+        that the topic list shows beside the users' ones)."""
+        raise UnsupportedError(f"{type(self).__name__} cannot list the cluster's brokers")
+
     def is_compacted(self, topic: str) -> bool:
         """True when ``topic`` has the cleanup policy COMPACTION (its queue offsets may be sparse)."""
         raise UnsupportedError(f"{type(self).__name__} cannot read topic attributes")

@@ -23,6 +23,7 @@ from rmq_spark.client.remoting.connection import ConnectionPool, DirectConnectio
 from rmq_spark.client.remoting.frame import RemotingCommand, command_of, request_template
 from rmq_spark.client.remoting.namesrv import NameServerClient
 from rmq_spark.client.remoting.send_codec import compressed_for_send
+from rmq_spark.client.system_topics import cluster_topics
 from rmq_spark.client.tls import TlsConfig
 from rmq_spark.compiled import (BlockGatherer, Frame, MalformedError, PipeLostError, PipeTimeoutError, PullStatus,
                                 RangeCursor, Step, UnreadableError)
@@ -182,6 +183,10 @@ class RemotingClient(BaseClient):
 
     def live_brokers(self) -> set[str]:
         return self._namesrv.live_brokers()
+
+    def cluster_topics(self) -> set[str]:
+        """See BaseClient; none in a namespace (the topic list shows only the namespace's topics)."""
+        return set() if self.namespace else cluster_topics(self._namesrv.clusters())
 
     def _members(self, mq: MessageQueue) -> BrokerData:
         """The addresses of ``mq``'s broker group; BrokerUnavailableError when the route has none now."""
