@@ -21,8 +21,8 @@ from rmq_spark.client.model import MessageQueue, TopicRoute
 from rmq_spark.client.outages import RETRY_DOWN_S, broker_group
 from rmq_spark.held_pulls import HeldPulls
 from rmq_spark.options import SourceOptions
-from rmq_spark.planning import (check_assigned, check_filter, compacted_topics, query_topics, reads_queue,
-                                topic_queues)
+from rmq_spark.planning import (check_assigned, check_filter, compacted_topics, first_route, query_topics,
+                                reads_queue)
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +42,7 @@ class QueueWatch:
         self.version = 0  # counts the polls that may have changed what this watch shows
         self._holds = HeldPulls(client, options.pull_group)
         self._routes_at = float("-inf")
+        self._listed = False  # whether the name servers answered the query's topics once
         self._reader: ThreadPoolExecutor | None = None  # reads the routes in the background
         self._reading: Future | None = None
         self._live: set[str] | None = None  # brokers registered now, looked up once per route poll when needed
@@ -97,23 +98,34 @@ class QueueWatch:
 
     def _read_routes(self) -> dict[str, TopicRoute | None]:
         """The query's topics and their routes, as the name servers answer now (the last ones while none does).
-        Runs in the background: it only reads this watch."""
+        Runs in the background: it only reads this watch. Once the topics were listed, a name server that does not
+        answer, or a topicPattern match whose route cannot be read now, is waited for, never raised."""
         known = self._routes
         try:
             topics = query_topics(self.client, self.options)
         except RETRYABLE as e:
-            if not known:
+            if not self._listed:
                 raise
             self.client.outages.down(NAME_SERVERS, "using the last known topic list", e)
             topics = list(known)
+        self._listed = True
         routes: dict[str, TopicRoute | None] = {}
         for topic in topics:
-            if topic not in known:
-                topic_queues(self.client, topic, self.options)  # a topic never seen: clear errors for bad input
+            if topic in known:
+                try:
+                    routes[topic] = self.client.route(topic, refresh=True)
+                except TopicNotFoundError:
+                    routes[topic] = None  # its brokers are all down, or it was deleted: classify() tells
+                continue
             try:
-                routes[topic] = self.client.route(topic, refresh=topic in known)
-            except TopicNotFoundError:
-                routes[topic] = None  # its brokers are all down, or it was deleted: classify() tells
+                route = first_route(self.client, topic, self.options)  # a topic never seen: errors for bad input
+            except RETRYABLE as e:
+                if self.options.topic_pattern is None:
+                    raise
+                self.client.outages.down(NAME_SERVERS, "using the last known routes", e)
+                continue  # a pattern's new topic: read at a later poll
+            if route is not None:
+                routes[topic] = route
         return routes
 
     def _apply_routes(self, routes: dict[str, TopicRoute | None]) -> None:
