@@ -169,6 +169,7 @@ class RemotingClient(BaseClient):
 
     def close(self) -> None:
         """Close every connection."""
+        super().close()
         self._pool.close()
 
     # -- routing ---------------------------------------------------------------------------------------------
@@ -190,9 +191,10 @@ class RemotingClient(BaseClient):
 
     def _members(self, mq: MessageQueue) -> BrokerData:
         """The addresses of ``mq``'s broker group; BrokerUnavailableError when the route has none now."""
-        for refresh in (False, True):
+        for again in (False, True):
             try:
-                broker = self.route(mq.topic, refresh=refresh).broker(mq.broker_name)
+                route = self.recheck_route(mq.topic) if again else self.route(mq.topic)
+                broker = route.broker(mq.broker_name)
             except TopicNotFoundError:
                 if self.cached_route(mq.topic) is None:
                     raise
