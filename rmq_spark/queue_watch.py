@@ -13,10 +13,13 @@ from __future__ import annotations
 import logging
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Iterable
+from concurrent.futures import TimeoutError as FutureTimeout
+from concurrent.futures import wait as futures_wait
+from typing import Any, Callable, Iterable, TypeVar
 
-from rmq_spark.client.base import NAME_SERVERS
-from rmq_spark.client.errors import RETRYABLE, RocketMQError, TopicNotFoundError, UnsupportedError
+from rmq_spark.client.base import NAME_SERVERS, ROUTE_WAIT_S
+from rmq_spark.client.errors import (RETRYABLE, RequestTimeoutError, RocketMQError, TopicNotFoundError,
+                                     UnsupportedError)
 from rmq_spark.client.model import MessageQueue, TopicRoute
 from rmq_spark.client.outages import RETRY_DOWN_S, broker_group
 from rmq_spark.held_pulls import HeldPulls
@@ -25,6 +28,7 @@ from rmq_spark.planning import (check_assigned, check_filter, compacted_topics, 
                                 reads_queue)
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 OFFSET_POLL_S = 0.1
 WAITS = "its queues wait (unavailable, not lost)"
@@ -59,22 +63,19 @@ class QueueWatch:
     def poll(self, *, force: bool = False) -> None:
         """Bring ``latest`` up to date: with ``force``, every queue is asked; else the queues without a held pull,
         if any and not asked in the last OFFSET_POLL_S (or the routes just changed). The routes are read every
-        pollNameServerIntervalMs in the background (the first time, and with ``force``, at once), and take effect
-        at the first call after they came."""
+        pollNameServerIntervalMs in the background and take effect at the first call after they came. Only the
+        first read is waited for; with ``force`` a read is started and waited for at most ROUTE_WAIT_S (name
+        servers that never answer must not hold up Spark's thread), else the last routes are used."""
         now = time.monotonic()
         due = now - self._latest_at >= OFFSET_POLL_S
-        if force or self._routes_at == float("-inf"):
+        if self._routes_at == float("-inf"):
             self._apply_routes(self._read_routes())
             self._routes_at = now
             due = True
-        elif self._reading is None and now - self._routes_at >= self.options.poll_name_server_interval_ms / 1000:
-            if self._reader is None:
-                self._reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rmq-routes")
-            self._reading = self._reader.submit(self._read_routes)
-            self._routes_at = now
-        if self._reading is not None and self._reading.done():
-            reading, self._reading = self._reading, None
-            self._apply_routes(reading.result())  # what it raised is raised here
+        elif self._reading is None and (force or now - self._routes_at >= self.options.poll_name_server_interval_ms
+                                        / 1000):
+            self._start_reading()
+        if self._reading is not None and self._take_routes(ROUTE_WAIT_S if force else 0.0):
             due = True
         learned = {mq: offset for mq, offset in self._holds.rung().items() if offset is not None}
         if learned:
@@ -87,6 +88,33 @@ class QueueWatch:
             queues = [mq for mq in queues if mq not in self._holds]
         self._poll_offsets(queues)
         self._latest_at = time.monotonic()
+
+    def _start_reading(self) -> None:
+        """Start a background read of the routes."""
+        if self._reader is None:
+            self._reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rmq-routes")
+        self._reading = self._reader.submit(self._read_routes)
+        self._routes_at = time.monotonic()
+
+    def _take_routes(self, wait: float) -> bool:
+        """Apply the background read of the routes if it ends within ``wait`` seconds (what it raised is raised
+        here); whether it did."""
+        reading = self._reading
+        if not futures_wait([reading], timeout=wait).done:
+            return False
+        self._reading = None
+        self._apply_routes(reading.result())
+        return True
+
+    def _in_background(self, ask: Callable[..., T], *args: Any, **kw: Any) -> T:
+        """``ask(*args, **kw)`` (a name-server request) run by the route reader, waited for at most ROUTE_WAIT_S:
+        RequestTimeoutError (retryable: cannot tell now) after that."""
+        if self._reader is None:
+            self._reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rmq-routes")
+        try:
+            return self._reader.submit(ask, *args, **kw).result(timeout=ROUTE_WAIT_S)
+        except FutureTimeout:
+            raise RequestTimeoutError(f"the name servers did not answer within {ROUTE_WAIT_S} s") from None
 
     def close(self) -> None:
         """Drop the held pulls and the route reader."""
@@ -147,8 +175,12 @@ class QueueWatch:
             answers = self.client.max_offsets(queues, partial=True)
         except RocketMQError:
             # a queue may have left the routes since they were read (a topic that shrank; the gRPC gateway refuses
-            # such a queue): read them now, and ask the queues still in them (the rest is classify()'s to judge)
-            self._apply_routes(self._read_routes())
+            # such a queue): read them now, and ask the queues still in them (the rest is classify()'s to judge);
+            # routes that take longer than ROUTE_WAIT_S are waited for by later polls
+            if self._reading is None:
+                self._start_reading()
+            if not self._take_routes(ROUTE_WAIT_S):
+                return
             queues = [mq for mq in queues if mq in self.queue_set]
             answers = self.client.max_offsets(queues, partial=True)
         self.version += 1
@@ -252,7 +284,7 @@ class QueueWatch:
         second answer but not yet in the first, and its queues are back, not gone."""
         if mq.topic not in fresh:
             try:
-                fresh[mq.topic] = self.client.route(mq.topic, refresh=True)
+                fresh[mq.topic] = self._in_background(self.client.route, mq.topic, refresh=True)
             except TopicNotFoundError:
                 fresh[mq.topic] = None
             except RETRYABLE:
@@ -265,7 +297,7 @@ class QueueWatch:
         """True only when the name servers say ``broker`` is registered now (False when they cannot tell)."""
         if not self._live_known:
             try:
-                self._live = self.client.live_brokers()
+                self._live = self._in_background(self.client.live_brokers)
             except (UnsupportedError, *RETRYABLE):
                 self._live = None
             self._live_known = True

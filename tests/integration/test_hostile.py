@@ -131,7 +131,7 @@ def test_nothing_is_lost_around_a_broken_connection(rocketmq, topic):
 def test_latest_offset_does_not_wait_on_black_holed_name_servers(rocketmq, topic):
     """Spark asks latestOffset every few milliseconds: while the name servers take packets and never answer, it
     answers from the cached routes (refreshed in the background) in well under a request timeout, and still sees
-    new messages, which the brokers announce."""
+    new messages, which the brokers announce; so does Trigger.AvailableNow's preparation, which reads the routes."""
     relay = Relay(rocketmq.name_server)
     timeout_ms = 2000
     reader = RocketMQStreamReader(parse_options({"nameServer": relay.address, "topic": topic,
@@ -151,6 +151,10 @@ def test_latest_offset_does_not_wait_on_black_holed_name_servers(rocketmq, topic
             slowest = max(slowest, time.monotonic() - called)
             time.sleep(0.05)
         assert slowest < timeout_ms / 1000 / 2, f"latestOffset blocked {slowest:.1f} s on the name servers"
+        called = time.monotonic()
+        reader.prepareForTriggerAvailableNow()  # asks every queue, and the routes at once
+        took = time.monotonic() - called
+        assert took < timeout_ms / 1000 / 2, f"prepareForTriggerAvailableNow blocked {took:.1f} s"
         time.sleep(0.5)
         assert reader.latestOffset(start, ReadAllAvailable())[topic]["broker-a/0"] == sent
     finally:

@@ -1,14 +1,19 @@
-"""The client's route cache (issue 34 item 12): past its TTL a route is looked up in the background, and a caller
-waits at most ROUTE_WAIT_S for a name server that takes the request and never answers."""
+"""Route reads while the name servers take requests and never answer (issue 34 item 12): the client's cached route
+past its TTL is looked up in the background, and a caller waits at most ROUTE_WAIT_S; the stream driver's forced
+poll and its lookups for a queue missing from the route wait no longer either."""
 from __future__ import annotations
 
+import logging
 import threading
 import time
 
 from rmq_spark.client import base
-from rmq_spark.client.base import BaseClient
+from rmq_spark.client.base import Answers, BaseClient
 from rmq_spark.client.errors import RequestTimeoutError
-from rmq_spark.client.model import BrokerData, QueueData, TopicRoute
+from rmq_spark.client.model import BrokerData, MessageQueue, QueueData, TopicRoute
+from rmq_spark.client.outages import OutageLog
+from rmq_spark.options import parse_options
+from rmq_spark.queue_watch import QueueWatch
 
 HANG_S = 3.0
 
@@ -51,3 +56,44 @@ def test_a_stale_route_does_not_wait_for_a_silent_name_server():
         assert client.route("T", refresh=True).brokers[0].broker_name == "broker-b"  # refresh: waited for
     finally:
         client.close()
+
+
+class _SilentAfterFirst:
+    """A driver's client whose name servers answer the first route read, then take every request and answer none
+    for HANG_S; brokers answer offsets."""
+
+    def __init__(self) -> None:
+        self.outages = OutageLog(logging.getLogger("test"))
+        self.reads = 0
+
+    def route(self, topic: str, refresh: bool = False) -> TopicRoute:
+        self.reads += 1
+        if self.reads > 1:
+            time.sleep(HANG_S)
+        return _route("broker-a")
+
+    def live_brokers(self) -> set[str]:
+        time.sleep(HANG_S)
+        return {"broker-a"}
+
+    def max_offsets(self, mqs, partial=False):
+        return Answers({mq: 0 for mq in mqs})
+
+    def is_compacted(self, topic: str) -> bool:
+        return False
+
+
+def test_a_forced_poll_and_a_classification_do_not_wait_for_silent_name_servers():
+    client = _SilentAfterFirst()
+    watch = QueueWatch(client, parse_options({"nameServer": "127.0.0.1:9876", "topic": "T"}, streaming=True))
+    watch._holds.arm = lambda mq, offset: None
+    try:
+        watch.poll(force=True)  # the first read is waited for
+        began = time.monotonic()
+        watch.poll(force=True)  # as prepareForTriggerAvailableNow asks
+        unavailable, vanished = watch.classify([MessageQueue("T", "broker-b", 0)])  # a broker not in the route
+        assert time.monotonic() - began < 2 * base.ROUTE_WAIT_S + 0.5 < HANG_S
+        assert unavailable == {MessageQueue("T", "broker-b", 0)} and vanished == set()  # cannot tell: it waits
+        assert watch.queues() == [MessageQueue("T", "broker-a", 0)]
+    finally:
+        watch.close()
