@@ -89,11 +89,15 @@ class QueueWatch:
         self._poll_offsets(queues)
         self._latest_at = time.monotonic()
 
-    def _start_reading(self) -> None:
-        """Start a background read of the routes."""
+    def _route_reader(self) -> ThreadPoolExecutor:
+        """The thread that asks the name servers, one request after the other."""
         if self._reader is None:
             self._reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rmq-routes")
-        self._reading = self._reader.submit(self._read_routes)
+        return self._reader
+
+    def _start_reading(self) -> None:
+        """Start a background read of the routes."""
+        self._reading = self._route_reader().submit(self._read_routes)
         self._routes_at = time.monotonic()
 
     def _take_routes(self, wait: float) -> bool:
@@ -109,10 +113,8 @@ class QueueWatch:
     def _in_background(self, ask: Callable[..., T], *args: Any, **kw: Any) -> T:
         """``ask(*args, **kw)`` (a name-server request) run by the route reader, waited for at most ROUTE_WAIT_S:
         RequestTimeoutError (retryable: cannot tell now) after that."""
-        if self._reader is None:
-            self._reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rmq-routes")
         try:
-            return self._reader.submit(ask, *args, **kw).result(timeout=ROUTE_WAIT_S)
+            return self._route_reader().submit(ask, *args, **kw).result(timeout=ROUTE_WAIT_S)
         except FutureTimeout:
             raise RequestTimeoutError(f"the name servers did not answer within {ROUTE_WAIT_S} s") from None
 

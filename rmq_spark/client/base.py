@@ -98,9 +98,11 @@ class BaseClient:
 
     def _close_lookups(self) -> None:
         """Stop the background route lookups (one under way ends at its request timeout)."""
-        if self._lookup_pool is not None:
-            self._lookup_pool.shutdown(wait=False, cancel_futures=True)
-            self._lookup_pool = None
+        with self._routes_lock:
+            pool, self._lookup_pool = self._lookup_pool, None
+            self._lookups.clear()
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
 
     def __enter__(self):
         return self
