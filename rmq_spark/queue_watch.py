@@ -230,6 +230,10 @@ class QueueWatch:
             self._queue_set = frozenset(self._queues)
         return self._queues
 
+    def topics(self) -> list[str] | None:
+        """The query's topics as the watch last read them (None before its first read)."""
+        return sorted(self._routes) if self._listed else None
+
     @property
     def queue_set(self) -> frozenset[MessageQueue]:
         """``queues()`` as a set."""

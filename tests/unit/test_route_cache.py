@@ -1,6 +1,7 @@
 """Route reads while the name servers take requests and never answer (issue 34 item 12): the client's cached route
 past its TTL is looked up in the background, and a caller waits at most ROUTE_WAIT_S; the stream driver's forced
-poll and its lookups for a queue missing from the route wait no longer either."""
+poll and its lookups for a queue missing from the route wait no longer either, and its consumer-group check takes
+the topics the watch read."""
 from __future__ import annotations
 
 import logging
@@ -14,6 +15,7 @@ from rmq_spark.client.model import BrokerData, MessageQueue, QueueData, TopicRou
 from rmq_spark.client.outages import OutageLog
 from rmq_spark.options import parse_options
 from rmq_spark.queue_watch import QueueWatch
+from rmq_spark.stream import RocketMQStreamReader
 
 HANG_S = 3.0
 
@@ -97,3 +99,29 @@ def test_a_forced_poll_and_a_classification_do_not_wait_for_silent_name_servers(
         assert watch.queues() == [MessageQueue("T", "broker-a", 0)]
     finally:
         watch.close()
+
+
+class _GroupCheck:
+    """A client whose name servers must not be asked (they never answer); it lists the group's consumers."""
+
+    def __init__(self) -> None:
+        self.outages = OutageLog(logging.getLogger("test"))
+        self.asked: list[list[str]] = []
+
+    def topics(self) -> list[str]:
+        raise AssertionError("Spark's thread asked the name servers for the topic list")
+
+    def online_consumers(self, group: str, topics) -> list[str]:
+        self.asked.append(list(topics))
+        return []
+
+
+def test_the_group_check_after_the_start_takes_the_watched_topics():
+    options = parse_options({"nameServer": "127.0.0.1:9876", "topicPattern": "T.*", "consumerGroup": "g"},
+                            streaming=True)
+    reader = RocketMQStreamReader(options)
+    reader._client = client = _GroupCheck()
+    reader._watch = watch = QueueWatch(client, options)
+    watch._routes, watch._listed = {"T1": _route("broker-a")}, True  # the watch has read its routes
+    reader._check_group()  # as _mirror() asks it while the first check has not succeeded
+    assert client.asked == [["T1"]]
