@@ -10,6 +10,7 @@ from rmq_spark.client import MessageQueue, OutgoingMessage, RemotingClient
 from rmq_spark.options import parse_options
 from rmq_spark.planning import resolve_queues
 from rmq_spark.queue_watch import QueueWatch
+from tests.integration.streaming import Collect, assert_exactly_once, start_query, wait_for
 from tests.support.waiting import wait_until
 
 HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
@@ -83,3 +84,25 @@ def test_a_pattern_stream_waits_for_its_first_topic_through_a_name_server_restar
     finally:
         watch.close()
         client.close()
+
+
+def test_a_pattern_query_started_before_its_topics_reads_them_after_a_name_server_restart(spark, rocketmq, tmp_path):
+    prefix = f"later-{uuid.uuid4().hex[:8]}-"
+    sink = Collect()
+    q = start_query(spark, rocketmq, "remoting", None, sink, tmp_path / "c", topicPattern=f"{prefix}.*",
+                    pollNameServerIntervalMs="300")
+    try:
+        wait_for(lambda: q.lastProgress is not None, 60, "the first trigger", q)
+        rocketmq.stop_name_server()
+        try:
+            time.sleep(2)  # several name-server polls
+            assert q.isActive and q.exception() is None
+        finally:
+            rocketmq.start_name_server()
+        topic = prefix + "t"
+        rocketmq.create_topic(topic, queues=2)
+        rocketmq.produce(topic, [{"body": f"m{i}"} for i in range(20)])
+        wait_for(lambda: len(sink) == 20, 60, "the new topic's messages", q)
+    finally:
+        q.stop()
+    assert_exactly_once(sink, rocketmq, topic)
