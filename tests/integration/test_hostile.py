@@ -5,7 +5,6 @@ error and nothing lost."""
 from __future__ import annotations
 
 import itertools
-import json
 import socket
 import threading
 import time

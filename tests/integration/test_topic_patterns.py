@@ -9,9 +9,7 @@ import uuid
 from rmq_spark.client import MessageQueue, OutgoingMessage, RemotingClient
 from rmq_spark.options import parse_options
 from rmq_spark.planning import resolve_queues
-from rmq_spark.queue_watch import QueueWatch
 from tests.integration.streaming import Collect, assert_exactly_once, start_query, wait_for
-from tests.support.waiting import wait_until
 
 HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
 # what the embedded cluster's name server lists besides users' topics (RocketMQ 5.5.0, two brokers)
@@ -55,35 +53,6 @@ def test_an_explicit_topic_may_name_a_system_topic(rocketmq, topic):
         _pending_half(client, topic)
         planned = resolve_queues(client, parse_options({"nameServer": rocketmq.name_server, "topic": HALF_TOPIC}))
     assert {mq.topic for mq in planned} == {HALF_TOPIC}
-
-
-def test_a_pattern_stream_waits_for_its_first_topic_through_a_name_server_restart(rocketmq, request):
-    prefix = f"later-{uuid.uuid4().hex[:8]}-"
-    client = RemotingClient(rocketmq.name_server, request_timeout=2, connect_timeout=1)
-    watch = QueueWatch(client, parse_options({"nameServer": rocketmq.name_server, "topicPattern": f"{prefix}.*",
-                                              "pollNameServerIntervalMs": "100"}, streaming=True))
-    try:
-        watch.poll(force=True)
-        assert watch.queues() == []  # nothing matches yet
-        rocketmq.stop_name_server()
-        try:
-            deadline = time.monotonic() + 3
-            while time.monotonic() < deadline:  # as Spark's idle loop asks while no name server answers
-                watch.poll()
-                time.sleep(0.05)
-        finally:
-            rocketmq.start_name_server()
-        topic = prefix + "t"
-        rocketmq.create_topic(topic, queues=2)
-
-        def found() -> bool:
-            watch.poll()
-            return len(watch.queues()) == 4
-        wait_until(found, 30, "the new topic's queues")
-        assert {mq.topic for mq in watch.queues()} == {topic}
-    finally:
-        watch.close()
-        client.close()
 
 
 def test_a_pattern_query_started_before_its_topics_reads_them_after_a_name_server_restart(spark, rocketmq, tmp_path):
