@@ -88,8 +88,12 @@ OPTIONS: tuple[Option, ...] = (
     Option("topic", Kind.TEXT, Scope.READ, "one topic (set exactly one of `topic`, `topics`, `topicPattern`, "
            "`assign`)"),
     Option("topics", Kind.TEXT, Scope.READ, "comma-separated topics"),
-    Option("topicPattern", Kind.TEXT, Scope.READ, "a regular expression over the name server's topic list "
-           "(RocketMQ's system topics and this connector's own never match)"),
+    Option("topicPattern", Kind.TEXT, Scope.READ, "a regular expression over the name server's topic list. As Spark's "
+           "Kafka source leaves out internal topics, a pattern never matches system topics: RocketMQ's `RMQ_SYS_*`, "
+           "`rmq_sys_*`, `%RETRY%*`, `%DLQ%*`, `%LMQ%*`, `TBW102`, `SCHEDULE_TOPIC_XXXX`, `BenchmarkTest`, "
+           "`OFFSET_MOVED_EVENT`, `SELF_TEST_TOPIC`, `TRANS_CHECK_MAX_TIME_TOPIC`, `CHECKPOINT_TOPIC`, the topics "
+           "each broker creates under its cluster's name, `<cluster>_REPLY_TOPIC` and its own name, nor this "
+           "connector's own `rmq_spark_*` topics; `topic`/`topics` may name any of them"),
     Option("assign", Kind.JSON, Scope.READ, 'JSON naming the only queues to read, `{"Orders": ["broker-a/0", '
            '"broker-a/1"]}` (as Spark\'s Kafka source\'s `assign`: no other queue of the topic is read, new queues '
            "included; a queue that does not exist is an error, one whose broker group is down waits in a stream and "

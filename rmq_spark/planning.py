@@ -9,6 +9,7 @@ from typing import Iterable, Mapping
 from rmq_spark.client.errors import (RETRYABLE, AuthError, BrokerUnavailableError, DataLossError, InvalidFilterError,
                                      TopicNotFoundError, UnsupportedError)
 from rmq_spark.client.model import MessageQueue, TopicRoute
+from rmq_spark.client.system_topics import is_internal_topic
 from rmq_spark.compiled import data_loss_error, data_loss_note
 from rmq_spark.offsets import QueueRange
 from rmq_spark.options import OptionError, SourceOptions
@@ -22,10 +23,11 @@ def where(options: SourceOptions) -> str:
 
 
 def reads_topic(options: SourceOptions, topic: str) -> bool:
-    """Whether the options name ``topic`` (one of topic/topics, or a match of topicPattern)."""
+    """Whether the options name ``topic``: one of topic/topics, or a match of topicPattern that is not a system or
+    connector topic by its name (``rmq_spark.client.system_topics``)."""
     if options.topic_pattern is None:
         return topic in options.topics
-    return re.fullmatch(options.topic_pattern, topic) is not None
+    return not is_internal_topic(topic) and re.fullmatch(options.topic_pattern, topic) is not None
 
 
 def reads_queue(options: SourceOptions, mq: MessageQueue) -> bool:
@@ -50,17 +52,28 @@ def check_assigned(options: SourceOptions, routes: Mapping[str, TopicRoute | Non
 
 
 def query_topics(client, options: SourceOptions) -> list[str]:
-    """The topics the options name, or those of the name server's list that match topicPattern, sorted."""
+    """The topics the options name, or those of the name server's list that match topicPattern, sorted: never a
+    system topic (those the brokers create for their cluster and themselves included) nor a connector topic."""
     if options.topic_pattern is None:
         return list(options.topics)
-    return sorted(t for t in client.topics() if reads_topic(options, t))
+    matches = [t for t in client.topics() if reads_topic(options, t)]
+    if matches:
+        own = client.cluster_topics()
+        matches = [t for t in matches if t not in own]
+    return sorted(matches)
 
 
-def topic_queues(client, topic: str, options: SourceOptions) -> list[MessageQueue]:
-    """The readable queues of one topic now; TopicNotFoundError (naming the option) when it has no route."""
+def first_route(client, topic: str, options: SourceOptions) -> TopicRoute | None:
+    """The route of a topic the query has not read before. For a topic the options name, an error names the bad
+    input (no such topic, no readable queue); a topicPattern match without a route now (deleted since the topic
+    list was read, or its brokers all away) is None: left out until a later list and route show it."""
     try:
-        found = client.queues(topic, refresh=True)
+        route = client.route(topic, refresh=True)
     except TopicNotFoundError as e:
+        if options.topic_pattern is not None:
+            log.info("rocketmq source: topic %s matches topicPattern but has no route now (deleted, or its brokers "
+                     "are away); it is read once it has one", topic)
+            return None
         what = f"topic {topic!r} does not exist on {where(options)}: check the topic option, or create the topic"
         try:
             if not client.live_brokers():
@@ -69,9 +82,16 @@ def topic_queues(client, topic: str, options: SourceOptions) -> list[MessageQueu
         except (UnsupportedError, *RETRYABLE):
             pass
         raise TopicNotFoundError(what, code=e.code, remark=e.remark) from None
-    if not found and options.topic_pattern is None:
+    if options.topic_pattern is None and not route.read_queues():
         raise OptionError(f"topic {topic!r} has no readable queue (its permission forbids reads)")
-    return found
+    return route
+
+
+def topic_queues(client, topic: str, options: SourceOptions) -> list[MessageQueue]:
+    """The readable queues of one topic now (``first_route``'s errors; none for a pattern's topic without a
+    route)."""
+    route = first_route(client, topic, options)
+    return route.read_queues() if route is not None else []
 
 
 def resolve_queues(client, options: SourceOptions) -> list[MessageQueue]:

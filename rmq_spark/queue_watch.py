@@ -13,18 +13,22 @@ from __future__ import annotations
 import logging
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Iterable
+from concurrent.futures import TimeoutError as FutureTimeout
+from concurrent.futures import wait as futures_wait
+from typing import Any, Callable, Iterable, TypeVar
 
-from rmq_spark.client.base import NAME_SERVERS
-from rmq_spark.client.errors import RETRYABLE, RocketMQError, TopicNotFoundError, UnsupportedError
+from rmq_spark.client.base import NAME_SERVERS, ROUTE_WAIT_S
+from rmq_spark.client.errors import (RETRYABLE, RequestTimeoutError, RocketMQError, TopicNotFoundError,
+                                     UnsupportedError)
 from rmq_spark.client.model import MessageQueue, TopicRoute
 from rmq_spark.client.outages import RETRY_DOWN_S, broker_group
 from rmq_spark.held_pulls import HeldPulls
 from rmq_spark.options import SourceOptions
-from rmq_spark.planning import (check_assigned, check_filter, compacted_topics, query_topics, reads_queue,
-                                topic_queues)
+from rmq_spark.planning import (check_assigned, check_filter, compacted_topics, first_route, query_topics,
+                                reads_queue)
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 OFFSET_POLL_S = 0.1
 WAITS = "its queues wait (unavailable, not lost)"
@@ -42,6 +46,7 @@ class QueueWatch:
         self.version = 0  # counts the polls that may have changed what this watch shows
         self._holds = HeldPulls(client, options.pull_group)
         self._routes_at = float("-inf")
+        self._listed = False  # whether the name servers answered the query's topics once
         self._reader: ThreadPoolExecutor | None = None  # reads the routes in the background
         self._reading: Future | None = None
         self._routes_set = 0  # counts the routes applied: a background read started before the last one is stale
@@ -60,26 +65,21 @@ class QueueWatch:
     def poll(self, *, force: bool = False) -> None:
         """Bring ``latest`` up to date: with ``force``, every queue is asked; else the queues without a held pull,
         if any and not asked in the last OFFSET_POLL_S (or the routes just changed). The routes are read every
-        pollNameServerIntervalMs in the background (the first time, and with ``force``, at once), and take effect
-        at the first call after they came, unless routes read later were applied meanwhile (then they are stale)."""
+        pollNameServerIntervalMs in the background and take effect at the first call after they came. Only the
+        first read is waited for; with ``force`` a read is started and waited for at most ROUTE_WAIT_S (name
+        servers that never answer must not hold up Spark's thread), else the last routes are used. A read that
+        started before routes read later were applied is stale: it is dropped."""
         now = time.monotonic()
         due = now - self._latest_at >= OFFSET_POLL_S
-        if force or self._routes_at == float("-inf"):
+        if self._routes_at == float("-inf"):
             self._apply_routes(self._read_routes())
             self._routes_at = now
             due = True
-        elif self._reading is None and now - self._routes_at >= self.options.poll_name_server_interval_ms / 1000:
-            if self._reader is None:
-                self._reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rmq-routes")
-            self._reading = self._reader.submit(self._read_routes)
-            self._reading_after = self._routes_set
-            self._routes_at = now
-        if self._reading is not None and self._reading.done():
-            reading, self._reading = self._reading, None
-            routes = reading.result()  # what it raised is raised here
-            if self._reading_after == self._routes_set:  # else routes read after it started were applied
-                self._apply_routes(routes)
-                due = True
+        elif self._reading is None and (force or now - self._routes_at >= self.options.poll_name_server_interval_ms
+                                        / 1000):
+            self._start_reading()
+        if self._reading is not None and self._take_routes(ROUTE_WAIT_S if force else 0.0):
+            due = True
         learned = {mq: offset for mq, offset in self._holds.rung().items() if offset is not None}
         if learned:
             self.latest.update(learned)  # the masters' answers to held pulls
@@ -92,6 +92,39 @@ class QueueWatch:
         self._poll_offsets(queues)
         self._latest_at = time.monotonic()
 
+    def _route_reader(self) -> ThreadPoolExecutor:
+        """The thread that asks the name servers, one request after the other."""
+        if self._reader is None:
+            self._reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rmq-routes")
+        return self._reader
+
+    def _start_reading(self) -> None:
+        """Start a background read of the routes."""
+        self._reading = self._route_reader().submit(self._read_routes)
+        self._reading_after = self._routes_set
+        self._routes_at = time.monotonic()
+
+    def _take_routes(self, wait: float) -> bool:
+        """Apply the background read of the routes if it ends within ``wait`` seconds and no routes read after it
+        started were applied meanwhile (what it raised is raised here); whether it did."""
+        reading = self._reading
+        if not futures_wait([reading], timeout=wait).done:
+            return False
+        self._reading = None
+        routes = reading.result()
+        if self._reading_after != self._routes_set:
+            return False  # routes read after it started were applied meanwhile: it is stale
+        self._apply_routes(routes)
+        return True
+
+    def _in_background(self, ask: Callable[..., T], *args: Any, **kw: Any) -> T:
+        """``ask(*args, **kw)`` (a name-server request) run by the route reader, waited for at most ROUTE_WAIT_S:
+        RequestTimeoutError (retryable: cannot tell now) after that."""
+        try:
+            return self._route_reader().submit(ask, *args, **kw).result(timeout=ROUTE_WAIT_S)
+        except FutureTimeout:
+            raise RequestTimeoutError(f"the name servers did not answer within {ROUTE_WAIT_S} s") from None
+
     def close(self) -> None:
         """Drop the held pulls and the route reader."""
         self._holds.close()
@@ -102,23 +135,34 @@ class QueueWatch:
 
     def _read_routes(self) -> dict[str, TopicRoute | None]:
         """The query's topics and their routes, as the name servers answer now (the last ones while none does).
-        Runs in the background: it only reads this watch."""
+        Runs in the background: it only reads this watch. Once the topics were listed, a name server that does not
+        answer, or a topicPattern match whose route cannot be read now, is waited for, never raised."""
         known = self._routes
         try:
             topics = query_topics(self.client, self.options)
         except RETRYABLE as e:
-            if not known:
+            if not self._listed:
                 raise
             self.client.outages.down(NAME_SERVERS, "using the last known topic list", e)
             topics = list(known)
+        self._listed = True
         routes: dict[str, TopicRoute | None] = {}
         for topic in topics:
-            if topic not in known:
-                topic_queues(self.client, topic, self.options)  # a topic never seen: clear errors for bad input
+            if topic in known:
+                try:
+                    routes[topic] = self.client.route(topic, refresh=True)
+                except TopicNotFoundError:
+                    routes[topic] = None  # its brokers are all down, or it was deleted: classify() tells
+                continue
             try:
-                routes[topic] = self.client.route(topic, refresh=topic in known)
-            except TopicNotFoundError:
-                routes[topic] = None  # its brokers are all down, or it was deleted: classify() tells
+                route = first_route(self.client, topic, self.options)  # a topic never seen: errors for bad input
+            except RETRYABLE as e:
+                if self.options.topic_pattern is None:
+                    raise
+                self.client.outages.down(NAME_SERVERS, "using the last known routes", e)
+                continue  # a pattern's new topic: read at a later poll
+            if route is not None:
+                routes[topic] = route
         return routes
 
     def _apply_routes(self, routes: dict[str, TopicRoute | None]) -> None:
@@ -140,8 +184,12 @@ class QueueWatch:
             answers = self.client.max_offsets(queues, partial=True)
         except RocketMQError:
             # a queue may have left the routes since they were read (a topic that shrank; the gRPC gateway refuses
-            # such a queue): read them now, and ask the queues still in them (the rest is classify()'s to judge)
-            self._apply_routes(self._read_routes())
+            # such a queue): read them now, and ask the queues still in them (the rest is classify()'s to judge);
+            # routes that take longer than ROUTE_WAIT_S are waited for by later polls
+            if self._reading is None:
+                self._start_reading()
+            if not self._take_routes(ROUTE_WAIT_S):
+                return
             queues = [mq for mq in queues if mq in self.queue_set]
             answers = self.client.max_offsets(queues, partial=True)
         self.version += 1
@@ -188,6 +236,10 @@ class QueueWatch:
                                   if reads_queue(self.options, mq))
             self._queue_set = frozenset(self._queues)
         return self._queues
+
+    def topics(self) -> list[str] | None:
+        """The query's topics as the watch last read them (None before its first read)."""
+        return sorted(self._routes) if self._listed else None
 
     @property
     def queue_set(self) -> frozenset[MessageQueue]:
@@ -246,7 +298,7 @@ class QueueWatch:
         second answer but not yet in the first, and its queues are back, not gone."""
         if mq.topic not in fresh:
             try:
-                fresh[mq.topic] = self.client.route(mq.topic, refresh=True)
+                fresh[mq.topic] = self._in_background(self.client.route, mq.topic, refresh=True)
             except TopicNotFoundError:
                 fresh[mq.topic] = None
             except RETRYABLE:
@@ -259,7 +311,7 @@ class QueueWatch:
         """True only when the name servers say ``broker`` is registered now (False when they cannot tell)."""
         if not self._live_known:
             try:
-                self._live = self.client.live_brokers()
+                self._live = self._in_background(self.client.live_brokers)
             except (UnsupportedError, *RETRYABLE):
                 self._live = None
             self._live_known = True

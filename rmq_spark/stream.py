@@ -284,7 +284,9 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if not self.client.outages.due(who):
             return  # it failed a moment ago: asked again every few seconds, not at every call
         try:
-            consumers = self.client.online_consumers(o.consumer_group, query_topics(self.client, o))
+            watched = self._watch.topics() if self._watch is not None else None  # no name-server request
+            topics = watched if watched is not None else query_topics(self.client, o)
+            consumers = self.client.online_consumers(o.consumer_group, topics)
         except UnsupportedError as e:
             log.warning("rocketmq source: cannot check whether consumer group %r has other consumers (%s)",
                         o.consumer_group, e)

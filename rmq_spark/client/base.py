@@ -7,6 +7,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any, Callable, Iterable, Iterator, Mapping, Protocol, Sequence
 
 from rmq_spark.client import hints
@@ -26,6 +28,10 @@ log = logging.getLogger(__name__)
 NAME_SERVERS = "the name servers"
 # While no name server answers, the last route is used and the name servers are asked again at most this often.
 ROUTE_RETRY_S = 1.0
+# The longest a caller with a cached route waits for the name servers to answer a new lookup: they answer in
+# milliseconds when they are well; one that takes packets and never answers must not hold up the caller (Spark's
+# thread asks latestOffset every few milliseconds) for a request timeout.
+ROUTE_WAIT_S = 0.5
 
 
 class Call(Protocol):
@@ -79,6 +85,8 @@ class BaseClient:
         self.max_message_bytes = max_message_bytes
         self._routes: dict[str, tuple[float, TopicRoute]] = {}
         self._routes_lock = threading.Lock()
+        self._lookups: dict[str, Future] = {}  # the background route lookups under way, by topic
+        self._lookup_pool: ThreadPoolExecutor | None = None
         self.outages = OutageLog(log)
 
     def __reduce__(self):
@@ -86,6 +94,15 @@ class BaseClient:
 
     def close(self) -> None:
         """Close every connection."""
+        self._close_lookups()
+
+    def _close_lookups(self) -> None:
+        """Stop the background route lookups (one under way ends at its request timeout)."""
+        with self._routes_lock:
+            pool, self._lookup_pool = self._lookup_pool, None
+            self._lookups.clear()
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
 
     def __enter__(self):
         return self
@@ -165,6 +182,11 @@ class BaseClient:
         """The names of the broker groups registered with the name servers now (at least one member up)."""
         raise UnsupportedError(f"{type(self).__name__} cannot list the cluster's brokers")
 
+    def cluster_topics(self) -> set[str]:
+        """The topics the brokers of the cluster create under their cluster's and their own names (system topics
+        that the topic list shows beside the users' ones)."""
+        raise UnsupportedError(f"{type(self).__name__} cannot list the cluster's brokers")
+
     def is_compacted(self, topic: str) -> bool:
         """True when ``topic`` has the cleanup policy COMPACTION (its queue offsets may be sparse)."""
         raise UnsupportedError(f"{type(self).__name__} cannot read topic attributes")
@@ -185,14 +207,53 @@ class BaseClient:
 
     # -- routing ---------------------------------------------------------------------------------------------
     def route(self, topic: str, *, refresh: bool = False) -> TopicRoute:
-        """The topic's route, cached for ``route_ttl`` seconds. While no name server answers, the last route is
-        kept (a name-server outage does not stop reads from brokers that are up); without one the error is
-        raised."""
+        """The topic's route, cached for ``route_ttl`` seconds. Past that, it is looked up again in the background,
+        and the caller waits for the answer at most ROUTE_WAIT_S before it goes on with the cached route (a name
+        server that answers nothing must not hold up reads from brokers that are up). With ``refresh``, or without
+        a cached route, the lookup is waited for; while no name server answers, the last route is kept (asked
+        again in ROUTE_RETRY_S), and without one the error is raised."""
+        with self._routes_lock:
+            cached = self._routes.get(topic)
+        if cached is None or refresh:
+            return self._lookup(topic)
+        if time.monotonic() - cached[0] < self._route_ttl:
+            return cached[1]
+        return self.recheck_route(topic)
+
+    def recheck_route(self, topic: str) -> TopicRoute:
+        """The topic's route looked up again in the background, waiting at most ROUTE_WAIT_S for it (not at all
+        while the name servers are known to be down, or when a lookup of the topic is under way already), else the
+        cached route. Without a cached route, the lookup is waited for."""
+        with self._routes_lock:
+            cached = self._routes.get(topic)
+            if cached is None:
+                pending, wait = None, 0.0
+            elif topic in self._lookups:
+                pending, wait = self._lookups[topic], 0.0
+            else:
+                if self._lookup_pool is None:
+                    self._lookup_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="rmq-route")
+                pending = self._lookups[topic] = self._lookup_pool.submit(self._lookup_in_background, topic)
+                wait = 0.0 if self.outages.is_down(NAME_SERVERS) else ROUTE_WAIT_S
+        if pending is None:
+            return self._lookup(topic)
+        try:
+            return pending.result(timeout=wait)
+        except FutureTimeout:
+            return cached[1]
+
+    def _lookup_in_background(self, topic: str) -> TopicRoute:
+        try:
+            return self._lookup(topic)
+        finally:
+            with self._routes_lock:
+                self._lookups.pop(topic, None)
+
+    def _lookup(self, topic: str) -> TopicRoute:
+        """Ask the name servers for the topic's route now (the cached one while none answers, see ``route``)."""
         now = time.monotonic()
         with self._routes_lock:
             cached = self._routes.get(topic)
-        if cached and not refresh and now - cached[0] < self._route_ttl:
-            return cached[1]
         try:
             route = self._fetch_route(topic)
             if route.logic_queues:
@@ -202,7 +263,7 @@ class BaseClient:
                 raise
             self.outages.down(NAME_SERVERS, "using the last known routes", e)
             with self._routes_lock:  # ask again in ROUTE_RETRY_S, not at every call
-                self._routes[topic] = (now - self._route_ttl + ROUTE_RETRY_S, cached[1])
+                self._routes[topic] = (time.monotonic() - self._route_ttl + ROUTE_RETRY_S, cached[1])
             return cached[1]
         self.outages.up(NAME_SERVERS)
         with self._routes_lock:

@@ -8,25 +8,20 @@ import re
 from dataclasses import dataclass, replace
 
 from rmq_spark.client.model import MessageQueue
+from rmq_spark.client.system_topics import DLQ_PREFIX, RETRY_PREFIX, is_rocketmq_system_topic
 
 SEPARATOR = "%"
-_RETRY, _DLQ = "%RETRY%", "%DLQ%"
-# TopicValidator's system topics (and its rmq_sys_ prefix), MixAll's system consumer groups
-_SYSTEM_TOPICS = frozenset({
-    "TBW102", "SCHEDULE_TOPIC_XXXX", "BenchmarkTest", "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRACE_TOPIC",
-    "RMQ_SYS_TRANS_OP_HALF_TOPIC", "TRANS_CHECK_MAX_TIME_TOPIC", "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT",
-    "CHECKPOINT_TOPIC"})
-_SYSTEM_PREFIXES = ("rmq_sys_", "CID_RMQ_SYS_")
+_SYSTEM_GROUP_PREFIX = "CID_RMQ_SYS_"  # MixAll's system consumer groups
 VALID_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # the characters RocketMQ's clients accept in a namespace
 
 
 def _is_system(resource: str) -> bool:
-    return resource in _SYSTEM_TOPICS or resource.startswith(_SYSTEM_PREFIXES)
+    return is_rocketmq_system_topic(resource) or resource.startswith(_SYSTEM_GROUP_PREFIX)
 
 
 def _split_kind(resource: str) -> tuple[str, str]:
     """(``%RETRY%``, ``%DLQ%`` or "", the rest)."""
-    for kind in (_RETRY, _DLQ):
+    for kind in (RETRY_PREFIX, DLQ_PREFIX):
         if resource.startswith(kind):
             return kind, resource[len(kind):]
     return "", resource

@@ -57,6 +57,11 @@ class OutageLog:
             else:
                 self.up(who(broker))
 
+    def is_down(self, who: str) -> bool:
+        """Whether ``who`` failed and has not answered since."""
+        with self._lock:
+            return who in self._down
+
     def due(self, who: str, every: float = RETRY_DOWN_S) -> bool:
         """Whether ``who`` may be asked now: always while it is up; while it is down, once per ``every`` seconds
         (this call counts as the try)."""

@@ -29,12 +29,13 @@ from rmq_spark.client.base import Answers, BaseClient
 from rmq_spark.client.errors import (BrokerUnavailableError, DataLossError, RocketMQError, TopicNotFoundError,
                                      UnsupportedError)
 from rmq_spark.client.model import MessageQueue, OutgoingMessage
+from rmq_spark.client.system_topics import CONNECTOR_TOPIC_PREFIX
 from rmq_spark.sink.row_keys import ROW_KEY_PROPERTY, batch_prefix
 
 log = logging.getLogger(__name__)
 Pair = tuple[str, str]  # (topic, broker group)
 
-RECORDS_TOPIC_PREFIX = "rmq_spark_commits_"  # + producerGroup: the records topic
+RECORDS_TOPIC_PREFIX = CONNECTOR_TOPIC_PREFIX + "commits_"  # + producerGroup: the records topic
 HOME_SUFFIX = "_commit_home"  # the fingerprint of the home's broker group name
 LEGACY_MARKER_SUFFIX = "_commits"  # releases before the records topic kept the marker as this group's offset
 RECORD_VERSION = 1

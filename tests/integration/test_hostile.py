@@ -1,5 +1,6 @@
 """Hostile input and hostile networks against the real broker: a decompression bomb stored by a producer, a filter
-the broker cannot compile, request ids past 2^31, a blackholed broker beside a healthy one. Each ends in a clear
+the broker cannot compile, request ids past 2^31, a blackholed broker beside a healthy one, black-holed name
+servers under the stream driver. Each ends in a clear
 error and nothing lost."""
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import tracemalloc
 
 import pytest
 import zstandard
+from pyspark.sql.streaming.datasource import ReadAllAvailable
 
 from rmq_spark.client import ConnectionLostError, MessageQueue, RemotingClient
 from rmq_spark.client.errors import MessageTooLargeError
@@ -18,6 +20,9 @@ from rmq_spark.client.model import OutgoingMessage
 from rmq_spark.client.remoting import broker as req
 from rmq_spark.client.remoting import connection
 from tests.conftest import TRANSPORTS, record_error, transport_options
+from rmq_spark.options import parse_options
+from rmq_spark.stream import RocketMQStreamReader
+from tests.support.loopback_peer import Relay
 from tests.support.reference_codec import decode_messages
 
 ZSTD_BODY = 0x1 | (2 << 8)  # sysFlag: COMPRESSED, compression type zstd
@@ -120,3 +125,37 @@ def test_nothing_is_lost_around_a_broken_connection(rocketmq, topic):
         got += [m.queue_offset for m in messages]
     assert got == list(range(500))
 
+
+
+def test_latest_offset_does_not_wait_on_black_holed_name_servers(rocketmq, topic):
+    """Spark asks latestOffset every few milliseconds: while the name servers take packets and never answer, it
+    answers from the cached routes (refreshed in the background) in well under a request timeout, and still sees
+    new messages, which the brokers announce; so does Trigger.AvailableNow's preparation, which reads the routes."""
+    relay = Relay(rocketmq.name_server)
+    timeout_ms = 2000
+    reader = RocketMQStreamReader(parse_options({"nameServer": relay.address, "topic": topic,
+                                                 "requestTimeoutMs": str(timeout_ms), "connectTimeoutMs": "2000",
+                                                 "pollNameServerIntervalMs": "200"}, streaming=True))
+    try:
+        start = reader.initialOffset()
+        relay.black_hole()
+        slowest, sent, end = 0.0, 0, start
+        began = time.monotonic()
+        while time.monotonic() < began + 3 * timeout_ms / 1000:  # failed background reads age the cached routes
+            if time.monotonic() > began + sent:  # a message a second: each ends a held pull, and its queue is asked
+                rocketmq.produce(topic, [{"body": f"m{sent}", "broker": "broker-a", "queueId": 0}])
+                sent += 1
+            called = time.monotonic()
+            end = reader.latestOffset(start, ReadAllAvailable())
+            slowest = max(slowest, time.monotonic() - called)
+            time.sleep(0.05)
+        assert slowest < timeout_ms / 1000 / 2, f"latestOffset blocked {slowest:.1f} s on the name servers"
+        called = time.monotonic()
+        reader.prepareForTriggerAvailableNow()  # asks every queue, and the routes at once
+        took = time.monotonic() - called
+        assert took < timeout_ms / 1000 / 2, f"prepareForTriggerAvailableNow blocked {took:.1f} s"
+        time.sleep(0.5)
+        assert reader.latestOffset(start, ReadAllAvailable())[topic]["broker-a/0"] == sent
+    finally:
+        reader.stop()
+        relay.close()

@@ -185,6 +185,7 @@ class GrpcClient(BaseClient):
         self._lock = threading.Lock()  # the fan-out's threads make their first calls at once: one channel for all
 
     def close(self) -> None:
+        super().close()
         with self._lock:
             if self._channel is not None:
                 self._channel.close()

@@ -23,6 +23,7 @@ from rmq_spark.client.remoting.connection import ConnectionPool, DirectConnectio
 from rmq_spark.client.remoting.frame import RemotingCommand, command_of, request_template
 from rmq_spark.client.remoting.namesrv import NameServerClient
 from rmq_spark.client.remoting.send_codec import compressed_for_send
+from rmq_spark.client.system_topics import cluster_topics
 from rmq_spark.client.tls import TlsConfig
 from rmq_spark.compiled import (BlockGatherer, Frame, MalformedError, PipeLostError, PipeTimeoutError, PullStatus,
                                 RangeCursor, Step, UnreadableError)
@@ -168,6 +169,7 @@ class RemotingClient(BaseClient):
 
     def close(self) -> None:
         """Close every connection."""
+        super().close()
         self._pool.close()
 
     # -- routing ---------------------------------------------------------------------------------------------
@@ -183,11 +185,16 @@ class RemotingClient(BaseClient):
     def live_brokers(self) -> set[str]:
         return self._namesrv.live_brokers()
 
+    def cluster_topics(self) -> set[str]:
+        """See BaseClient; none in a namespace (the topic list shows only the namespace's topics)."""
+        return set() if self.namespace else cluster_topics(self._namesrv.clusters())
+
     def _members(self, mq: MessageQueue) -> BrokerData:
         """The addresses of ``mq``'s broker group; BrokerUnavailableError when the route has none now."""
-        for refresh in (False, True):
+        for again in (False, True):
             try:
-                broker = self.route(mq.topic, refresh=refresh).broker(mq.broker_name)
+                route = self.recheck_route(mq.topic) if again else self.route(mq.topic)
+                broker = route.broker(mq.broker_name)
             except TopicNotFoundError:
                 if self.cached_route(mq.topic) is None:
                     raise

@@ -51,17 +51,29 @@ class NameServerClient:
         check(response, f"route of topic {topic!r}", address)
         return parse_route(topic, response.body)
 
-    def live_brokers(self) -> set[str]:
-        """The broker groups registered now (GET_BROKER_CLUSTER_INFO): names with at least one address."""
+    def _cluster_info(self) -> tuple[dict, dict]:
+        """GET_BROKER_CLUSTER_INFO: (brokerAddrTable, clusterAddrTable)."""
         response, address = self._request(lambda: RemotingCommand(code=codes.GET_BROKER_CLUSTER_INFO),
                                           "cluster info")
         check(response, "cluster info", address)
         try:
             data = parse_loose_json(response.body.decode("utf-8")) if response.body else {}
-            table = data.get("brokerAddrTable") or {}
-            return {name for name, b in table.items() if (b or {}).get("brokerAddrs")}
+            brokers, clusters = data.get("brokerAddrTable") or {}, data.get("clusterAddrTable") or {}
+            if not isinstance(brokers, dict) or not isinstance(clusters, dict):
+                raise TypeError("brokerAddrTable and clusterAddrTable must be objects")
+            return brokers, clusters
         except (UnicodeDecodeError, TypeError, ValueError, AttributeError) as e:
             raise RocketMQError(f"the cluster info of name server {address} could not be read: {e!r}") from e
+
+    def live_brokers(self) -> set[str]:
+        """The broker groups registered now: names with at least one address."""
+        brokers, _ = self._cluster_info()
+        return {name for name, b in brokers.items() if isinstance(b, dict) and b.get("brokerAddrs")}
+
+    def clusters(self) -> dict[str, set[str]]:
+        """The clusters registered now and the names of their broker groups."""
+        _, clusters = self._cluster_info()
+        return {name: set(brokers or ()) for name, brokers in clusters.items()}
 
     def topics(self) -> list[str]:
         """Every topic the name server knows, sorted."""
