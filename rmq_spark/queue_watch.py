@@ -66,8 +66,9 @@ class QueueWatch:
         """Bring ``latest`` up to date: with ``force``, every queue is asked; else the queues without a held pull,
         if any and not asked in the last OFFSET_POLL_S (or the routes just changed). The routes are read every
         pollNameServerIntervalMs in the background and take effect at the first call after they came. Only the
-        first read is waited for; with ``force`` a read is started and waited for at most ROUTE_WAIT_S (name
-        servers that never answer must not hold up Spark's thread), else the last routes are used. A read that
+        first read is waited for; with ``force`` a read is started (after applying one that ended before) and waited
+        for at most ROUTE_WAIT_S (name servers that never answer must not hold up Spark's thread), else the last
+        routes are used. A read that
         started before routes read later were applied is stale: it is dropped."""
         now = time.monotonic()
         due = now - self._latest_at >= OFFSET_POLL_S
@@ -75,9 +76,12 @@ class QueueWatch:
             self._apply_routes(self._read_routes())
             self._routes_at = now
             due = True
-        elif self._reading is None and (force or now - self._routes_at >= self.options.poll_name_server_interval_ms
-                                        / 1000):
-            self._start_reading()
+        elif force or (self._reading is None
+                       and now - self._routes_at >= self.options.poll_name_server_interval_ms / 1000):
+            if self._reading is not None and self._take_routes(0.0):  # a read older than this call, ended
+                due = True
+            if self._reading is None:
+                self._start_reading()
         if self._reading is not None and self._take_routes(ROUTE_WAIT_S if force else 0.0):
             due = True
         learned = {mq: offset for mq, offset in self._holds.rung().items() if offset is not None}
