@@ -63,12 +63,23 @@ def query_topics(client, options: SourceOptions) -> list[str]:
     return sorted(matches)
 
 
+_UNREADABLE_MATCHES: set[str] = set()  # topicPattern matches left out because they cannot be read (static topics)
+
+
 def first_route(client, topic: str, options: SourceOptions) -> TopicRoute | None:
     """The route of a topic the query has not read before. For a topic the options name, an error names the bad
     input (no such topic, no readable queue); a topicPattern match without a route now (deleted since the topic
-    list was read, or its brokers all away) is None: left out until a later list and route show it."""
+    list was read, or its brokers all away) is None: left out until a later list and route show it; so is one that
+    cannot be read at all (a static topic), with a warning."""
     try:
         route = client.route(topic, refresh=True)
+    except UnsupportedError as e:
+        if options.topic_pattern is None:
+            raise
+        if topic not in _UNREADABLE_MATCHES:  # told once per process: a stream looks again at every route poll
+            _UNREADABLE_MATCHES.add(topic)
+            log.warning("rocketmq source: topic %s matches topicPattern but is left out: %s", topic, e)
+        return None
     except TopicNotFoundError as e:
         if options.topic_pattern is not None:
             log.info("rocketmq source: topic %s matches topicPattern but has no route now (deleted, or its brokers "
