@@ -82,8 +82,9 @@ def stop_jvm(proc: subprocess.Popen, timeout: float) -> None:
 
 
 def _shim_sources() -> list[Path]:
-    return [SHIM_DIR / "pom.xml", *SHIM_DIR.glob("*/pom.xml"),
-            *(p for m in ("gateway", "shim") for p in (SHIM_DIR / m / "src").rglob("*"))]
+    modules = ("gateway", "shim")  # jvm-shim/stock only resolves released jars (tests/support/stock_release.py)
+    return [SHIM_DIR / "pom.xml", *(SHIM_DIR / m / "pom.xml" for m in modules),
+            *(p for m in modules for p in (SHIM_DIR / m / "src").rglob("*"))]
 
 
 def ensure_jar(*, force: bool = False) -> Path:
@@ -99,18 +100,22 @@ def ensure_jar(*, force: bool = False) -> Path:
     return JAR
 
 
+def jvm_flags() -> list[str]:
+    """The JVM flags of jvm-flags.txt: what RocketMQ needs on JDK 17, and a quick start on a small machine."""
+    if not JVM_FLAGS_FILE.is_file():
+        return []
+    return [line.strip() for line in JVM_FLAGS_FILE.read_text().splitlines()
+            if line.strip() and not line.lstrip().startswith("#")]
+
+
 def jvm_command(*args: str, heap: str = "768m", extra_flags: tuple[str, ...] | list[str] = (),
                 jar: Path | None = None) -> list[str]:
     """The java command line that runs the harness jar (or ``jar``, e.g. GATEWAY_JAR) with the flags RocketMQ needs
     on JDK 17; ``extra_flags`` come after jvm-flags.txt, so they override it (the benchmarks turn the full JIT back
     on)."""
     java = require_tool("java", JDK)
-    flags = []
-    if JVM_FLAGS_FILE.is_file():
-        flags = [line.strip() for line in JVM_FLAGS_FILE.read_text().splitlines()
-                 if line.strip() and not line.lstrip().startswith("#")]
     built = ensure_jar()
-    return [java, f"-Xmx{heap}", *flags, *extra_flags, "-jar", str(jar or built), *args]
+    return [java, f"-Xmx{heap}", *jvm_flags(), *extra_flags, "-jar", str(jar or built), *args]
 
 
 class EmbeddedRocketMQ:

@@ -5,14 +5,12 @@ import com.google.gson.JsonElement;
 import com.google.gson.JsonObject;
 import com.google.gson.JsonPrimitive;
 import org.apache.rocketmq.client.consumer.DefaultMQPullConsumer;
-import org.apache.rocketmq.client.consumer.PullResult;
 import org.apache.rocketmq.client.exception.MQBrokerException;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
 import org.apache.rocketmq.client.producer.SendResult;
 import org.apache.rocketmq.common.TopicConfig;
 import org.apache.rocketmq.common.constant.PermName;
 import org.apache.rocketmq.common.message.Message;
-import org.apache.rocketmq.common.message.MessageExt;
 import org.apache.rocketmq.common.message.MessageQueue;
 import org.apache.rocketmq.remoting.RPCHook;
 import org.apache.rocketmq.remoting.protocol.NamespaceUtil;
@@ -381,29 +379,11 @@ final class Commands {
             queues.add(new MessageQueue(topic, broker, queueId));
         }
         JsonArray out = new JsonArray();
-        long total = 0;
         for (MessageQueue mq : queues) {
             long from = fromOffset != null ? fromOffset : consumer.minOffset(mq);
             long to = toOffset != null ? toOffset : consumer.maxOffset(mq);
-            long offset = from;
-            while (offset < to && total < maxMessages) {
-                int want = (int) Math.min(32, Math.min(to - offset, maxMessages - total));
-                PullResult pr = consumer.pull(mq, "*", offset, want, TIMEOUT_MS);
-                long next = pr.getNextBeginOffset();
-                if (pr.getMsgFoundList() != null) {
-                    for (MessageExt m : pr.getMsgFoundList()) {
-                        if (m.getQueueOffset() < offset || m.getQueueOffset() >= to || total >= maxMessages) {
-                            continue;
-                        }
-                        out.add(MessageJson.fromMessageExt(m));
-                        total++;
-                    }
-                }
-                if (next <= offset) {
-                    break; // nothing more (NO_NEW_MSG at the end, or an offset the broker cannot move past)
-                }
-                offset = next;
-            }
+            QueueReader.read(consumer, mq, from, to, maxMessages - out.size(),
+                m -> out.add(MessageJson.fromMessageExt(m)));
         }
         return out;
     }

@@ -1,0 +1,267 @@
+"""Apache RocketMQ run as operators run it: a name server and broker groups, each in its own JVM started through the
+released startup classes with plain config files, from the released jars of one version (``stock_release``), so that
+a test can SIGKILL a broker and restart it on its store::
+
+    with StockCluster(tmp_path, brokers=("broker-a", "broker-b")) as cluster:
+        cluster.create_topic("Orders", queues=4)          # mqadmin updateTopic
+        cluster.kill("broker-a")                          # SIGKILL, waits until the name server dropped it
+        cluster.restart("broker-a")                       # same port and store, waits until it registered again
+        messages = cluster.consume("Orders")              # RocketMQ's Java pull consumer
+
+Every process runs in its own process group with its logs in its directory under ``root``; ``close`` SIGKILLs them
+all, and each dies with the thread that started it (PR_SET_PDEATHSIG) should the test process itself be killed.
+"""
+from __future__ import annotations
+
+import ctypes
+import json
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping
+
+from rmq_spark.client.errors import RocketMQError, TopicNotFoundError
+from rmq_spark.client.remoting.client import RemotingClient
+from rmq_spark.embedded import EmbeddedClusterError, ensure_jar
+from tests.support.ports import server_port
+from tests.support.processes import kill_group
+from tests.support.stock_release import java, java_command
+
+CLUSTER = "DefaultCluster"
+HOST = "127.0.0.1"
+NAMESRV_MAIN = "org.apache.rocketmq.namesrv.NamesrvStartup"
+BROKER_MAIN = "org.apache.rocketmq.broker.BrokerStartup"
+MQADMIN_MAIN = "org.apache.rocketmq.tools.command.MQAdminStartup"
+READER_MAIN = "org.rmqspark.shim.ReadTopic"
+_PR_SET_PDEATHSIG = 1
+# RocketMQ 4.x configures logback from $ROCKETMQ_HOME/conf (5.x from its jars, into ${user.home}/logs/rocketmqlogs):
+# one file appender into the process's own directory.
+_LOGBACK = """<configuration>
+  <appender name="file" class="ch.qos.logback.core.FileAppender">
+    <file>${user.home}/logs/rocketmqlogs/rocketmq.log</file>
+    <encoder><pattern>%d{HH:mm:ss.SSS} %p %t %c{0} - %m%n</pattern></encoder>
+  </appender>
+  <root level="INFO"><appender-ref ref="file"/></root>
+</configuration>
+"""
+# A test broker: small files (EmbeddedCluster.java's sizes), few writer threads, the 5.x timer wheel flushed rarely.
+BROKER_DEFAULTS: Mapping[str, str] = {
+    "brokerRole": "ASYNC_MASTER", "flushDiskType": "ASYNC_FLUSH",
+    "mappedFileSizeCommitLog": str(64 * 1024 * 1024), "maxHashSlotNum": "5000", "maxIndexNum": "20000",
+    "mappedFileSizeTimerLog": str(4 * 1024 * 1024), "timerFlushIntervalMs": "30000",
+    "transactionMetricFlushInterval": "500", "sendMessageThreadPoolNums": "2", "endTransactionThreadPoolNums": "2",
+    "diskMaxUsedSpaceRatio": "95",
+}
+
+
+class StockClusterError(EmbeddedClusterError):
+    """A stock RocketMQ process did not start, register, unregister or carry out an admin command in time."""
+
+
+def _die_with_parent() -> None:
+    ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+@dataclass
+class StockProcess:
+    """One RocketMQ JVM: its name, port, directory (config, store, logs) and, while it runs, its process."""
+
+    name: str
+    port: int
+    dir: Path
+    proc: subprocess.Popen | None = field(default=None, repr=False)
+
+    @property
+    def address(self) -> str:
+        return f"{HOST}:{self.port}"
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def output(self, lines: int = 40) -> str:
+        """The last lines of its console and of RocketMQ's own logs, for an error message."""
+        parts = []
+        for log in [self.dir / "console.log", *sorted((self.dir / "logs").rglob("*.log"))]:
+            if log.is_file():
+                tail = log.read_text(errors="replace").splitlines()[-lines:]
+                parts.append(f"--- {log.name}\n" + "\n".join(tail))
+        return "\n".join(parts) or "(no output)"
+
+
+class StockCluster:
+    """A name server and one master per broker group (brokerId 0), RocketMQ ``version`` from Maven Central, on free
+    loopback ports, stores and logs under ``root``. ``broker_config`` adds or overrides broker.conf entries."""
+
+    def __init__(self, root: Path, *, version: str = "5.5.0", brokers: tuple[str, ...] = ("broker-a", "broker-b"),
+                 heap: str = "256m", broker_config: Mapping[str, str] | None = None,
+                 ready_timeout: float = 90.0) -> None:
+        self.root = Path(root)
+        self.version = version
+        self.heap = heap
+        self.ready_timeout = ready_timeout
+        self.broker_config = {**BROKER_DEFAULTS, **(broker_config or {})}
+        self.namesrv = StockProcess("namesrv", server_port(), self.root / "namesrv")
+        # listen port p; RocketMQ also binds p - 2 (the "fast" remoting server) and p + 1 (HA, for slaves)
+        self.brokers = {name: StockProcess(name, server_port(-2, 1), self.root / name) for name in brokers}
+        self._home = self.root / "rocketmq-home"
+        self._client: RemotingClient | None = None
+
+    @property
+    def name_server(self) -> str:
+        return self.namesrv.address
+
+    # -- lifecycle -------------------------------------------------------------------------------------------
+    def start(self) -> "StockCluster":
+        """Start the name server, then every broker; return once each is registered (``close`` stops what
+        started, also when this fails)."""
+        try:
+            (self._home / "conf").mkdir(parents=True, exist_ok=True)
+            for name in ("logback_namesrv.xml", "logback_broker.xml", "logback_tools.xml"):
+                (self._home / "conf" / name).write_text(_LOGBACK)
+            self._launch(self.namesrv, NAMESRV_MAIN, {"listenPort": str(self.namesrv.port)})
+            self._client = RemotingClient(self.name_server, request_timeout=5.0, connect_timeout=2.0)
+            self._wait(lambda: self._answers(), f"name server {self.name_server} to answer", self.namesrv)
+            for broker in self.brokers.values():
+                self._start_broker(broker)
+            for name in self.brokers:
+                self.wait_registered(name)
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def close(self) -> None:
+        """SIGKILL every process of the cluster (their stores are the test's) and wait until none runs."""
+        for p in [*self.brokers.values(), self.namesrv]:
+            if p.proc is not None:
+                kill_group(p.proc)
+                p.proc = None
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+    def __enter__(self) -> "StockCluster":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def kill(self, broker: str) -> None:
+        """SIGKILL ``broker``'s JVM, as a crash or the OOM killer would end it, and wait until the name server has
+        dropped it from the routes (at once: the kernel closes its connections)."""
+        b = self._broker(broker)
+        if b.proc is None:
+            raise StockClusterError(f"broker {broker} is not running: restart it before killing it again")
+        kill_group(b.proc, signal.SIGKILL)
+        b.proc = None
+        self.wait_registered(broker, present=False)
+
+    def restart(self, broker: str) -> None:
+        """Start ``broker`` again on its port and store (recovering its commit log as after a crash) and wait
+        until it is registered."""
+        b = self._broker(broker)
+        if b.running:
+            raise StockClusterError(f"broker {broker} is running: kill it before restarting it")
+        self._start_broker(b)
+        self.wait_registered(broker)
+
+    def wait_registered(self, broker: str, present: bool = True, timeout: float | None = None) -> None:
+        """Wait until the name server's route lists ``broker``'s master at its address (``present``), or no
+        longer lists it."""
+        b = self._broker(broker)
+        what = f"broker {broker} at {b.address} to {'register with' if present else 'leave'} the name server"
+        self._wait(lambda: self._registered(b) == present, what, b if present else self.namesrv, timeout)
+
+    # -- operators' tools ------------------------------------------------------------------------------------
+    def mqadmin(self, *args: str, timeout: float = 60.0) -> str:
+        """Run ``mqadmin`` (the version's MQAdminStartup) against the cluster's name server; its output."""
+        tools = self.root / "mqadmin"
+        tools.mkdir(exist_ok=True)
+        cmd = java_command(self.version, MQADMIN_MAIN, *args, "-n", self.name_server, heap="128m", home=tools,
+                           rocketmq_home=self._home)
+        proc = subprocess.run(cmd, cwd=tools, capture_output=True, text=True, timeout=timeout)
+        return proc.stdout + proc.stderr
+
+    def create_topic(self, topic: str, queues: int = 4) -> None:
+        """Create ``topic`` with ``queues`` read and write queues on every master of the cluster, as operators do
+        (``mqadmin updateTopic -c``), and wait until the route shows it on each."""
+        out = self.mqadmin("updateTopic", "-c", CLUSTER, "-t", topic, "-r", str(queues), "-w", str(queues))
+
+        def shown() -> bool:
+            try:
+                route = self._client.route(topic, refresh=True)
+            except TopicNotFoundError:
+                return False
+            counts = {q.broker_name: (q.read_queue_nums, q.write_queue_nums) for q in route.queues}
+            return all(counts.get(name) == (queues, queues) for name, b in self.brokers.items() if b.running)
+
+        self._wait(shown, f"topic {topic} with {queues} queues on every running broker (mqadmin said: "
+                          f"{out.strip()[-2000:]})", self.namesrv, timeout=30)
+
+    def consume(self, *topics: str, timeout: float = 120.0) -> list[dict]:
+        """Every message of ``topics`` as RocketMQ's Java pull consumer reads it, queue by queue from each queue's
+        min to max offset (jvm-shim's ReadTopic, the consume command's message form: brokerName, queueId,
+        queueOffset, msgId, bodyBase64, properties, ...)."""
+        reader = self.root / "reader"
+        reader.mkdir(exist_ok=True)
+        cmd = java(str(ensure_jar()), READER_MAIN, self.name_server, *topics, heap="256m", home=reader)
+        proc = subprocess.run(cmd, cwd=reader, capture_output=True, text=True, timeout=timeout)
+        if proc.returncode != 0:
+            raise StockClusterError(f"the Java consumer could not read {', '.join(topics)} (exit {proc.returncode})"
+                                    f":\n{proc.stderr[-4000:]}")
+        return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+
+    # -- internals -------------------------------------------------------------------------------------------
+    def _broker(self, name: str) -> StockProcess:
+        try:
+            return self.brokers[name]
+        except KeyError:
+            raise StockClusterError(f"unknown broker {name!r}: the cluster has {sorted(self.brokers)}") from None
+
+    def _start_broker(self, b: StockProcess) -> None:
+        store = b.dir / "store"
+        self._launch(b, BROKER_MAIN, {
+            "brokerClusterName": CLUSTER, "brokerName": b.name, "brokerId": "0", "namesrvAddr": self.name_server,
+            "brokerIP1": HOST, "brokerIP2": HOST, "listenPort": str(b.port), "haListenPort": str(b.port + 1),
+            "storePathRootDir": str(store), "storePathCommitLog": str(store / "commitlog"), **self.broker_config})
+
+    def _launch(self, p: StockProcess, main_class: str, config: Mapping[str, str]) -> None:
+        p.dir.mkdir(parents=True, exist_ok=True)
+        conf = p.dir / ("broker.conf" if main_class == BROKER_MAIN else "namesrv.conf")
+        conf.write_text("".join(f"{k}={v}\n" for k, v in config.items()))
+        cmd = java_command(self.version, main_class, "-c", str(conf), heap=self.heap, home=p.dir,
+                           rocketmq_home=self._home)
+        with open(p.dir / "console.log", "a") as console:
+            p.proc = subprocess.Popen(cmd, cwd=p.dir, stdin=subprocess.DEVNULL, stdout=console,
+                                      stderr=subprocess.STDOUT, start_new_session=True,
+                                      preexec_fn=_die_with_parent)
+
+    def _answers(self) -> bool:
+        try:
+            self._client.live_brokers()
+        except RocketMQError:
+            return False
+        return True
+
+    def _registered(self, b: StockProcess) -> bool:
+        """Whether the route of the topic named after the broker group (every broker registers one) lists its
+        master at its address."""
+        try:
+            group = self._client.route(b.name, refresh=True).broker(b.name)
+        except TopicNotFoundError:
+            return False
+        return group is not None and group.master_address == b.address
+
+    def _wait(self, condition, what: str, process: StockProcess, timeout: float | None = None) -> None:
+        deadline = time.monotonic() + (timeout or self.ready_timeout)
+        while not condition():
+            if process.proc is not None and process.proc.poll() is not None:
+                raise StockClusterError(f"waiting for {what}: {process.name} exited ({process.proc.returncode}); "
+                                        f"its output:\n{process.output()}")
+            if time.monotonic() > deadline:
+                raise StockClusterError(f"timed out waiting for {what}; {process.name}'s output:\n"
+                                        f"{process.output()}")
+            time.sleep(0.1)
