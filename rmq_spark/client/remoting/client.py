@@ -23,6 +23,7 @@ from rmq_spark.client.remoting.connection import ConnectionPool, DirectConnectio
 from rmq_spark.client.remoting.frame import RemotingCommand, command_of, request_template
 from rmq_spark.client.remoting.namesrv import NameServerClient
 from rmq_spark.client.remoting.send_codec import compressed_for_send
+from rmq_spark.client.remoting.versions import is_v4
 from rmq_spark.client.tls import TlsConfig
 from rmq_spark.compiled import (BlockGatherer, Frame, MalformedError, PipeLostError, PipeTimeoutError, PullStatus,
                                 RangeCursor, Step, UnreadableError)
@@ -262,7 +263,10 @@ class RemotingClient(BaseClient):
         def parse(r: RemotingCommand, a: str) -> int | None:
             if r.code == codes.QUERY_NOT_FOUND:
                 return None
-            return req.header_long(r, "offset", f"consumer offset of group {group!r} on {mq}", a)
+            offset = req.header_long(r, "offset", f"consumer offset of group {group!r} on {mq}", a)
+            # a 4.x broker answers 0 for a group without an offset while the queue's first message is in memory
+            # (ConsumerManageProcessor): 0 from it is no offset; a group that stored 0 had consumed nothing
+            return None if offset == 0 and is_v4(r) else offset
         return self._request(mq, req.query_consumer_offset_request(*self._wire(group, mq)), parse)
 
     def _store_offset_call(self, group: str, mq: MessageQueue, offset: int) -> RemotingCall:
