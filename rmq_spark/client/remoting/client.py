@@ -24,6 +24,7 @@ from rmq_spark.client.remoting.frame import RemotingCommand, command_of, request
 from rmq_spark.client.remoting.namesrv import NameServerClient
 from rmq_spark.client.remoting.send_codec import compressed_for_send
 from rmq_spark.client.remoting.versions import is_v4
+from rmq_spark.client.time_search import NearOffset
 from rmq_spark.client.tls import TlsConfig
 from rmq_spark.compiled import (BlockGatherer, Frame, MalformedError, PipeLostError, PipeTimeoutError, PullStatus,
                                 RangeCursor, Step, UnreadableError)
@@ -255,9 +256,12 @@ class RemotingClient(BaseClient):
                              lambda r, a: req.header_long(r, "offset", f"max offset of {mq}", a))
 
     def _search_offset_call(self, mq: MessageQueue, timestamp: int, boundary: str) -> RemotingCall:
-        return self._request(mq, req.offset_request(codes.SEARCH_OFFSET_BY_TIMESTAMP, self.namespace.queue(mq), timestamp=str(timestamp),
-                                                    boundaryType=boundary.upper()),
-                             lambda r, a: req.header_long(r, "offset", f"offset by timestamp of {mq}", a))
+        def parse(r: RemotingCommand, a: str) -> int | NearOffset:
+            offset = req.header_long(r, "offset", f"offset by timestamp of {mq}", a)
+            # a 4.x broker has no boundary type: it answers the offset whose store time is nearest, on either side
+            return NearOffset(offset) if is_v4(r) else offset
+        return self._request(mq, req.offset_request(codes.SEARCH_OFFSET_BY_TIMESTAMP, self.namespace.queue(mq),
+                                                    timestamp=str(timestamp), boundaryType=boundary.upper()), parse)
 
     def _consumer_offset_call(self, group: str, mq: MessageQueue) -> RemotingCall:
         def parse(r: RemotingCommand, a: str) -> int | None:
