@@ -345,6 +345,11 @@ class BaseClient:
             stored[mq] = True
         return stored
 
+    def v4_release(self, topic: str) -> str | None:
+        """The release of ``topic``'s brokers where they are RocketMQ 4.x ("4.9.7"), which lack 5.x features
+        (timer messages among them); None for 5.x brokers."""
+        return None
+
     # -- single-queue shortcuts ------------------------------------------------------------------------------
     def min_offset(self, mq: MessageQueue) -> int:
         return self.min_offsets([mq])[mq]

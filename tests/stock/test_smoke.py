@@ -5,6 +5,7 @@ RMQ_SPARK_STOCK_SMOKE (comma separated, default 4.9.7: the 4.x paths of the clie
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections import Counter
 from typing import Iterator
@@ -105,3 +106,13 @@ def test_an_exactly_once_streaming_write_is_read_back_by_the_java_consumer(spark
     assert query.awaitTermination(120) and query.exception() is None, query.exception()
     written = stock.consume(smoke_topic)
     assert Counter(m["properties"]["TAGS"] for m in written) == Counter(str(n) for n in range(sent))
+
+
+def test_timer_rows_are_refused_at_planning_where_the_brokers_have_no_timers(spark, stock, smoke_topic):
+    if not stock.version.startswith("4."):
+        pytest.skip("RocketMQ 5 brokers have timer messages")
+    rows = spark.createDataFrame([("later", int(time.time() * 1000) + 3_600_000)], "body STRING, deliverTimeMs BIGINT")
+    with pytest.raises(Exception, match=rf"RocketMQ {re.escape(stock.version)} .*no timer messages.*deliverTimeMs"):
+        (rows.write.format("rocketmq").option("nameServer", stock.name_server).option("topic", smoke_topic)
+         .mode("append").save())
+    assert stock.consume(smoke_topic) == []  # a 4.x broker would have delivered it at once

@@ -23,7 +23,7 @@ from rmq_spark.client.remoting.connection import ConnectionPool, DirectConnectio
 from rmq_spark.client.remoting.frame import RemotingCommand, command_of, request_template
 from rmq_spark.client.remoting.namesrv import NameServerClient
 from rmq_spark.client.remoting.send_codec import compressed_for_send
-from rmq_spark.client.remoting.versions import is_v4
+from rmq_spark.client.remoting.versions import is_v4, release_name
 from rmq_spark.client.time_search import NearOffset
 from rmq_spark.client.tls import TlsConfig
 from rmq_spark.compiled import (BlockGatherer, Frame, MalformedError, PipeLostError, PipeTimeoutError, PullStatus,
@@ -311,6 +311,16 @@ class RemotingClient(BaseClient):
             if isinstance(e, AuthError) or e.code == codes.REQUEST_CODE_NOT_SUPPORTED:
                 return {}
             raise
+
+    def v4_release(self, topic: str) -> str | None:
+        """The release of ``topic``'s brokers where they are RocketMQ 4.x ("4.9.7"), told by one master's answer."""
+        route = self.route(topic)
+        queues = route.write_queues() or route.read_queues()
+        if not queues:
+            return None
+        cmd = req.offset_request(codes.GET_MAX_OFFSET, self.namespace.queue(queues[0]))
+        return self._request(queues[0], cmd, lambda r, a: release_name(r.version) if is_v4(r) else None,
+                             master=True).result()
 
     def is_compacted(self, topic: str) -> bool:
         """True when ``topic`` has the cleanup policy COMPACTION (never on a broker without topic attributes)."""
