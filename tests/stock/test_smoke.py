@@ -70,6 +70,14 @@ def test_starting_timestamp_reads_only_what_was_stored_at_or_after_it(spark, sto
     assert later == 0
 
 
+def test_a_group_without_offsets_starts_committed_reads_at_the_fallback(spark, stock, smoke_topic):
+    """A 4.x broker answers offset 0, not "not found", for a group it has no offset of."""
+    send_numbered(stock.name_server, smoke_topic, PER_QUEUE)
+    rows = _read(spark, stock, smoke_topic, startingOffsets="committed", consumerGroup=f"new-{smoke_topic}",
+                 startingOffsetsFallback="latest")
+    assert rows.count() == 0
+
+
 def test_a_stream_delivers_each_message_once_and_mirrors_its_offsets(spark, stock, smoke_topic, tmp_path):
     group = f"g-{smoke_topic}"
     sink = Collect()
