@@ -24,7 +24,6 @@ from rmq_spark.client.remoting.frame import RemotingCommand, command_of, request
 from rmq_spark.client.remoting.namesrv import NameServerClient
 from rmq_spark.client.remoting.send_codec import compressed_for_send
 from rmq_spark.client.remoting.versions import is_v4, release_name
-from rmq_spark.client.time_search import NearOffset
 from rmq_spark.client.tls import TlsConfig
 from rmq_spark.compiled import (BlockGatherer, Frame, MalformedError, PipeLostError, PipeTimeoutError, PullStatus,
                                 RangeCursor, Step, UnreadableError)
@@ -256,22 +255,13 @@ class RemotingClient(BaseClient):
                              lambda r, a: req.header_long(r, "offset", f"max offset of {mq}", a))
 
     def _search_offset_call(self, mq: MessageQueue, timestamp: int, boundary: str) -> RemotingCall:
-        def parse(r: RemotingCommand, a: str) -> int | NearOffset:
-            offset = req.header_long(r, "offset", f"offset by timestamp of {mq}", a)
-            # a 4.x broker has no boundary type: it answers the offset whose store time is nearest, on either side
-            return NearOffset(offset) if is_v4(r) else offset
         return self._request(mq, req.offset_request(codes.SEARCH_OFFSET_BY_TIMESTAMP, self.namespace.queue(mq),
-                                                    timestamp=str(timestamp), boundaryType=boundary.upper()), parse)
+                                                    timestamp=str(timestamp), boundaryType=boundary.upper()),
+                             lambda r, a: req.searched_offset(r, f"offset by timestamp of {mq}", a))
 
     def _consumer_offset_call(self, group: str, mq: MessageQueue) -> RemotingCall:
-        def parse(r: RemotingCommand, a: str) -> int | None:
-            if r.code == codes.QUERY_NOT_FOUND:
-                return None
-            offset = req.header_long(r, "offset", f"consumer offset of group {group!r} on {mq}", a)
-            # a 4.x broker answers 0 for a group without an offset while the queue's first message is in memory
-            # (ConsumerManageProcessor): 0 from it is no offset; a group that stored 0 had consumed nothing
-            return None if offset == 0 and is_v4(r) else offset
-        return self._request(mq, req.query_consumer_offset_request(*self._wire(group, mq)), parse)
+        return self._request(mq, req.query_consumer_offset_request(*self._wire(group, mq)),
+                             lambda r, a: req.consumer_offset(r, f"consumer offset of group {group!r} on {mq}", a))
 
     def _store_offset_call(self, group: str, mq: MessageQueue, offset: int) -> RemotingCall:
         def parse(r: RemotingCommand, a: str) -> bool:
