@@ -3,9 +3,11 @@ from __future__ import annotations
 
 import pytest
 
+from rmq_spark.client.errors import AuthError
 from rmq_spark.client.remoting import broker as req
 from rmq_spark.client.remoting import codes
 from rmq_spark.client.remoting.frame import RemotingCommand
+from rmq_spark.client.remoting.status import error_for
 from rmq_spark.client.remoting.versions import is_v4, release_name
 from rmq_spark.client.time_search import NearOffset
 
@@ -38,3 +40,17 @@ def test_a_consumer_offset_not_found_is_none_on_every_release():
 def test_a_4x_timestamp_search_answers_an_offset_near_the_time_only():
     assert req.searched_offset(_answer(V4_9_7, 4), "search", "127.0.0.1:1") == NearOffset(4)
     assert req.searched_offset(_answer(V5_3_0, 4), "search", "127.0.0.1:1") == 4
+
+
+@pytest.mark.parametrize("remark", [
+    "org.apache.rocketmq.acl.common.AclException: No accessKey is configured, org.apache.rocketmq.acl.plain.Plain"
+    "PermissionManager.validate(PlainPermissionManager.java:663)",
+    "org.apache.rocketmq.acl.common.AclException: Need admin permission for request code=17, but accessKey=reader is "
+    "not, org.apache.rocketmq.acl.plain.PlainPermissionManager.checkPerm(PlainPermissionManager.java:580)",
+])
+def test_a_4x_acl_refusal_is_an_auth_error(remark):
+    """RocketMQ 4.x's ACL 1.0 answers every refusal as SYSTEM_ERROR with the AclException in the remark."""
+    error = error_for(RemotingCommand(code=codes.SYSTEM_ERROR, flag=1, remark=remark, version=V4_9_7),
+                      "pull of T:broker-a/0", "127.0.0.1:1")
+    assert isinstance(error, AuthError) and "accessKey/secretKey and the user's permissions" in str(error)
+    assert "AclException" in error.remark
