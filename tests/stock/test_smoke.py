@@ -1,6 +1,6 @@
 """Smoke tests of the connector on stock RocketMQ (a name server and two broker groups, each its own JVM): a batch
 read, a stream with its offsets mirrored to a consumer group, a timestamp start and an exactly-once streaming write
-read back by RocketMQ's Java consumer. One cluster per version for the module, a topic per test; the versions are
+read back by RocketMQ's Java consumer; on 4.x also the refusal of timer rows and ACL 1.0 (a second cluster). One cluster per version for the module, a topic per test; the versions are
 RMQ_SPARK_STOCK_SMOKE (comma separated, default 4.9.7: the 4.x paths of the client), e.g. 4.9.7,5.3.3,5.5.0."""
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from typing import Iterator
 
 import pytest
 
+from rmq_spark.client.model import Credentials, OutgoingMessage
 from rmq_spark.client.remoting.client import RemotingClient
 from tests.integration.streaming import Collect, assert_exactly_once, start_query, wait_for
 from tests.stock.loads import send_numbered
@@ -124,3 +125,44 @@ def test_timer_rows_are_refused_at_planning_where_the_brokers_have_no_timers(spa
         (rows.write.format("rocketmq").option("nameServer", stock.name_server).option("topic", smoke_topic)
          .mode("append").save())
     assert stock.consume(smoke_topic) == []  # a 4.x broker would have delivered it at once
+
+
+# ACL 1.0 of RocketMQ 4.x: an admin, and a reader with publish and subscribe rights on topic Secured only
+PLAIN_ACL = """globalWhiteRemoteAddresses:
+accounts:
+  - accessKey: rmqadmin
+    secretKey: admin-secret
+    admin: true
+  - accessKey: rmqreader
+    secretKey: reader-secret
+    admin: false
+    defaultTopicPerm: DENY
+    defaultGroupPerm: SUB
+    topicPerms:
+      - Secured=PUB|SUB
+"""
+
+
+@pytest.fixture(scope="module")
+def acl_cluster(stock, tmp_path_factory) -> Iterator[StockCluster]:
+    """A cluster of the module's 4.x release with ACL 1.0 on (aclEnable, conf/plain_acl.yml)."""
+    if not stock.version.startswith("4."):
+        pytest.skip("ACL 1.0 (plain_acl.yml) is checked on 4.x; RocketMQ 5.3+ has ACL 2.0")
+    root = tmp_path_factory.mktemp(f"rocketmq-acl-{stock.version}")
+    (root / "rocketmq-home" / "conf").mkdir(parents=True)
+    (root / "rocketmq-home" / "conf" / "plain_acl.yml").write_text(PLAIN_ACL)
+    with StockCluster(root, version=stock.version, broker_config={"aclEnable": "true"}) as cluster:
+        yield cluster
+
+
+def test_acl_1_signatures_are_accepted_and_a_refusal_names_the_keys(spark, acl_cluster):
+    with RemotingClient(acl_cluster.name_server, credentials=Credentials("rmqadmin", "admin-secret")) as admin:
+        admin.create_topic("Secured", 2, seed_topic="DefaultCluster")
+        for mq in admin.queues("Secured", refresh=True):
+            admin.send(mq, [OutgoingMessage(body=f"{mq.broker_name}/{mq.queue_id}/{i}".encode()) for i in range(3)])
+    signed = _read(spark, acl_cluster, "Secured", accessKey="rmqreader", secretKey="reader-secret")
+    assert sorted(r[0] for r in signed.select("body").collect()) == sorted(
+        f"{b}/{q}/{i}".encode() for b in ("broker-a", "broker-b") for q in range(2) for i in range(3))
+    with pytest.raises(Exception, match="No accessKey is configured") as unsigned:
+        _read(spark, acl_cluster, "Secured").count()
+    assert "check accessKey/secretKey and the user's permissions" in str(unsigned.value)
