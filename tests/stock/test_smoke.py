@@ -1,7 +1,8 @@
 """Smoke tests of the connector on stock RocketMQ (a name server and two broker groups, each its own JVM): a batch
 read, a stream with its offsets mirrored to a consumer group, a timestamp start and an exactly-once streaming write
-read back by RocketMQ's Java consumer; on 4.x also the refusal of timer rows and ACL 1.0 (a second cluster). One cluster per version for the module, a topic per test; the versions are
-RMQ_SPARK_STOCK_SMOKE (comma separated, default 4.9.7: the 4.x paths of the client), e.g. 4.9.7,5.3.3,5.5.0."""
+read back by RocketMQ's Java consumer, and the recovery of one cut by a driver crash; on 4.x also the refusal of
+timer rows and ACL 1.0 (a second cluster). One cluster per version for the module, a topic per test; the versions are
+RMQ_SPARK_STOCK_SMOKE (comma separated, default 4.9.7: the 4.x paths of the client), e.g. 4.9.7,5.5.0."""
 from __future__ import annotations
 
 import os
@@ -14,7 +15,10 @@ import pytest
 
 from rmq_spark.client.model import Credentials, OutgoingMessage
 from rmq_spark.client.remoting.client import RemotingClient
+from rmq_spark.sink.writers import RocketMQStreamWriter
 from tests.integration.streaming import Collect, assert_exactly_once, start_query, wait_for
+from tests.integration.test_sink_recovery import BODIES, _crash_inside_commit, _replay, _settled, _tasks, _visible
+from tests.integration.test_sink_recovery import _options as _sink_options
 from tests.stock.loads import send_numbered
 from tests.support.stock_cluster import StockCluster
 
@@ -125,6 +129,18 @@ def test_timer_rows_are_refused_at_planning_where_the_brokers_have_no_timers(spa
         (rows.write.format("rocketmq").option("nameServer", stock.name_server).option("topic", smoke_topic)
          .mode("append").save())
     assert stock.consume(smoke_topic) == []  # a 4.x broker would have delivered it at once
+
+
+def test_an_exactly_once_commit_cut_by_a_driver_crash_is_completed_once_on_replay(stock, smoke_topic):
+    """The recovery of the commit records: the started record read back, the rows committed before the cut found in
+    the queues, only the others committed."""
+    options = _sink_options(stock, smoke_topic)
+    RocketMQStreamWriter(options).commit(_tasks(options, 0, ["r0", "r1", "r2"]), 0)
+    _crash_inside_commit(options, 1, commits=3)
+    _settled(stock, smoke_topic)
+    assert sum(_visible(stock, smoke_topic).values()) == 3 + 3  # batch 0, and the 3 COMMITs before the cut
+    _replay(options, 1)
+    assert _visible(stock, smoke_topic) == Counter(["r0", "r1", "r2", *BODIES])
 
 
 # ACL 1.0 of RocketMQ 4.x: an admin, and a reader with publish and subscribe rights on topic Secured only
