@@ -57,6 +57,16 @@ def test_a_batch_read_returns_what_the_java_consumer_reads(spark, stock, smoke_t
     assert Counter(r[3]["n"] for r in rows) == Counter(str(n) for n in range(sent))
 
 
+def test_tag_filters_read_the_tagged_messages_and_sql92_needs_the_brokers_property_filter(spark, stock, smoke_topic):
+    with RemotingClient(stock.name_server) as client:
+        for mq in client.queues(smoke_topic, refresh=True):
+            client.send(mq, [OutgoingMessage(body=f"{tag}{i}".encode(), tags=tag) for i in range(2) for tag in "AB"])
+    tagged = _read(spark, stock, smoke_topic, subExpression="B || C").select("body", "tags").collect()
+    assert sorted(r[1] for r in tagged) == ["B"] * 8 and all(r[0].startswith(b"B") for r in tagged)
+    with pytest.raises(Exception, match="enablePropertyFilter=true"):  # off by default on 4.x and 5.x alike
+        _read(spark, stock, smoke_topic, subExpression="a = 1", expressionType="SQL92").count()
+
+
 def test_starting_timestamp_reads_only_what_was_stored_at_or_after_it(spark, stock, smoke_topic):
     """4.x's SEARCH_OFFSET_BY_TIMESTAMP answers the offset whose store time is nearest, on either side."""
     send_numbered(stock.name_server, smoke_topic, PER_QUEUE)
