@@ -6,9 +6,11 @@ from pyspark.sql.datasource import (DataSource, DataSourceReader, DataSourceStre
 from pyspark.sql.types import StructType
 
 from rmq_spark.batch import RocketMQBatchReader, RocketMQPushdownBatchReader
-from rmq_spark.options import OptionError, parse_options, parse_sink_options
+from rmq_spark.connect import new_client
+from rmq_spark.options import OptionError, SinkOptions, parse_options, parse_sink_options
 from rmq_spark.schema import SCHEMA_DDL, projection
 from rmq_spark.sink.columns import check_columns
+from rmq_spark.sink.message_types import refuse_timers
 from rmq_spark.sink.writers import RocketMQStreamWriter, RocketMQWriter
 from rmq_spark.stream import RocketMQStreamReader
 from rmq_spark.worker_heap import freeze_once
@@ -39,13 +41,13 @@ class RocketMQDataSource(DataSource):
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         _append_only(overwrite)
         options = parse_sink_options(self.options)
-        _check_sink_columns(schema, options.topic)
+        _check_sink_columns(schema, options)
         return RocketMQWriter(options)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         _append_only(overwrite)
         options = parse_sink_options(self.options)
-        _check_sink_columns(schema, options.topic)
+        _check_sink_columns(schema, options)
         return RocketMQStreamWriter(options)
 
 
@@ -55,8 +57,12 @@ def _append_only(overwrite: bool) -> None:
                           "'update' in streaming), not overwrite or complete")
 
 
-def _check_sink_columns(schema: StructType, topic: str | None) -> None:
-    check_columns([(f.name, f.dataType.simpleString()) for f in schema.fields], default_topic=topic)
+def _check_sink_columns(schema: StructType, options: SinkOptions) -> None:
+    """The columns' names and types; a deliverTimeMs column where option topic's brokers have no timers."""
+    check_columns([(f.name, f.dataType.simpleString()) for f in schema.fields], default_topic=options.topic)
+    if options.topic is not None and "deliverTimeMs" in schema.fieldNames():
+        with new_client(options) as client:
+            refuse_timers(client, options.topic)
 
 
 def _columns(schema: StructType | None) -> tuple[str, ...]:

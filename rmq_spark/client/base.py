@@ -22,6 +22,7 @@ from rmq_spark.client.model import (DEFAULT_GROUP, DEFAULT_PRODUCER_GROUP, EVERY
 from rmq_spark.client.namespaces import NO_NAMESPACE, Namespace
 from rmq_spark.client.outages import OutageLog
 from rmq_spark.client.range_reader import PullSession, RangeReader, SharedPulls
+from rmq_spark.client.time_search import NearOffset, first_stored_at_or_after
 
 log = logging.getLogger(__name__)
 
@@ -344,8 +345,34 @@ class BaseClient:
         before ``timestamp`` ms, as the broker's SEARCH_OFFSET_BY_TIMESTAMP defines it."""
         if boundary not in ("lower", "upper"):
             raise ValueError(f"boundary must be 'lower' or 'upper', not {boundary!r}")
-        return self._gather("offsets by timestamp", mqs,
-                            lambda mq: self._search_offset_call(mq, int(timestamp), boundary), partial=partial)
+        answers = self._gather("offsets by timestamp", mqs,
+                               lambda mq: self._search_offset_call(mq, int(timestamp), boundary), partial=partial)
+        near = sorted(mq for mq, v in answers.items() if isinstance(v, NearOffset))
+        if not near:
+            return answers
+        out = answers.merge(self._boundaries(answers, near, int(timestamp), boundary, partial))
+        for mq in out.failed:
+            out.pop(mq, None)
+        return out
+
+    def _boundaries(self, near: Mapping[MessageQueue, NearOffset], mqs: list[MessageQueue], timestamp: int,
+                    boundary: str, partial: bool) -> Answers:
+        """The boundary offsets of ``mqs``, whose broker answered an offset near the time (``time_search``)."""
+        firsts = self.min_offsets(mqs, partial=partial)
+        ends = self.max_offsets([mq for mq in mqs if mq in firsts], partial=partial)
+        out = Answers(failed={**firsts.failed, **ends.failed})
+        # the last message stored at or before the time is the one before the first stored after it
+        after = timestamp if boundary == "lower" else timestamp + 1
+        for mq in ends:
+            try:
+                found = first_stored_at_or_after(self, mq, after, near[mq].offset, firsts[mq], ends[mq])
+            except RETRYABLE as e:
+                if not partial:
+                    raise
+                out.failed[mq] = e
+                continue
+            out[mq] = found if boundary == "lower" else max(found - 1, firsts[mq])
+        return out
 
     def query_consumer_offsets(self, group: str, mqs: Iterable[MessageQueue], *, partial: bool = False) -> Answers:
         """The group's committed (next-to-consume) offset per queue, None where the group has none."""
@@ -378,6 +405,11 @@ class BaseClient:
                 raise BrokerError(f"update of group {group!r} offset on {mq} failed: {hints.GROUP}")
             stored[mq] = True
         return stored
+
+    def v4_release(self, topic: str) -> str | None:
+        """The release of ``topic``'s brokers where they are RocketMQ 4.x ("4.9.7"), which lack 5.x features
+        (timer messages among them); None for 5.x brokers."""
+        return None
 
     # -- single-queue shortcuts ------------------------------------------------------------------------------
     def min_offset(self, mq: MessageQueue) -> int:

@@ -19,6 +19,16 @@ _WHY = {
 }
 
 
+def refuse_timers(client: BaseClient, topic: str) -> None:
+    """OptionError when ``topic``'s brokers have no timer messages (RocketMQ 4.x stores a row with a deliverTimeMs
+    as a plain message, delivered at once)."""
+    release = client.v4_release(topic)
+    if release is not None:
+        raise OptionError(f"topic {topic!r} is on RocketMQ {release} brokers, which have no timer messages (they "
+                          "came with RocketMQ 5): a row with a deliverTimeMs would be delivered at once. Leave "
+                          "deliverTimeMs null (drop the column), or write to a topic on RocketMQ 5 brokers")
+
+
 class TopicTypes:
     """The message.type of each topic a task writes to, asked once per topic (None where the broker has none:
     nothing to check)."""
@@ -36,6 +46,8 @@ class TopicTypes:
             return
         if topic not in self._types:
             self._types[topic] = self._client.topic_message_type(topic)
+        if kind is MessageType.DELAY:
+            refuse_timers(self._client, topic)
         declared = self._types[topic]
         if declared is not None and not declared.takes(kind):
             why, other = _WHY[kind]

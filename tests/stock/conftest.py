@@ -1,6 +1,7 @@
 """The stock-process tier: Apache RocketMQ as operators run it, a name server and each broker group in a JVM of its
-own (tests/support/stock_cluster.py), a fresh cluster per test. RMQ_SPARK_STOCK_VERSION picks the released version
-(default 5.5.0), e.g. 4.9.7 or 5.3.3; its jars are resolved from Maven Central on first use."""
+own (tests/support/stock_cluster.py), a fresh cluster per test (test_smoke.py: one per version for the module).
+RMQ_SPARK_STOCK_VERSION picks the released version (default 5.5.0), e.g. 4.9.7 or 5.3.3; its jars are resolved from
+Maven Central on first use."""
 from __future__ import annotations
 
 import os

@@ -22,7 +22,9 @@ def test_a_reused_worker_freezes_what_it_holds_once(fresh, monkeypatch):
     assert frozen > 0
     kept = [[] for _ in range(100)]  # objects made after the freeze stay collectable
     worker_heap.freeze_once()
-    assert gc.get_freeze_count() == frozen
+    # a second freeze would add the 101 lists above; frozen objects freed meanwhile (by refcount, another thread's)
+    # may lower the count by a few, which made an equality flaky on a loaded machine
+    assert gc.get_freeze_count() < frozen + len(kept)
     del kept
 
 

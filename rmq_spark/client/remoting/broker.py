@@ -15,6 +15,8 @@ from rmq_spark.client.remoting.send_codec import (PROPERTY_PRODUCER_GROUP, PROPE
                                                   TRANSACTION_ROLLBACK_TYPE, commit_log_offset, encode_batch,
                                                   encode_properties)
 from rmq_spark.client.remoting.status import check
+from rmq_spark.client.remoting.versions import is_v4
+from rmq_spark.client.time_search import NearOffset
 from rmq_spark.compiled import PullStatus, first_offset, pull_status
 
 def _queue_fields(mq: MessageQueue) -> dict[str, str]:
@@ -65,6 +67,23 @@ def header_long(response: RemotingCommand, name: str, what: str, address: str, *
         return int(response.ext_fields[name])
     except (KeyError, ValueError) as e:
         raise RocketMQError(f"{what} at {address}: response has no valid {name!r} field") from e
+
+
+def searched_offset(response: RemotingCommand, what: str, address: str) -> int | NearOffset:
+    """A SEARCH_OFFSET_BY_TIMESTAMP answer. A 4.x broker has no boundary type: its offset is that of the message
+    stored nearest the time, on either side (``time_search`` finds the boundary from it)."""
+    offset = header_long(response, "offset", what, address)
+    return NearOffset(offset) if is_v4(response) else offset
+
+
+def consumer_offset(response: RemotingCommand, what: str, address: str) -> int | None:
+    """A QUERY_CONSUMER_OFFSET answer: the group's offset, None where it has none. A 4.x broker answers 0, not
+    QUERY_NOT_FOUND, for a group without an offset while the queue's first message is in memory
+    (ConsumerManageProcessor), so 0 from it is none (a group that stored 0 had consumed nothing)."""
+    if response.code == codes.QUERY_NOT_FOUND:
+        return None
+    offset = header_long(response, "offset", what, address)
+    return None if offset == 0 and is_v4(response) else offset
 
 
 def query_consumer_offset_request(group: str, mq: MessageQueue) -> RemotingCommand:

@@ -23,6 +23,7 @@ from rmq_spark.client.remoting.connection import ConnectionPool, DirectConnectio
 from rmq_spark.client.remoting.frame import RemotingCommand, command_of, request_template
 from rmq_spark.client.remoting.namesrv import NameServerClient
 from rmq_spark.client.remoting.send_codec import compressed_for_send
+from rmq_spark.client.remoting.versions import is_v4, release_name
 from rmq_spark.client.system_topics import cluster_topics
 from rmq_spark.client.tls import TlsConfig
 from rmq_spark.compiled import (BlockGatherer, Frame, MalformedError, PipeLostError, PipeTimeoutError, PullStatus,
@@ -261,16 +262,13 @@ class RemotingClient(BaseClient):
                              lambda r, a: req.header_long(r, "offset", f"max offset of {mq}", a))
 
     def _search_offset_call(self, mq: MessageQueue, timestamp: int, boundary: str) -> RemotingCall:
-        return self._request(mq, req.offset_request(codes.SEARCH_OFFSET_BY_TIMESTAMP, self.namespace.queue(mq), timestamp=str(timestamp),
-                                                    boundaryType=boundary.upper()),
-                             lambda r, a: req.header_long(r, "offset", f"offset by timestamp of {mq}", a))
+        return self._request(mq, req.offset_request(codes.SEARCH_OFFSET_BY_TIMESTAMP, self.namespace.queue(mq),
+                                                    timestamp=str(timestamp), boundaryType=boundary.upper()),
+                             lambda r, a: req.searched_offset(r, f"offset by timestamp of {mq}", a))
 
     def _consumer_offset_call(self, group: str, mq: MessageQueue) -> RemotingCall:
-        def parse(r: RemotingCommand, a: str) -> int | None:
-            if r.code == codes.QUERY_NOT_FOUND:
-                return None
-            return req.header_long(r, "offset", f"consumer offset of group {group!r} on {mq}", a)
-        return self._request(mq, req.query_consumer_offset_request(*self._wire(group, mq)), parse)
+        return self._request(mq, req.query_consumer_offset_request(*self._wire(group, mq)),
+                             lambda r, a: req.consumer_offset(r, f"consumer offset of group {group!r} on {mq}", a))
 
     def _store_offset_call(self, group: str, mq: MessageQueue, offset: int) -> RemotingCall:
         def parse(r: RemotingCommand, a: str) -> bool:
@@ -310,6 +308,16 @@ class RemotingClient(BaseClient):
             if isinstance(e, AuthError) or e.code == codes.REQUEST_CODE_NOT_SUPPORTED:
                 return {}
             raise
+
+    def v4_release(self, topic: str) -> str | None:
+        """The release of ``topic``'s brokers where they are RocketMQ 4.x ("4.9.7"), told by one master's answer."""
+        route = self.route(topic)
+        queues = route.write_queues() or route.read_queues()
+        if not queues:
+            return None
+        cmd = req.offset_request(codes.GET_MAX_OFFSET, self.namespace.queue(queues[0]))
+        return self._request(queues[0], cmd, lambda r, a: release_name(r.version) if is_v4(r) else None,
+                             master=True).result()
 
     def is_compacted(self, topic: str) -> bool:
         """True when ``topic`` has the cleanup policy COMPACTION (never on a broker without topic attributes)."""

@@ -34,5 +34,7 @@ def error_for(response: RemotingCommand, what: str, address: str) -> RocketMQErr
         cls, hint = MessageRejectedError, hints.TIMER_OFF
     if cls is BrokerError and ("signature" in remark.lower() or "authenticat" in remark.lower()):
         cls, hint = AuthError, "check accessKey/secretKey"
+    elif cls is BrokerError and "AclException" in remark:  # RocketMQ 4.x answers an ACL refusal as SYSTEM_ERROR
+        cls, hint = AuthError, hints.AUTH
     message = f"{what} failed at {address}" + (f": {hint}" if hint else "")
     return cls(message, code=response.code, remark=remark)
