@@ -60,6 +60,28 @@ def assert_exactly_once(sink: Collect, cluster, topic: str) -> None:
     assert sorted(sink.keys) == java, "the delivered messages differ from what the brokers hold"
 
 
+def stream_around_a_master_outage(spark, cluster, topic: str, checkpoint, total: int, while_away=None) -> None:
+    """A remoting stream of ``topic`` started while broker-a's master is away (its queues wait): it reads
+    broker-b's messages, then (after ``while_away(sink, query, held_b)``, if given) broker-a's once its master is
+    started again, ``total`` in all, every message exactly once."""
+    sink = Collect()
+    q = start_query(spark, cluster, "remoting", topic, sink, checkpoint, brokerRetryTimeoutMs="120000",
+                    pollNameServerIntervalMs="300")
+    try:
+        try:
+            held_b = sum(o["maxOffset"] for o in cluster.offsets(topic) if o["brokerName"] == "broker-b")
+            wait_for(lambda: len(sink) == held_b, 60, "broker-b's messages while broker-a's master is away", q)
+            if while_away is not None:
+                while_away(sink, q, held_b)
+            assert {b for b, _, _ in sink.keys} == {"broker-b"}
+        finally:
+            cluster.start_broker("broker-a")
+        wait_for(lambda: len(sink) == total, 120, "broker-a's messages once its master is back", q)
+    finally:
+        q.stop()
+    assert_exactly_once(sink, cluster, topic)
+
+
 def remove_torn_first_write(checkpoint) -> list[str]:
     """The step README "Failures and data loss" gives for a driver killed while Spark wrote a query's first
     offset-log entry: remove the temp files of the offset and commit logs when neither holds a batch."""

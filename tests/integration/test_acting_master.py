@@ -11,7 +11,7 @@ from rmq_spark.embedded import EmbeddedRocketMQ
 from rmq_spark.options import parse_options
 from rmq_spark.queue_watch import QueueWatch
 from tests.conftest import new_client, unique_topic
-from tests.integration.streaming import Collect, assert_exactly_once, start_query, wait_for
+from tests.integration.streaming import stream_around_a_master_outage
 from tests.support.waiting import wait_until
 
 MIRROR = "acting-mirror"  # a group whose offsets the slave would take
@@ -50,21 +50,7 @@ def test_a_slave_acting_for_its_master_is_a_slave_and_the_stream_goes_on_with_th
                 stored = through_gateway.update_consumer_offsets(MIRROR, {q: 2 for q in on_a}, partial=True)
             assert set(stored.failed) == set(on_a)
 
-            sink = Collect()
-            q = start_query(spark, acting, "remoting", topic, sink, tmp_path / "c", brokerRetryTimeoutMs="120000",
-                            pollNameServerIntervalMs="300")
-            try:
-                try:
-                    held_b = sum(o["maxOffset"] for o in acting.offsets(topic) if o["brokerName"] == "broker-b")
-                    wait_for(lambda: len(sink) == held_b, 60,
-                             "broker-b's messages while a slave acts for broker-a's master", q)
-                    assert {b for b, _, _ in sink.keys} == {"broker-b"}
-                finally:
-                    acting.start_broker("broker-a")
-                wait_for(lambda: len(sink) == 400, 120, "broker-a's messages once its master is back", q)
-            finally:
-                q.stop()
-            assert_exactly_once(sink, acting, topic)
+            stream_around_a_master_outage(spark, acting, topic, tmp_path / "c", 400)
 
             wait_until(lambda: (watch.poll(force=True), all(q in watch._holds for q in on_a))[1], 30,
                        "the master to hold broker-a's queues again")
