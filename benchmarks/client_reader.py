@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from rmq_spark.client.base import BaseClient
 from rmq_spark.client.gathering import Gatherer
 from rmq_spark.client.model import MessageQueue
-from rmq_spark.connect import new_client
+from rmq_spark.client_pool import new_client
 from rmq_spark.options import parse_options
 
 

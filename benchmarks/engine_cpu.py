@@ -148,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from benchmarks.run import BENCH_JVM_FLAGS, TAGS
     from benchmarks.spark_lines import NARROW_SCHEMA, batch_noop
-    from rmq_spark.embedded import EmbeddedRocketMQ
+    from rmq_spark_testing.embedded import EmbeddedRocketMQ
 
     if args.jfr:
         os.makedirs(args.jfr, exist_ok=True)

@@ -78,7 +78,7 @@ def _decode(path: str, bodies: list[bytes]) -> int:
 def _read(source: dict[str, str], narrow: bool, first_only: bool) -> int:
     """Messages read from every queue of the source's topic through partition_reader (one of each queue with
     ``first_only``)."""
-    from rmq_spark.connect import shared_client
+    from rmq_spark.client_pool import shared_client
     from rmq_spark.offsets import QueueRange
     from rmq_spark.options import parse_options
     from rmq_spark.partition_reader import read_range
@@ -146,7 +146,7 @@ def main() -> None:
     with contextlib.ExitStack() as stack:
         source: dict[str, str] = {}
         if any(p.startswith("executor") for p in paths):
-            from rmq_spark.embedded import EmbeddedRocketMQ
+            from rmq_spark_testing.embedded import EmbeddedRocketMQ
 
             mq = stack.enter_context(EmbeddedRocketMQ(brokers=1))
             mq.create_topic("instructions", queues=4)

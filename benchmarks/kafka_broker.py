@@ -23,7 +23,7 @@ import threading
 from collections import deque
 from pathlib import Path
 
-from rmq_spark.embedded import JDK, EmbeddedClusterError, maven_package, newer_sources, require_tool, stop_jvm
+from rmq_spark_testing.embedded import JDK, EmbeddedClusterError, maven_package, newer_sources, require_tool, stop_jvm
 
 KAFKA_SHIM = Path(__file__).resolve().parent / "kafka-shim"
 BROKER_JAR = KAFKA_SHIM / "broker" / "target" / "rmq-bench-kafka.jar"

@@ -102,7 +102,7 @@ class Harness:
         self.log_lines.append(line)
 
     def start_cluster(self):
-        from rmq_spark.embedded import EmbeddedRocketMQ
+        from rmq_spark_testing.embedded import EmbeddedRocketMQ
 
         t0 = time.perf_counter()
         self.mq = EmbeddedRocketMQ(brokers=1, heap=self.args.jvm_heap, jvm_flags=BENCH_JVM_FLAGS).start()

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from benchmarks.spark_lines import new_session
 from rmq_spark.client.remoting import codes
-from rmq_spark.embedded import EmbeddedRocketMQ
+from rmq_spark_testing.embedded import EmbeddedRocketMQ
 
 # Request codes that are not the query's: the trickle's sends and the shim's Java clients' heartbeats.
 NOT_THE_QUERY = {codes.SEND_MESSAGE, codes.SEND_MESSAGE_V2, codes.SEND_BATCH_MESSAGE, codes.HEART_BEAT}

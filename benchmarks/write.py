@@ -29,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     from pyspark.sql import functions as F
 
     from benchmarks.spark_lines import new_session
-    from rmq_spark.embedded import EmbeddedRocketMQ
+    from rmq_spark_testing.embedded import EmbeddedRocketMQ
 
     n, size = args.messages, args.body_size
     with EmbeddedRocketMQ(brokers=1, jvm_flags=BENCH_JVM_FLAGS) as mq:

@@ -8,7 +8,7 @@ from typing import Iterable, Iterator, Sequence
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
 
-from rmq_spark.connect import new_client
+from rmq_spark.client_pool import new_client
 from rmq_spark.offsets import OffsetResolver, QueueRange, check_named, plan_partitions
 from rmq_spark.options import ByTimestamp, OptionError, SourceOptions, SpecificOffsets
 from rmq_spark.partition_reader import read_range

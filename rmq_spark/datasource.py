@@ -6,7 +6,7 @@ from pyspark.sql.datasource import (DataSource, DataSourceReader, DataSourceStre
 from pyspark.sql.types import StructType
 
 from rmq_spark.batch import RocketMQBatchReader, RocketMQPushdownBatchReader
-from rmq_spark.connect import new_client
+from rmq_spark.client_pool import new_client
 from rmq_spark.options import OptionError, SinkOptions, parse_options, parse_sink_options
 from rmq_spark.schema import SCHEMA_DDL, projection
 from rmq_spark.sink.columns import check_columns

@@ -4,7 +4,6 @@ Spark's committed batches, so the broker never runs ahead of what the sink has s
 stored offsets and only moves them forward, so a group is never rewound."""
 from __future__ import annotations
 
-import enum
 import logging
 import threading
 from typing import Callable, Iterable, Mapping
@@ -14,12 +13,6 @@ from rmq_spark.client.model import MessageQueue
 from rmq_spark.client.outages import broker_group, master_of
 
 log = logging.getLogger(__name__)
-
-
-class ReadType(enum.Enum):
-    MEMORY = "READ_FROM_MEMORY"
-    STORE = "READ_FROM_STORE"
-    MEMORY_FIRST_THEN_STORE = "MEMORY_FIRST_THEN_STORE"
 
 
 class OffsetStore:
@@ -63,18 +56,6 @@ class OffsetStore:
                     self._table[mq] = self._persisted[mq] = offset
         self._report(todo, stored.failed, broker_group, "its stored offsets are read when it is back")
 
-    def read(self, mq: MessageQueue, mode: ReadType = ReadType.MEMORY_FIRST_THEN_STORE) -> int | None:
-        """The offset from memory, from the broker, or memory first; None when there is none."""
-        if mode is not ReadType.STORE:
-            with self._lock:
-                value = self._table.get(mq)
-            if value is not None or mode is ReadType.MEMORY:
-                return value
-        stored = self.client.query_consumer_offset(self.group, mq)
-        if stored is not None:
-            self.update(mq, stored)
-        return stored
-
     def settled(self) -> bool:
         """Whether every offset held was loaded from the brokers first and is stored."""
         with self._lock:
@@ -112,9 +93,3 @@ class OffsetStore:
                 who: Callable[[str], str], consequence: str) -> None:
         self.client.outages.report((mq.broker_name for mq in asked), {mq.broker_name: e for mq, e in failed.items()},
                                    who, consequence)
-
-    def remove(self, mq: MessageQueue) -> None:
-        with self._lock:
-            self._table.pop(mq, None)
-            self._persisted.pop(mq, None)
-            self._loaded.discard(mq)

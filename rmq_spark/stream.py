@@ -19,7 +19,7 @@ from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadM
 from rmq_spark.batch import partitions_of, read_partition
 from rmq_spark.client.errors import RocketMQError, UnsupportedError
 from rmq_spark.client.model import MessageQueue
-from rmq_spark.connect import new_client
+from rmq_spark.client_pool import new_client
 from rmq_spark.offset_store import OffsetStore
 from rmq_spark.offsets import (OffsetResolver, check_named, entering_spec, offsets_from_json, offsets_to_json,
                                recorded_start)

@@ -42,5 +42,5 @@ elif [ ! -f "$native_lib" ] || [ -n "$(find "$ROOT/native/src" "$ROOT/native/Car
     || die "building the native core failed (maturin, cargo in $ROOT/native); see the errors above."
 fi
 echo "==> building jvm-shim (when missing or stale)"
-"$VENV/bin/python" -m rmq_spark.embedded --build >/dev/null
+"$VENV/bin/python" -m rmq_spark_testing.embedded --build >/dev/null
 PY="$VENV/bin/python"

@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from rmq_spark.embedded import EmbeddedRocketMQ
+from rmq_spark_testing.embedded import EmbeddedRocketMQ
 
 # Spark starts its Python workers with PYSPARK_PYTHON (default: python3 on PATH); use this interpreter, which has
 # rmq_spark and its dependencies.

@@ -10,7 +10,7 @@ from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowW
 
 from rmq_spark.client.errors import RocketMQError
 from rmq_spark.client.model import HalfMessage
-from rmq_spark.connect import new_client, shared_client
+from rmq_spark.client_pool import new_client, shared_client
 from rmq_spark.options import OptionError, SinkOptions, check_topic_name
 from rmq_spark.sink.columns import Rows, iter_rows
 from rmq_spark.sink.message_types import TopicTypes

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
-from rmq_spark.embedded import EmbeddedRocketMQ
+from rmq_spark_testing.embedded import EmbeddedRocketMQ
 
 
 def seeded_cluster(topic: str, *, queues: int, count: int, prefix: str, **cluster: Any) -> Iterator[EmbeddedRocketMQ]:

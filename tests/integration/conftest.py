@@ -2,7 +2,7 @@ from typing import Iterator
 
 import pytest
 
-from rmq_spark.embedded import EmbeddedRocketMQ
+from rmq_spark_testing.embedded import EmbeddedRocketMQ
 
 
 _PAIR_USERS: list[str] = []  # node ids of the tests that use replicated_pair, in run order

@@ -7,7 +7,7 @@ start cost seconds)."""
 from __future__ import annotations
 
 from rmq_spark.client import RemotingClient
-from rmq_spark.embedded import EmbeddedRocketMQ
+from rmq_spark_testing.embedded import EmbeddedRocketMQ
 from rmq_spark.options import parse_options
 from rmq_spark.queue_watch import QueueWatch
 from tests.conftest import new_client, unique_topic

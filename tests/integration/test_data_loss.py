@@ -10,7 +10,7 @@ import time
 import pytest
 
 from rmq_spark.client import DataLossError, MessageQueue, RemotingClient
-from rmq_spark.embedded import EmbeddedRocketMQ
+from rmq_spark_testing.embedded import EmbeddedRocketMQ
 from tests.conftest import transport_options, unique_topic
 
 TOPIC = "Shrinking"

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from rmq_spark.embedded import EmbeddedClusterError
+from rmq_spark_testing.embedded import EmbeddedClusterError
 
 
 def _produce_round_robin(rocketmq, topic: str, per_queue: int) -> list[dict]:
@@ -61,7 +61,7 @@ def _pid_alive(pid: int) -> bool:
 def test_jvm_exits_when_its_python_parent_is_killed(tmp_path):
     script = textwrap.dedent("""
         import sys, time
-        from rmq_spark.embedded import EmbeddedRocketMQ
+        from rmq_spark_testing.embedded import EmbeddedRocketMQ
         mq = EmbeddedRocketMQ(1).start()
         print(mq.pid, flush=True)
         time.sleep(600)
@@ -82,7 +82,7 @@ def test_jvm_exits_when_its_python_parent_is_killed(tmp_path):
 
 def test_missing_java_is_one_clear_sentence(tmp_path):
     env = {**os.environ, "PATH": str(tmp_path)}  # an empty folder: no java, no mvn
-    proc = subprocess.run([sys.executable, "-m", "rmq_spark.embedded"], env=env, capture_output=True,
+    proc = subprocess.run([sys.executable, "-m", "rmq_spark_testing.embedded"], env=env, capture_output=True,
                           text=True, timeout=60)
     assert proc.returncode == 1
     assert "Traceback" not in proc.stderr

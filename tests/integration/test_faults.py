@@ -11,7 +11,7 @@ import time
 import pytest
 
 from rmq_spark.client import ConnectionLostError, MessageQueue
-from rmq_spark.embedded import EmbeddedRocketMQ
+from rmq_spark_testing.embedded import EmbeddedRocketMQ
 from tests.conftest import TRANSPORTS, new_client, unique_topic
 from tests.integration.streaming import Collect, assert_exactly_once, start_query, stream_around_a_master_outage, wait_for
 

@@ -18,7 +18,7 @@ from rmq_spark.client.grpc import client as grpc_client
 from rmq_spark.client.grpc.v2 import definition_pb2 as pb
 from rmq_spark.client.grpc.v2 import service_pb2 as svc
 from rmq_spark.client.model import OutgoingMessage
-from rmq_spark.embedded import GATEWAY_JAR, jvm_command
+from rmq_spark_testing.embedded import GATEWAY_JAR, jvm_command
 from tests.conftest import unique_topic
 
 USERS = {"reader": "reader-secret-0123", "writer": "writer-secret-4567", "admin": "admin-secret-89ab"}

@@ -7,7 +7,7 @@ import signal
 import subprocess
 
 from rmq_spark.client import GrpcClient, MessageQueue
-from rmq_spark.embedded import GATEWAY_JAR, jvm_command
+from rmq_spark_testing.embedded import GATEWAY_JAR, jvm_command
 
 
 def test_standalone_gateway_serves_an_existing_cluster(spark, rocketmq, topic):

@@ -15,8 +15,8 @@ import pyarrow as pa
 import pytest
 
 from rmq_spark.client.model import TopicRoute
-from rmq_spark.connect import new_client, shared_client
-from rmq_spark.embedded import EmbeddedRocketMQ
+from rmq_spark.client_pool import new_client, shared_client
+from rmq_spark_testing.embedded import EmbeddedRocketMQ
 from rmq_spark.options import SinkOptions, parse_sink_options
 from rmq_spark.sink.routing import java_string_hash
 from rmq_spark.sink.commit_records import CommitError, CommitRecord, CommitRecords, Step

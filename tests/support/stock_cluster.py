@@ -25,7 +25,7 @@ from typing import Mapping
 
 from rmq_spark.client.errors import RocketMQError, TopicNotFoundError
 from rmq_spark.client.remoting.client import RemotingClient
-from rmq_spark.embedded import EmbeddedClusterError, ensure_jar
+from rmq_spark_testing.embedded import EmbeddedClusterError, ensure_jar
 from tests.support.ports import server_port
 from tests.support.processes import kill_group
 from tests.support.stock_release import java, java_command

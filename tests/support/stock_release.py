@@ -9,7 +9,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from rmq_spark.embedded import JDK, MAVEN, EmbeddedClusterError, jvm_flags, require_tool
+from rmq_spark_testing.embedded import JDK, MAVEN, EmbeddedClusterError, jvm_flags, require_tool
 
 STOCK_POM = Path(__file__).resolve().parents[2] / "jvm-shim" / "stock" / "pom.xml"
 CACHE = Path(os.environ.get("RMQ_SPARK_STOCK_CACHE", Path.home() / ".cache" / "rmq-spark" / "rocketmq"))

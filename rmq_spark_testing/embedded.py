@@ -386,7 +386,7 @@ class EmbeddedRocketMQ:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m rmq_spark.embedded",
+    parser = argparse.ArgumentParser(prog="python -m rmq_spark_testing.embedded",
                                      description="Run the embedded Apache RocketMQ of jvm-shim until stdin closes "
                                                  "or Ctrl-C.")
     parser.add_argument("--brokers", type=int, default=1, help="number of brokers (broker-a, broker-b, ...)")

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from rmq_spark import connect
+from rmq_spark import client_pool
 from rmq_spark.options import parse_options
 
 
@@ -19,9 +19,9 @@ class FakeClient:
 
 @pytest.fixture
 def table(monkeypatch):
-    monkeypatch.setattr(connect, "new_client", FakeClient)
-    monkeypatch.setattr(connect, "_shared", {})
-    return connect._shared
+    monkeypatch.setattr(client_pool, "new_client", FakeClient)
+    monkeypatch.setattr(client_pool, "_shared", {})
+    return client_pool._shared
 
 
 def opts(i: int, secret: str = "s3cr3t-value"):
@@ -29,21 +29,21 @@ def opts(i: int, secret: str = "s3cr3t-value"):
 
 
 def test_one_client_per_settings_and_no_secret_in_its_key(table):
-    with connect.shared_client(opts(1)) as a, connect.shared_client(opts(1)) as b:
+    with client_pool.shared_client(opts(1)) as a, client_pool.shared_client(opts(1)) as b:
         assert a is b
-    with connect.shared_client(opts(1, secret="other")) as c:
+    with client_pool.shared_client(opts(1, secret="other")) as c:
         assert c is not a
     assert all("s3cr3t-value" not in key and "other" not in key for key in table)
 
 
 def test_idle_clients_are_closed_and_in_use_ones_kept(table, monkeypatch):
     now = [1000.0]
-    monkeypatch.setattr(connect.time, "monotonic", lambda: now[0])
-    with connect.shared_client(opts(1)) as idle:
+    monkeypatch.setattr(client_pool.time, "monotonic", lambda: now[0])
+    with client_pool.shared_client(opts(1)) as idle:
         pass
-    with connect.shared_client(opts(2)) as busy:
-        now[0] += connect.IDLE_S + 1
-        with connect.shared_client(opts(3)):
+    with client_pool.shared_client(opts(2)) as busy:
+        now[0] += client_pool.IDLE_S + 1
+        with client_pool.shared_client(opts(3)):
             pass
         assert idle.closed and not busy.closed  # the lease keeps it
     assert len(table) == 2
@@ -51,8 +51,8 @@ def test_idle_clients_are_closed_and_in_use_ones_kept(table, monkeypatch):
 
 def test_at_most_max_shared_unused_clients(table):
     clients = []
-    for i in range(connect.MAX_SHARED + 5):
-        with connect.shared_client(opts(i)) as c:
+    for i in range(client_pool.MAX_SHARED + 5):
+        with client_pool.shared_client(opts(i)) as c:
             clients.append(c)
-    assert len(table) == connect.MAX_SHARED
-    assert [c.closed for c in clients] == [True] * 5 + [False] * connect.MAX_SHARED  # least recently used first
+    assert len(table) == client_pool.MAX_SHARED
+    assert [c.closed for c in clients] == [True] * 5 + [False] * client_pool.MAX_SHARED  # least recently used first

@@ -22,7 +22,7 @@ import warnings
 from pathlib import Path
 
 from rmq_spark.client.errors import RocketMQError
-from rmq_spark.embedded import EmbeddedClusterError, EmbeddedRocketMQ
+from rmq_spark_testing.embedded import EmbeddedClusterError, EmbeddedRocketMQ
 from rmq_spark.progress import query_lag
 
 TOPIC = "DemoEvents"
@@ -195,7 +195,7 @@ def run(batches: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m rmq_spark.demo", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m rmq_spark_testing.demo", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--batches", type=int, default=5, help="micro-batches in each streaming run")
     args = parser.parse_args(argv)
