@@ -106,7 +106,8 @@ OPTIONS: tuple[Option, ...] = (
            'JSON `{"Orders": {"broker-a/0": 42, "broker-b/3": -2}}` (-2 earliest, -1 latest)',
            shown="batch `earliest`, streaming `latest`"),
     Option("startingOffsetsFallback", Kind.CHOICE, Scope.READ, "for `committed`: where queues without a committed "
-           "offset start, at the start and when they appear later", default="earliest", choices=("earliest", "latest", "error")),
+           "offset start, at the start and when they appear later", default="earliest",
+           choices=("earliest", "latest", "error")),
     Option("startingTimestamp", Kind.INT, Scope.READ, "ms since the epoch for every queue: the first message stored "
            "at or after it", minimum=0),
     Option("startingOffsetsByTimestamp", Kind.JSON, Scope.READ, "JSON of ms per queue: the first message stored at or "

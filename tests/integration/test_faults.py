@@ -13,7 +13,8 @@ import pytest
 from rmq_spark.client import ConnectionLostError, MessageQueue
 from rmq_spark_testing.embedded import EmbeddedRocketMQ
 from tests.conftest import TRANSPORTS, new_client, unique_topic
-from tests.integration.streaming import Collect, assert_exactly_once, start_query, stream_around_a_master_outage, wait_for
+from tests.integration.streaming import (Collect, assert_exactly_once, start_query, stream_around_a_master_outage,
+                                         wait_for)
 
 BROKERS = ("broker-a", "broker-b")
 
