@@ -48,7 +48,6 @@ class Option:
     secret: bool = False
 
 
-_ms = int  # a default in milliseconds, spelled out where it is set
 OPTIONS: tuple[Option, ...] = (
     # -- connection: the source and the sink --------------------------------------------------------------------
     Option("nameServer", Kind.TEXT, Scope.ALL, "name server addresses `host:port[;host:port]`: the remoting "
@@ -74,12 +73,12 @@ OPTIONS: tuple[Option, ...] = (
            "(RocketMQ's mutual TLS)"),
     Option("tlsKeyFile", Kind.TEXT, Scope.ALL, "PEM private key of `tlsCertFile`"),
     Option("requestTimeoutMs", Kind.INT, Scope.ALL, "per-request timeout (ms)",
-           default=_ms(DEFAULT_REQUEST_TIMEOUT * 1000), field="request_timeout_ms", minimum=1),
+           default=int(DEFAULT_REQUEST_TIMEOUT * 1000), field="request_timeout_ms", minimum=1),
     Option("connectTimeoutMs", Kind.INT, Scope.ALL, "per-connection timeout (ms)",
-           default=_ms(DEFAULT_CONNECT_TIMEOUT * 1000), field="connect_timeout_ms", minimum=1),
+           default=int(DEFAULT_CONNECT_TIMEOUT * 1000), field="connect_timeout_ms", minimum=1),
     Option("brokerRetryTimeoutMs", Kind.INT, Scope.ALL, "how long a task, or a sink's commit, waits for a broker that "
            "went away or asks to back off (restart, fail-over, busy) before it fails naming the broker (ms); Spark "
-           "then retries the task", default=_ms(DEFAULT_RETRY_TIMEOUT * 1000), field="broker_retry_timeout_ms",
+           "then retries the task", default=int(DEFAULT_RETRY_TIMEOUT * 1000), field="broker_retry_timeout_ms",
            minimum=0),
     Option("maxMessageBytes", Kind.INT, Scope.ALL, "the most a message body may decompress to; a body past it fails "
            "the task naming topic, queue, offset and this option (4x the broker's default max message size)",
@@ -138,7 +137,7 @@ OPTIONS: tuple[Option, ...] = (
            "micro-batch, but no longer than `maxTriggerDelay`", field="min_messages_per_trigger", minimum=1),
     Option("maxTriggerDelay", Kind.DURATION, Scope.STREAM_READ, "the longest wait for `minMessagesPerTrigger`, as "
            "Spark reads durations: `500ms`, `30s`, `15m`, `2min`, `1h`, `1d`; a bare number is milliseconds",
-           default=_ms(15 * 60 * 1000), field="max_trigger_delay_ms", shown="`15m`"),
+           default=15 * 60 * 1000, field="max_trigger_delay_ms", shown="`15m`"),
     Option("pollNameServerIntervalMs", Kind.INT, Scope.STREAM_READ, "how often new queues and topics are looked up "
            "(ms)", default=10_000, field="poll_name_server_interval_ms", minimum=1),
     Option("pullDepth", Kind.INT, Scope.READ, "pulls in flight per task", default=DEFAULT_PULL_DEPTH,

@@ -141,10 +141,11 @@ class CommitRecords:
                               "it must be on one: delete it from all but the one that holds messages")
         if holders:
             return holders[0], self.last(holders[0])
-        home, legacy = self._recorded_home(topics), None
+        brokers = self._brokers({*topics, self.topic})
+        home, legacy = self._recorded_home(brokers), None
         if home is None:
             home = self._first_home()
-            self._record_home(home, topics)
+            self._record_home(home, brokers)
         else:  # the home is up, and its records topic not in the route: a release before it kept a marker
             legacy = self._legacy_marker(home)
         self._create(home)
@@ -169,11 +170,10 @@ class CommitRecords:
         broker sees it come back), masterless groups included."""
         return {(t, b.broker_name) for t in sorted(set(topics)) for b in self.client.route(t, refresh=True).brokers}
 
-    def _recorded_home(self, topics: Iterable[str]) -> str | None:
-        """The home the slots of ``topics`` and option topic record; None where none does (the query's first
-        commit). BrokerUnavailableError while the recorded home is out of the route, or a broker group that may
-        record it has no master answering."""
-        brokers = self._brokers({*topics, self.topic})
+    def _recorded_home(self, brokers: set[Pair]) -> str | None:
+        """The home the slots of ``brokers`` (the pairs of the query's topics and option topic) record; None where
+        none does (the query's first commit). BrokerUnavailableError while the recorded home is out of the route,
+        or a broker group that may record it has no master answering."""
         answers = self.client.query_consumer_offsets(self.home_group, sorted(slot(p) for p in brokers), partial=True)
         prints = {v for v in answers.values() if v is not None}  # a slave's copy counts: it never changes
         if len(prints) > 1:
@@ -206,11 +206,11 @@ class CommitRecords:
                                          f"the commit records of producer group {self.producer_group!r}")
         return masters[0]
 
-    def _record_home(self, home: str, topics: Iterable[str]) -> None:
-        """The home's fingerprint in its own slot, and as many other slots as answer."""
+    def _record_home(self, home: str, brokers: set[Pair]) -> None:
+        """The home's fingerprint in its own slot, and in as many slots of the other ``brokers`` as answer."""
         fp = fingerprint(home)
         self.client.update_consumer_offsets(self.home_group, {slot((self.topic, home)): fp})
-        others = self._brokers({*topics, self.topic}) - {(self.topic, home)}
+        others = brokers - {(self.topic, home)}
         self.client.update_consumer_offsets(self.home_group, {slot(p): fp for p in others}, partial=True)
 
     def _create(self, home: str) -> None:
@@ -284,7 +284,8 @@ class CommitRecords:
 
     def _ends(self, pairs: Iterable[Pair]) -> dict[MessageQueue, int]:
         queues, _ = self._queues(pairs)
-        return dict(on_masters("recording where a recovery scans from", self.client.max_offsets(queues, partial=True)))
+        what = "recording where a recovery scans from"
+        return dict(on_masters(what, self.client.max_offsets(queues, partial=True)))
 
     def _queues(self, pairs: Iterable[Pair]) -> tuple[list[MessageQueue], set[MessageQueue]]:
         """Every queue of ``pairs`` in their topics' routes (read or write), and those that can be read.
@@ -322,14 +323,15 @@ class CommitRecords:
         self._refuse_compaction(record)
         queues, readable = self._queues(record.pairs)
         starts = dict(record.scan)
-        unrecorded = [mq for mq in queues if mq not in starts]
+        unrecorded = [mq for mq in queues if mq not in starts]  # read from their first offset: nothing to lose
         if unrecorded:
             log.warning("rocketmq sink: %s have no recorded scan start; batch %d's rows are looked for in them from "
                         "their first offset", ", ".join(map(str, unrecorded)), batch_id)
             starts.update(on_masters(what, self.client.min_offsets(unrecorded, partial=True)))
         ends = on_masters(what, self.client.max_offsets(sorted(starts), partial=True))
         moved = [mq for mq in sorted(starts) if ends[mq] > starts[mq]]
-        firsts = on_masters(what, self.client.min_offsets(moved, partial=True)) if moved else {}
+        recorded = [mq for mq in moved if mq in record.scan]
+        firsts = on_masters(what, self.client.min_offsets(recorded, partial=True)) if recorded else {}
         for mq in moved:
             if mq not in readable:
                 raise CommitError(
@@ -337,7 +339,7 @@ class CommitRecords:
                     f"{ends[mq]}), but topic {mq.topic!r} no longer has it as a readable queue (it shrank): which "
                     f"rows of the batch were committed cannot be told. Give {mq.topic!r} on {mq.broker_name} at least "
                     f"{mq.queue_id + 1} read queues again (mqadmin updateTopic -r), then restart the query")
-            if firsts[mq] > starts[mq]:
+            if firsts.get(mq, starts[mq]) > starts[mq]:
                 raise CommitError(
                     f"the broker's retention deleted messages of {mq} stored since batch {batch_id}'s commit began "
                     f"(offsets {starts[mq]} to {firsts[mq]}): which rows of the batch were committed cannot be told, "
