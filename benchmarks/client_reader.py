@@ -75,8 +75,8 @@ def _read_one(client: BaseClient, topic: str, r: Range, depth: int, mode: str,
             builder.take_columns()
         n, nbytes = n + builder.rows, nbytes + builder.nbytes  # whole pulled records, not just bodies
     elif mode == "arrow":
-        from rmq_spark.offsets import QueueRange
-        from rmq_spark.partition_reader import read_range
+        from rmq_spark.source.offsets import QueueRange
+        from rmq_spark.source.partition_reader import read_range
         import pyarrow.compute as pc
         options = parse_options({**source, "topic": topic, "pullDepth": str(depth)})
         for batch in read_range(options, QueueRange(mq, r.start, r.end)):

@@ -64,7 +64,7 @@ def _decode(path: str, bodies: list[bytes]) -> int:
                 rows += to_record_batch(pending).num_rows
                 pending = []
         return rows + (to_record_batch(pending).num_rows if pending else 0)
-    from rmq_spark.arrow_decoder import ArrowBatchDecoder
+    from rmq_spark.source.arrow_decoder import ArrowBatchDecoder
 
     columns = NARROW if path == "native-narrow" else None
     decoder = ArrowBatchDecoder("broker-a", **({"columns": columns} if columns else {}))
@@ -79,10 +79,10 @@ def _read(source: dict[str, str], narrow: bool, first_only: bool) -> int:
     """Messages read from every queue of the source's topic through partition_reader (one of each queue with
     ``first_only``)."""
     from rmq_spark.client_pool import shared_client
-    from rmq_spark.offsets import QueueRange
+    from rmq_spark.source.offsets import QueueRange
     from rmq_spark.options import parse_options
-    from rmq_spark.partition_reader import read_range
-    from rmq_spark.schema import COLUMNS
+    from rmq_spark.source.partition_reader import read_range
+    from rmq_spark.source.schema import COLUMNS
 
     options = parse_options(source)
     with shared_client(options) as client:

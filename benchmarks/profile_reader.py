@@ -74,7 +74,7 @@ def _category(filename: str, func: str) -> str | None:
         return "frame/header codec"
     if "reference_codec" in f:
         return "record scan / per-message decode (the reference codec)"
-    if "arrow_decoder" in f or "rmq_spark/schema" in f or "pyarrow" in f:
+    if "arrow_decoder" in f or "rmq_spark/source/schema" in f or "pyarrow" in f:
         return "columnar build (arrow_decoder + Arrow kernels)"
     if f.endswith("/threading.py"):
         return "waiting for responses (events, locks)"
@@ -129,9 +129,9 @@ def profile(name_server: str, topic: str, messages: int = 500_000, out_dir: Path
             depth: int = 8) -> dict:
     from rmq_spark.client.range_reader import RangeReader
     from tests.support.reference_codec import decode_messages, to_record_batch
-    from rmq_spark.offsets import QueueRange
+    from rmq_spark.source.offsets import QueueRange
     from rmq_spark.options import parse_options
-    from rmq_spark.partition_reader import read_range
+    from rmq_spark.source.partition_reader import read_range
 
     result: dict = {"messages_requested": messages, "depth": depth}
     with RemotingClient(name_server) as client:
@@ -154,7 +154,7 @@ def profile(name_server: str, topic: str, messages: int = 500_000, out_dir: Path
         #    every ~8192 rows as partition_reader does
         columnar_s = None
         try:
-            from rmq_spark.arrow_decoder import ArrowBatchDecoder
+            from rmq_spark.source.arrow_decoder import ArrowBatchDecoder
             t0 = time.perf_counter()
             rows_columnar = 0
             decoder = None

@@ -5,14 +5,14 @@ from pyspark.sql.datasource import (DataSource, DataSourceReader, DataSourceStre
                                     DataSourceWriter)
 from pyspark.sql.types import StructType
 
-from rmq_spark.batch import RocketMQBatchReader, RocketMQPushdownBatchReader
+from rmq_spark.source.batch import RocketMQBatchReader, RocketMQPushdownBatchReader
 from rmq_spark.client_pool import new_client
 from rmq_spark.options import OptionError, SinkOptions, parse_options, parse_sink_options
-from rmq_spark.schema import SCHEMA_DDL, projection
+from rmq_spark.source.schema import SCHEMA_DDL, projection
 from rmq_spark.sink.columns import check_columns
 from rmq_spark.sink.message_types import refuse_timers
 from rmq_spark.sink.writers import RocketMQStreamWriter, RocketMQWriter
-from rmq_spark.stream import RocketMQStreamReader
+from rmq_spark.source.stream import RocketMQStreamReader
 from rmq_spark.worker_heap import freeze_once
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from rmq_spark.client.errors import RocketMQError
 from rmq_spark_testing.embedded import EmbeddedClusterError, EmbeddedRocketMQ
-from rmq_spark.progress import query_lag
+from rmq_spark.source.progress import query_lag
 
 TOPIC = "DemoEvents"
 TOTALS = "DemoUserTotals"

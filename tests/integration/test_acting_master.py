@@ -9,7 +9,7 @@ from __future__ import annotations
 from rmq_spark.client import RemotingClient
 from rmq_spark_testing.embedded import EmbeddedRocketMQ
 from rmq_spark.options import parse_options
-from rmq_spark.queue_watch import QueueWatch
+from rmq_spark.source.queue_watch import QueueWatch
 from tests.conftest import new_client, unique_topic
 from tests.integration.streaming import stream_around_a_master_outage
 from tests.support.waiting import wait_until

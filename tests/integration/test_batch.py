@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from rmq_spark.schema import SCHEMA_DDL
+from rmq_spark.source.schema import SCHEMA_DDL
 from tests.conftest import TRANSPORTS, transport_options
 
 BROKERS = ("broker-a", "broker-b")

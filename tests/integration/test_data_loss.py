@@ -100,7 +100,7 @@ def test_compaction_topics_are_read_as_sparse(spark, rocketmq, request):
     """Compaction topics have gaps in their offsets by design: planning recognises them by their cleanup policy
     and their ranges accept gaps (a normal topic's do not). Over remoting: the v2 API has no topic attributes."""
     transport = "remoting"
-    from rmq_spark.batch import RocketMQBatchReader
+    from rmq_spark.source.batch import RocketMQBatchReader
     from rmq_spark.options import parse_options
 
     compacted, normal = unique_topic(request) + "-c", unique_topic(request) + "-n"

@@ -7,7 +7,7 @@ import time
 from rmq_spark.client import RemotingClient
 from rmq_spark.client.remoting import codes
 from rmq_spark.options import parse_options
-from rmq_spark.queue_watch import QueueWatch
+from rmq_spark.source.queue_watch import QueueWatch
 from tests.support.waiting import wait_until
 
 

@@ -21,7 +21,7 @@ from rmq_spark.client.remoting import broker as req
 from rmq_spark.client.remoting import connection
 from tests.conftest import TRANSPORTS, record_error, transport_options
 from rmq_spark.options import parse_options
-from rmq_spark.stream import RocketMQStreamReader
+from rmq_spark.source.stream import RocketMQStreamReader
 from tests.support.loopback_peer import Relay
 from tests.support.reference_codec import decode_messages
 

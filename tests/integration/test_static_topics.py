@@ -62,12 +62,12 @@ def test_a_pattern_leaves_a_static_topic_out_and_reads_the_others(rocketmq, stat
     # a topicPattern query died of UnsupportedError whenever a static topic anywhere in the cluster matched it
     from rmq_spark.client import RemotingClient
     from rmq_spark.options import parse_options
-    from rmq_spark.planning import resolve_queues
+    from rmq_spark.source.planning import resolve_queues
 
     plain = static_topic.replace("Static-", "Static-plain-")
     rocketmq.create_topic(plain, queues=2, broker="broker-a")
     options = parse_options({"nameServer": rocketmq.name_server, "topicPattern": f"{static_topic}|{plain}"})
-    with RemotingClient(rocketmq.name_server) as client, caplog.at_level("WARNING", logger="rmq_spark.planning"):
+    with RemotingClient(rocketmq.name_server) as client, caplog.at_level("WARNING", logger="rmq_spark.source.planning"):
         planned = {mq.topic for mq in resolve_queues(client, options)}
     assert planned == {plain}
     assert f"topic {static_topic} matches topicPattern but is left out" in caplog.text and "static topic" in caplog.text

@@ -8,7 +8,7 @@ import uuid
 
 from rmq_spark.client import MessageQueue, OutgoingMessage, RemotingClient
 from rmq_spark.options import parse_options
-from rmq_spark.planning import resolve_queues
+from rmq_spark.source.planning import resolve_queues
 from tests.integration.streaming import Collect, assert_exactly_once, start_query, wait_for
 
 HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"

@@ -34,7 +34,7 @@ from rmq_spark.client.grpc.messages import FLAG_PROPERTY
 from rmq_spark.client.grpc.v2 import definition_pb2 as pb
 from rmq_spark.client.grpc.v2 import service_pb2 as svc
 from rmq_spark.client.model import KEY_SEPARATOR, PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_UNIQ_KEY, Message, MessageQueue
-from rmq_spark.schema import ARROW_SCHEMA, COLUMNS
+from rmq_spark.source.schema import ARROW_SCHEMA, COLUMNS
 
 from tests.support import reference_compression as compression
 

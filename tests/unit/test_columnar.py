@@ -1,4 +1,4 @@
-"""The differential tests of the native gatherer: the columnar decoder (rmq_spark.arrow_decoder) against the oracle
+"""The differential tests of the native gatherer: the columnar decoder (rmq_spark.source.arrow_decoder) against the oracle
 (tests/support/reference_codec.py), ``to_record_batch(decode_messages(...))`` filtered by the same window and tags,
 row for row, for plain, compressed (every codec) and inner-batch records; and the same errors."""
 from __future__ import annotations
@@ -14,13 +14,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rmq_spark.arrow_decoder import ArrowBatchDecoder, decode_to_arrow
+from rmq_spark.source.arrow_decoder import ArrowBatchDecoder, decode_to_arrow
 from rmq_spark.client.errors import MessageTooLargeError, ProtocolError
 from rmq_spark.client.gathering import MessageCollector
 from rmq_spark.client.model import MessageQueue
 from rmq_spark.client.model import OutgoingMessage
 from rmq_spark.client.remoting.send_codec import encode_batch
-from rmq_spark.schema import ARROW_SCHEMA
+from rmq_spark.source.schema import ARROW_SCHEMA
 from tests.support.batches import assert_same
 from tests.support.reference_codec import MessageBatcher, decode_messages, to_record_batch
 
@@ -560,7 +560,7 @@ def test_a_read_in_a_namespace_names_every_row_by_the_topic_read():
 def test_a_batch_of_every_column_imports_no_pandas():
     """pa.scalar and pa.array of a list import pandas on their first call: ~0.3 CPU-s in every Spark Python worker."""
     script = ("import sys\n"
-              "from rmq_spark.arrow_decoder import ArrowBatchDecoder\n"
+              "from rmq_spark.source.arrow_decoder import ArrowBatchDecoder\n"
               "from rmq_spark.client.model import MessageQueue\n"
               "from tests.support.stored_messages import encode_stored_message\n"
               "d = ArrowBatchDecoder('b', queue=MessageQueue('T', 'b', 0), topic='T')\n"

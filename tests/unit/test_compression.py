@@ -8,7 +8,7 @@ import tracemalloc
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from rmq_spark.arrow_decoder import decode_to_arrow
+from rmq_spark.source.arrow_decoder import decode_to_arrow
 from rmq_spark.client.errors import MessageTooLargeError, ProtocolError
 from rmq_spark.client.grpc.v2 import definition_pb2 as pb
 from rmq_spark.client.grpc.v2 import service_pb2 as svc

@@ -9,7 +9,7 @@ import weakref
 from rmq_spark.client.errors import AuthError, ConnectionLostError, UnsupportedError
 from rmq_spark.client.model import MessageQueue, PullResult
 from rmq_spark.compiled import PullStatus
-from rmq_spark.held_pulls import HeldPulls
+from rmq_spark.source.held_pulls import HeldPulls
 
 A, B = MessageQueue("T", "broker-a", 0), MessageQueue("T", "broker-a", 1)
 
@@ -96,7 +96,7 @@ def _arm_until_held(holds: HeldPulls, mq: MessageQueue, now: list[float]) -> Non
 
 
 def test_a_failed_hold_hands_the_queue_back_and_a_refused_one_is_held_again_after_a_backoff(monkeypatch):
-    import rmq_spark.held_pulls as held_pulls
+    import rmq_spark.source.held_pulls as held_pulls
     now = [100.0]
     monkeypatch.setattr(held_pulls.time, "monotonic", lambda: now[0])
     client = _Client()
@@ -142,7 +142,7 @@ class _Body:
 
 
 def test_an_answered_hold_keeps_the_answers_header_not_its_body(monkeypatch):
-    import rmq_spark.held_pulls as held_pulls
+    import rmq_spark.source.held_pulls as held_pulls
     monkeypatch.setattr(held_pulls.time, "monotonic", lambda: 100.0)  # the answer is fresh however slow gc is
     client = _Client()
     holds = HeldPulls(client, "g")
@@ -175,7 +175,7 @@ def test_a_dropped_or_rearmed_hold_that_ends_later_is_ignored():
 
 
 def test_an_answer_older_than_a_moment_does_not_stand_for_the_end(monkeypatch):
-    import rmq_spark.held_pulls as held_pulls
+    import rmq_spark.source.held_pulls as held_pulls
     now = [100.0]
     monkeypatch.setattr(held_pulls.time, "monotonic", lambda: now[0])
     client = _Client()

@@ -133,12 +133,12 @@ def test_one_backoff_schedule_for_the_cursor_and_the_sink(monkeypatch):
 
 def test_the_data_loss_rule_is_worded_by_the_core_for_planning_too(caplog):
     from rmq_spark.client.model import MessageQueue
-    from rmq_spark.planning import check_data_loss
+    from rmq_spark.source.planning import check_data_loss
     mq = MessageQueue("T", "b", 0)
     with pytest.raises(errors.DataLossError) as caught:
         check_data_loss(mq, 3, 5, True)
     assert str(caught.value).endswith("[3, 5) were deleted before they were read. Set failOnDataLoss=false to start "
                                       "at the first available offset.")
-    with caplog.at_level(logging.WARNING, logger="rmq_spark.planning"):
+    with caplog.at_level(logging.WARNING, logger="rmq_spark.source.planning"):
         assert check_data_loss(mq, 3, 5, False) == 5
     assert caplog.records[-1].getMessage().endswith("read; starting at 5 (failOnDataLoss=false)")

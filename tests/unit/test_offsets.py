@@ -8,7 +8,7 @@ from hypothesis import given, strategies as st
 
 from rmq_spark.client.errors import BrokerUnavailableError
 from rmq_spark.client.model import MessageQueue
-from rmq_spark.offsets import (QueueRange, canonical_json, check_named, entering_spec, group_ranges, offsets_from_json,
+from rmq_spark.source.offsets import (QueueRange, canonical_json, check_named, entering_spec, group_ranges, offsets_from_json,
                                offsets_to_json, plan_partitions, recorded_start, split_ranges)
 from rmq_spark.options import Committed, Edge, OptionError, SpecificOffsets, parse_options
 

@@ -8,16 +8,16 @@ import contextlib
 import pyarrow as pa
 import pytest
 
-import rmq_spark.partition_reader as partition_reader
+import rmq_spark.source.partition_reader as partition_reader
 from rmq_spark.client.errors import MessageTooLargeError, ProtocolError
 from rmq_spark.client.model import EVERY_MESSAGE, FilterExpression, MessageQueue, PullResult
 from rmq_spark.client.namespaces import NO_NAMESPACE
 from rmq_spark.client.range_reader import SharedPulls
 from rmq_spark.client.remoting.client import RemotingClient
 from rmq_spark.compiled import BlockGatherer, PullStatus, RangeCursor
-from rmq_spark.offsets import QueueRange
+from rmq_spark.source.offsets import QueueRange
 from rmq_spark.options import parse_options
-from rmq_spark.schema import ARROW_SCHEMA
+from rmq_spark.source.schema import ARROW_SCHEMA
 
 from tests.support.calls import Done
 from tests.support.reference_codec import decode_messages, to_record_batch

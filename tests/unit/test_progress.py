@@ -5,7 +5,7 @@ import json
 import subprocess
 import sys
 
-from rmq_spark.progress import query_lag
+from rmq_spark.source.progress import query_lag
 
 
 def test_lag_per_source_from_latest_and_end_offsets():
@@ -23,7 +23,7 @@ def test_the_lag_listener_prints_its_lines_where_the_application_configured_no_l
     # a fresh interpreter: no logging configured, as in a plain PySpark driver
     probe = """
 import json, types
-from rmq_spark.progress import lag_listener
+from rmq_spark.source.progress import lag_listener
 listener = lag_listener()
 progress = {"name": "q", "id": "i", "batchId": 3, "sources": [{"endOffset": json.dumps({"T": {"b/0": 1}}),
                                                                "latestOffset": json.dumps({"T": {"b/0": 5}})}]}
@@ -32,4 +32,4 @@ listener.onQueryProgress(types.SimpleNamespace(progress=types.SimpleNamespace(js
 """
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    assert "rmq_spark.progress: query q batch 3: 4 messages behind" in out.stderr
+    assert "rmq_spark.source.progress: query q batch 3: 4 messages behind" in out.stderr

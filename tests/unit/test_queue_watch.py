@@ -10,9 +10,9 @@ from rmq_spark.client.base import Answers
 from rmq_spark.client.errors import BrokerError, BrokerUnavailableError, UnsupportedError
 from rmq_spark.client.model import BrokerData, MessageQueue, QueueData, TopicRoute
 from rmq_spark.client.outages import OutageLog
-from rmq_spark.offset_store import OffsetStore
+from rmq_spark.source.offset_store import OffsetStore
 from rmq_spark.options import parse_options
-from rmq_spark.queue_watch import QueueWatch
+from rmq_spark.source.queue_watch import QueueWatch
 
 TOPIC = "T"
 PERM_RW = 6

@@ -14,8 +14,8 @@ from rmq_spark.client.errors import RequestTimeoutError
 from rmq_spark.client.model import BrokerData, MessageQueue, QueueData, TopicRoute
 from rmq_spark.client.outages import OutageLog
 from rmq_spark.options import parse_options
-from rmq_spark.queue_watch import QueueWatch
-from rmq_spark.stream import RocketMQStreamReader
+from rmq_spark.source.queue_watch import QueueWatch
+from rmq_spark.source.stream import RocketMQStreamReader
 
 HANG_S = 3.0
 

@@ -7,7 +7,7 @@ from pyspark.sql.types import (ArrayType, BinaryType, IntegerType, LongType, Map
 
 from rmq_spark.datasource import _columns
 from rmq_spark.options import OptionError
-from rmq_spark.schema import COLUMNS, arrow_schema, projection
+from rmq_spark.source.schema import COLUMNS, arrow_schema, projection
 
 
 def schema(*fields) -> StructType:

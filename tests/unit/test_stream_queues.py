@@ -16,8 +16,8 @@ from rmq_spark.client.errors import BrokerUnavailableError, DataLossError, Unsup
 from rmq_spark.client.model import BrokerData, MessageQueue, QueueData, TopicRoute
 from rmq_spark.client.outages import OutageLog
 from rmq_spark.options import OptionError, parse_options
-from rmq_spark.queue_watch import QueueWatch
-from rmq_spark.stream import RocketMQStreamReader
+from rmq_spark.source.queue_watch import QueueWatch
+from rmq_spark.source.stream import RocketMQStreamReader
 
 TOPIC = "T"
 A, B = "broker-a", "broker-b"

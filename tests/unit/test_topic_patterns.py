@@ -11,8 +11,8 @@ from rmq_spark.client.outages import OutageLog
 
 from rmq_spark.client.system_topics import CONNECTOR_TOPIC_PREFIX, cluster_topics, is_internal_topic
 from rmq_spark.options import parse_options
-from rmq_spark.planning import query_topics
-from rmq_spark.queue_watch import QueueWatch
+from rmq_spark.source.planning import query_topics
+from rmq_spark.source.queue_watch import QueueWatch
 
 
 def test_system_retry_dead_letter_and_connector_topics_are_internal():

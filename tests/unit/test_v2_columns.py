@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rmq_spark.arrow_decoder import ArrowBatchDecoder
+from rmq_spark.source.arrow_decoder import ArrowBatchDecoder
 from rmq_spark.client.errors import ProtocolError
 from rmq_spark.client.gathering import MessageCollector
 from rmq_spark.client.grpc.messages import FLAG_PROPERTY
@@ -18,7 +18,7 @@ from rmq_spark.client.grpc.v2 import definition_pb2 as pb
 from rmq_spark.client.grpc.v2 import service_pb2 as svc
 from rmq_spark.client.model import MessageQueue
 from rmq_spark.compiled import MalformedError, v2_queue_offset
-from rmq_spark.schema import ARROW_SCHEMA, COLUMNS
+from rmq_spark.source.schema import ARROW_SCHEMA, COLUMNS
 from tests.support.batches import assert_same
 from tests.support.reference_codec import MessageBatcher, decode_frames
 

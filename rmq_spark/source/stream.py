@@ -16,18 +16,18 @@ from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadMaxRows, ReadMinRows,
                                               SupportsTriggerAvailableNow)
 
-from rmq_spark.batch import partitions_of, read_partition
+from rmq_spark.source.batch import partitions_of, read_partition
 from rmq_spark.client.errors import RocketMQError, UnsupportedError
 from rmq_spark.client.model import MessageQueue
 from rmq_spark.client_pool import new_client
-from rmq_spark.offset_store import OffsetStore
-from rmq_spark.offsets import (OffsetResolver, check_named, entering_spec, offsets_from_json, offsets_to_json,
+from rmq_spark.source.offset_store import OffsetStore
+from rmq_spark.source.offsets import (OffsetResolver, check_named, entering_spec, offsets_from_json, offsets_to_json,
                                recorded_start)
 from rmq_spark.options import OptionError, SourceOptions
-from rmq_spark.planning import plan_ranges, query_topics
-from rmq_spark.queue_watch import QueueWatch
-from rmq_spark.schema import COLUMNS
-from rmq_spark.vanished import VanishedQueues
+from rmq_spark.source.planning import plan_ranges, query_topics
+from rmq_spark.source.queue_watch import QueueWatch
+from rmq_spark.source.schema import COLUMNS
+from rmq_spark.source.vanished import VanishedQueues
 
 log = logging.getLogger(__name__)
 

@@ -6,13 +6,13 @@ from typing import Iterator
 
 import pyarrow as pa
 
-from rmq_spark.arrow_decoder import ArrowBatchDecoder
+from rmq_spark.source.arrow_decoder import ArrowBatchDecoder
 from rmq_spark.client.model import SLOT
 from rmq_spark.client.range_reader import RangeReader
 from rmq_spark.client_pool import shared_client
-from rmq_spark.offsets import QueueRange
+from rmq_spark.source.offsets import QueueRange
 from rmq_spark.options import SourceOptions
-from rmq_spark.schema import COLUMNS
+from rmq_spark.source.schema import COLUMNS
 
 log = logging.getLogger(__name__)
 

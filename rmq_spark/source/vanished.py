@@ -13,8 +13,8 @@ from rmq_spark.client.errors import RocketMQError
 from rmq_spark.client.model import MessageQueue
 from rmq_spark.client.outages import master_of
 from rmq_spark.options import SourceOptions
-from rmq_spark.planning import data_loss, reads_queue
-from rmq_spark.queue_watch import QueueWatch
+from rmq_spark.source.planning import data_loss, reads_queue
+from rmq_spark.source.queue_watch import QueueWatch
 
 log = logging.getLogger(__name__)
 

@@ -9,12 +9,12 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
 
 from rmq_spark.client_pool import new_client
-from rmq_spark.offsets import OffsetResolver, QueueRange, check_named, plan_partitions
+from rmq_spark.source.offsets import OffsetResolver, QueueRange, check_named, plan_partitions
 from rmq_spark.options import ByTimestamp, OptionError, SourceOptions, SpecificOffsets
-from rmq_spark.partition_reader import read_range
-from rmq_spark.planning import check_filter, compacted_topics, plan_ranges, resolve_queues
-from rmq_spark.pushdown import Narrowing, push
-from rmq_spark.schema import COLUMNS
+from rmq_spark.source.partition_reader import read_range
+from rmq_spark.source.planning import check_filter, compacted_topics, plan_ranges, resolve_queues
+from rmq_spark.source.pushdown import Narrowing, push
+from rmq_spark.source.schema import COLUMNS
 from rmq_spark.worker_heap import freeze_once
 
 

@@ -47,7 +47,7 @@ def query_lag(progress: Mapping[str, Any]) -> list[Lag | None]:
 
 def lag_listener():
     """A StreamingQueryListener that logs each rocketmq source's lag after every trigger:
-    ``spark.streams.addListener(rmq_spark.progress.lag_listener())``. Its lines go to logger ``rmq_spark.progress``
+    ``spark.streams.addListener(rmq_spark.source.progress.lag_listener())``. Its lines go to logger ``rmq_spark.source.progress``
     at INFO; where the application configured no logging (no handler on the way to the root logger), it prints them
     to stderr itself, since asking for the listener is asking for its lines."""
     from pyspark.sql.streaming import StreamingQueryListener

@@ -11,7 +11,7 @@ from rmq_spark.client.errors import (RETRYABLE, AuthError, BrokerUnavailableErro
 from rmq_spark.client.model import MessageQueue, TopicRoute
 from rmq_spark.client.system_topics import is_internal_topic
 from rmq_spark.compiled import data_loss_error, data_loss_note
-from rmq_spark.offsets import QueueRange
+from rmq_spark.source.offsets import QueueRange
 from rmq_spark.options import OptionError, SourceOptions
 
 log = logging.getLogger(__name__)

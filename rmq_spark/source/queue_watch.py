@@ -22,9 +22,9 @@ from rmq_spark.client.errors import (RETRYABLE, RequestTimeoutError, RocketMQErr
                                      UnsupportedError)
 from rmq_spark.client.model import MessageQueue, TopicRoute
 from rmq_spark.client.outages import RETRY_DOWN_S, broker_group
-from rmq_spark.held_pulls import HeldPulls
+from rmq_spark.source.held_pulls import HeldPulls
 from rmq_spark.options import SourceOptions
-from rmq_spark.planning import (check_assigned, check_filter, compacted_topics, first_route, query_topics,
+from rmq_spark.source.planning import (check_assigned, check_filter, compacted_topics, first_route, query_topics,
                                 reads_queue)
 
 log = logging.getLogger(__name__)

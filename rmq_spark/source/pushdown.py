@@ -14,7 +14,7 @@ from pyspark.sql.datasource import (EqualTo, Filter, GreaterThan, GreaterThanOrE
                                     LessThanOrEqual)
 
 from rmq_spark.client.model import FilterExpression, MessageQueue
-from rmq_spark.offsets import QueueRange
+from rmq_spark.source.offsets import QueueRange
 from rmq_spark.options import SourceOptions
 
 _INF = 2 ** 63 - 1

@@ -17,7 +17,7 @@ import pyarrow as pa
 from rmq_spark.client.gathering import Gatherer, string_scalar
 from rmq_spark.client.defaults import DEFAULT_MAX_MESSAGE_BYTES
 from rmq_spark.client.model import MessageQueue
-from rmq_spark.schema import ARROW_SCHEMA, COLUMNS, arrow_schema
+from rmq_spark.source.schema import ARROW_SCHEMA, COLUMNS, arrow_schema
 
 
 __all__ = ["ArrowBatchDecoder", "decode_to_arrow"]
