@@ -16,7 +16,7 @@ from rmq_spark.client.defaults import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_PULL_DE
 from rmq_spark.client.errors import (RETRYABLE, BrokerError, BrokerUnavailableError, RocketMQError,
                                      UnsupportedError)
 from rmq_spark.client.gathering import MessageCollector
-from rmq_spark.client.model import (DEFAULT_GROUP, DEFAULT_PRODUCER_GROUP, EVERY_MESSAGE, SLOT, FilterExpression,
+from rmq_spark.client.model import (DEFAULT_GROUP, Boundary, DEFAULT_PRODUCER_GROUP, EVERY_MESSAGE, SLOT, FilterExpression,
                                     HalfMessage, Message, MessageQueue, MessageType, OutgoingMessage, PullResult,
                                     SendResult, TopicRoute)
 from rmq_spark.client.namespaces import NO_NAMESPACE, Namespace
@@ -121,7 +121,7 @@ class BaseClient:
     def _max_offset_call(self, mq: MessageQueue) -> Call:
         raise NotImplementedError
 
-    def _search_offset_call(self, mq: MessageQueue, timestamp: int, boundary: str) -> Call:
+    def _search_offset_call(self, mq: MessageQueue, timestamp: int, boundary: Boundary) -> Call:
         raise NotImplementedError
 
     def _consumer_offset_call(self, group: str, mq: MessageQueue) -> Call:
@@ -339,12 +339,11 @@ class BaseClient:
         """The offset after the last message (exclusive end), per queue."""
         return self._gather("max offsets", mqs, self._max_offset_call, partial=partial)
 
-    def search_offsets(self, mqs: Iterable[MessageQueue], timestamp: int, boundary: str = "lower", *,
+    def search_offsets(self, mqs: Iterable[MessageQueue], timestamp: int, boundary: Boundary = Boundary.LOWER, *,
                        partial: bool = False) -> Answers:
-        """Per queue, the offset of the first (``lower``) or last (``upper``) message stored at or after / at or
+        """Per queue, the offset of the first (``LOWER``) or last (``UPPER``) message stored at or after / at or
         before ``timestamp`` ms, as the broker's SEARCH_OFFSET_BY_TIMESTAMP defines it."""
-        if boundary not in ("lower", "upper"):
-            raise ValueError(f"boundary must be 'lower' or 'upper', not {boundary!r}")
+        boundary = Boundary(boundary)
         answers = self._gather("offsets by timestamp", mqs,
                                lambda mq: self._search_offset_call(mq, int(timestamp), boundary), partial=partial)
         near = sorted(mq for mq, v in answers.items() if isinstance(v, NearOffset))
@@ -356,13 +355,13 @@ class BaseClient:
         return out
 
     def _boundaries(self, near: Mapping[MessageQueue, NearOffset], mqs: list[MessageQueue], timestamp: int,
-                    boundary: str, partial: bool) -> Answers:
+                    boundary: Boundary, partial: bool) -> Answers:
         """The boundary offsets of ``mqs``, whose broker answered an offset near the time (``time_search``)."""
         firsts = self.min_offsets(mqs, partial=partial)
         ends = self.max_offsets([mq for mq in mqs if mq in firsts], partial=partial)
         out = Answers(failed={**firsts.failed, **ends.failed})
         # the last message stored at or before the time is the one before the first stored after it
-        after = timestamp if boundary == "lower" else timestamp + 1
+        after = timestamp if boundary is Boundary.LOWER else timestamp + 1
         for mq in ends:
             try:
                 found = first_stored_at_or_after(self, mq, after, near[mq].offset, firsts[mq], ends[mq])
@@ -371,7 +370,7 @@ class BaseClient:
                     raise
                 out.failed[mq] = e
                 continue
-            out[mq] = found if boundary == "lower" else max(found - 1, firsts[mq])
+            out[mq] = found if boundary is Boundary.LOWER else max(found - 1, firsts[mq])
         return out
 
     def query_consumer_offsets(self, group: str, mqs: Iterable[MessageQueue], *, partial: bool = False) -> Answers:
@@ -418,7 +417,7 @@ class BaseClient:
     def max_offset(self, mq: MessageQueue) -> int:
         return self.max_offsets([mq])[mq]
 
-    def search_offset(self, mq: MessageQueue, timestamp: int, boundary: str = "lower") -> int:
+    def search_offset(self, mq: MessageQueue, timestamp: int, boundary: Boundary = Boundary.LOWER) -> int:
         return self.search_offsets([mq], timestamp, boundary)[mq]
 
     def query_consumer_offset(self, group: str, mq: MessageQueue) -> int | None:

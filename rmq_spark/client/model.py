@@ -235,6 +235,14 @@ class Message:
     body_crc: int = 0
 
 
+class Boundary(str, enum.Enum):
+    """Which offset a search by time answers: the first message stored at or after the time (``LOWER``), or the
+    last stored at or before it (``UPPER``), as SEARCH_OFFSET_BY_TIMESTAMP's boundary type."""
+
+    LOWER = "lower"
+    UPPER = "upper"
+
+
 class MessageType(enum.Enum):
     """A RocketMQ 5 topic's attribute message.type, and the kind of a message checked against it: a topic takes
     messages of its own type, a MIXED topic all of them (TopicMessageType; the proxy refuses other sends)."""

@@ -21,8 +21,9 @@ from rmq_spark.client.errors import RocketMQError, UnsupportedError
 from rmq_spark.client.model import MessageQueue
 from rmq_spark.client_pool import new_client
 from rmq_spark.source.offset_store import OffsetStore
-from rmq_spark.source.offsets import (OffsetResolver, check_named, entering_spec, offsets_from_json, offsets_to_json,
-                               recorded_start)
+from rmq_spark.source.offset_reader import OffsetResolver
+from rmq_spark.source.offset_specs import check_named, entering_spec
+from rmq_spark.source.offsets import offsets_from_json, offsets_to_json, recorded_start
 from rmq_spark.options import OptionError, SourceOptions
 from rmq_spark.source.planning import plan_ranges, query_topics
 from rmq_spark.source.queue_watch import QueueWatch

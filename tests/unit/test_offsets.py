@@ -8,9 +8,10 @@ from hypothesis import given, strategies as st
 
 from rmq_spark.client.errors import BrokerUnavailableError
 from rmq_spark.client.model import MessageQueue
-from rmq_spark.source.offsets import (QueueRange, canonical_json, check_named, entering_spec, group_ranges, offsets_from_json,
-                               offsets_to_json, plan_partitions, recorded_start, split_ranges)
-from rmq_spark.options import Committed, Edge, OptionError, SpecificOffsets, parse_options
+from rmq_spark.source.offsets import QueueRange, canonical_json, offsets_from_json, offsets_to_json, recorded_start
+from rmq_spark.source.range_calculator import group_ranges, plan_partitions, split_ranges
+from rmq_spark.options import OptionError, parse_options
+from rmq_spark.source.offset_specs import Committed, Edge, SpecificOffsets, check_named, entering_spec
 
 
 def mq(b, q, t="T"):

@@ -11,8 +11,9 @@ import pytest
 
 from rmq_spark.client.model import FilterExpression, MessageQueue
 from rmq_spark.option_table import OPTIONS, Scope, default, reference_markdown
-from rmq_spark.options import (ByTimestamp, Committed, Edge, OptionError, SourceOptions,
-                               SpecificOffsets, parse_duration_ms, parse_options, parse_sink_options)
+from rmq_spark.options import OptionError, SourceOptions, parse_options, parse_sink_options
+from rmq_spark.option_values import parse_duration_ms
+from rmq_spark.source.offset_specs import ByTimestamp, Committed, Edge, SpecificOffsets
 
 BASE = {"nameserver": "127.0.0.1:9876", "topic": "T"}
 

@@ -18,7 +18,7 @@ from rmq_spark.client.grpc import messages, status
 from rmq_spark.client.grpc.auth import Metadata
 from rmq_spark.client.grpc.v2 import definition_pb2 as pb
 from rmq_spark.client.grpc.v2 import service_pb2 as svc
-from rmq_spark.client.model import (DEFAULT_GROUP, DEFAULT_PRODUCER_GROUP, EVERY_MESSAGE, PERM_READ, PERM_WRITE, SLOT,
+from rmq_spark.client.model import (DEFAULT_GROUP, Boundary, DEFAULT_PRODUCER_GROUP, EVERY_MESSAGE, PERM_READ, PERM_WRITE, SLOT,
                                     BrokerData, Credentials, FilterExpression, MessageQueue, MessageType,
                                     OutgoingMessage, PullResult, QueueData, SendResult, TopicRoute)
 from rmq_spark.client.namespaces import NO_NAMESPACE, Namespace
@@ -285,10 +285,10 @@ class GrpcClient(BaseClient):
     def _max_offset_call(self, mq: MessageQueue) -> GrpcCall:
         return self._offset_call(mq, pb.END, "max offset")
 
-    def _search_offset_call(self, mq: MessageQueue, timestamp: int, boundary: str) -> GrpcCall:
-        if boundary != "lower":
+    def _search_offset_call(self, mq: MessageQueue, timestamp: int, boundary: Boundary) -> GrpcCall:
+        if boundary is not Boundary.LOWER:
             raise UnsupportedError(f"the v2 API of {self.endpoint} searches offsets by time at the lower boundary "
-                                   f"only, not {boundary!r}")
+                                   f"only, not {boundary.value!r}")
         return self._offset_call(mq, pb.TIMESTAMP, "offset by timestamp", timestamp)
 
     def _consumer_offset_call(self, group: str, mq: MessageQueue) -> GrpcCall:

@@ -11,7 +11,7 @@ from rmq_spark.client.core_errors import package_error
 from rmq_spark.client.defaults import DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_REQUEST_TIMEOUT
 from rmq_spark.client.errors import (AuthError, BrokerBusyError, BrokerError, BrokerUnavailableError,
                                      ConnectionLostError, TopicNotFoundError)
-from rmq_spark.client.model import (DEFAULT_GROUP, DEFAULT_PRODUCER_GROUP, EVERY_MESSAGE, MASTER_ID, SLOT, BrokerData,
+from rmq_spark.client.model import (DEFAULT_GROUP, Boundary, DEFAULT_PRODUCER_GROUP, EVERY_MESSAGE, MASTER_ID, SLOT, BrokerData,
                                     Credentials, FilterExpression, HalfMessage, MessageQueue, MessageType,
                                     OutgoingMessage, PullResult, TopicRoute)
 from rmq_spark.client.namespaces import NO_NAMESPACE, Namespace
@@ -261,9 +261,9 @@ class RemotingClient(BaseClient):
         return self._request(mq, req.offset_request(codes.GET_MAX_OFFSET, self.namespace.queue(mq), committed="true"),
                              lambda r, a: req.header_long(r, "offset", f"max offset of {mq}", a))
 
-    def _search_offset_call(self, mq: MessageQueue, timestamp: int, boundary: str) -> RemotingCall:
+    def _search_offset_call(self, mq: MessageQueue, timestamp: int, boundary: Boundary) -> RemotingCall:
         return self._request(mq, req.offset_request(codes.SEARCH_OFFSET_BY_TIMESTAMP, self.namespace.queue(mq),
-                                                    timestamp=str(timestamp), boundaryType=boundary.upper()),
+                                                    timestamp=str(timestamp), boundaryType=boundary.name),
                              lambda r, a: req.searched_offset(r, f"offset by timestamp of {mq}", a))
 
     def _consumer_offset_call(self, group: str, mq: MessageQueue) -> RemotingCall:
