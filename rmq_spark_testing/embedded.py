@@ -6,7 +6,7 @@ Used by the demo, the tests (a session-scoped fixture) and the benchmarks::
         mq.create_topic("Orders", queues=4)
         mq.produce("Orders", [{"body": "hello", "tags": "TagA"}])
         print(mq.name_server, mq.offsets("Orders"))
-        print(mq.gateway)  # the v2 pull gateway beside the cluster (jvm-shim/GATEWAY.md)
+        print(mq.gateway)  # the v2 pull gateway beside the cluster (jvm-shim/gateway/README.md)
 
 The JVM reads commands on its stdin and exits when stdin closes, so a killed Python process leaves no JVM behind.
 """
@@ -27,7 +27,7 @@ from typing import Any, Iterable
 from rmq_spark.client.errors import RocketMQError
 
 SHIM_DIR = Path(os.environ.get("RMQ_SPARK_SHIM_DIR", Path(__file__).resolve().parent.parent / "jvm-shim"))
-JAR = SHIM_DIR / "shim" / "target" / "rmq-shim.jar"  # the test harness (embedded RocketMQ + the gateway)
+JAR = SHIM_DIR / "harness" / "target" / "rmq-shim.jar"  # the test harness (embedded RocketMQ + the gateway)
 GATEWAY_JAR = SHIM_DIR / "gateway" / "target" / "rmq-gateway.jar"  # the pull gateway on its own
 JVM_FLAGS_FILE = SHIM_DIR / "jvm-flags.txt"
 _TAIL_LINES = 80
@@ -82,13 +82,13 @@ def stop_jvm(proc: subprocess.Popen, timeout: float) -> None:
 
 
 def _shim_sources() -> list[Path]:
-    modules = ("gateway", "shim")  # jvm-shim/stock only resolves released jars (tests/support/stock_release.py)
+    modules = ("gateway", "harness")  # jvm-shim/stock only resolves released jars (tests/support/stock_release.py)
     return [SHIM_DIR / "pom.xml", *(SHIM_DIR / m / "pom.xml" for m in modules),
             *(p for m in modules for p in (SHIM_DIR / m / "src").rglob("*"))]
 
 
 def ensure_jar(*, force: bool = False) -> Path:
-    """Build ``jvm-shim``'s jars (``gateway/target/rmq-gateway.jar``, ``shim/target/rmq-shim.jar``) with Maven when
+    """Build ``jvm-shim``'s jars (``gateway/target/rmq-gateway.jar``, ``harness/target/rmq-shim.jar``) with Maven when
     they are missing or older than their sources; returns the harness jar."""
     if not (SHIM_DIR / "pom.xml").is_file():
         raise EmbeddedClusterError(

@@ -10,7 +10,7 @@ NOT_REMOTING = "the server does not support this request; check the address poin
 NO_PULL_API = ("this server has no pull API: it is not an rmq-spark pull gateway (the stock RocketMQ proxy "
                "implements only the push and simple consumer calls of apache.rocketmq.v2, not PullMessage, "
                "UpdateOffset, GetOffset or QueryOffset). Read over the remoting protocol with option nameServer set "
-               "to the cluster's name servers, or run the pull gateway beside the cluster (jvm-shim/GATEWAY.md) and "
+               "to the cluster's name servers, or run the pull gateway beside the cluster (jvm-shim/gateway/README.md) and "
                "point option endpoint at it")
 NOT_GRPC = ("check that endpoint is the host:port of a RocketMQ v2 gRPC pull gateway and that it is up; a name "
             "server or broker address goes in option nameServer instead")
