@@ -7,8 +7,8 @@ of the query keeps going. Data loss is only what a live broker proves."""
 from __future__ import annotations
 
 import logging
-import math
 import time
+from dataclasses import dataclass
 from typing import Iterator, Sequence
 
 import pyarrow as pa
@@ -16,6 +16,7 @@ from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadMaxRows, ReadMinRows,
                                               SupportsTriggerAvailableNow)
 
+from rmq_spark.source.admission import TriggerLimits, admit, capped
 from rmq_spark.source.batch import partitions_of, read_partition
 from rmq_spark.client.errors import RocketMQError, UnsupportedError
 from rmq_spark.client.model import MessageQueue
@@ -33,18 +34,21 @@ from rmq_spark.source.vanished import VanishedQueues
 log = logging.getLogger(__name__)
 
 
-def prorate(start: dict[MessageQueue, int], latest: dict[MessageQueue, int], limit: int) -> dict[MessageQueue, int]:
-    """End offsets that read at most about ``limit`` messages, each queue getting a share proportional to its
-    backlog (as Spark's Kafka source does); every queue with a backlog advances by at least one."""
-    backlog = {mq: max(0, latest[mq] - start.get(mq, latest[mq])) for mq in latest}
-    total = sum(backlog.values())
-    if total <= limit:
-        return dict(latest)
-    end = {}
-    for mq, size in backlog.items():
-        share = math.floor(limit * size / total) if size else 0
-        end[mq] = start.get(mq, latest[mq]) + min(size, max(share, 1 if size else 0))
-    return end
+@dataclass(frozen=True)
+class PlannedEnd:
+    """An end this reader returned, as Spark will hand it back (``offsets``) and parsed (``parsed``)."""
+
+    offsets: dict
+    parsed: dict[MessageQueue, int]
+
+
+@dataclass(frozen=True)
+class Answered:
+    """An answer that holds while the queue watch stays at ``version``: ``latestOffset`` found nothing to read
+    from ``offsets`` (and nothing pending), or ``reportLatestOffset`` returned ``offsets``."""
+
+    offsets: dict
+    version: int
 
 
 class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -64,13 +68,12 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._initial_offsets: dict[MessageQueue, int] | None = None  # the same, parsed
         self._group_checked = False
         self._unavailable: set[MessageQueue] = set()  # the queues the last planned end waits for
-        # (start, watch version) of the last call that found nothing to read and left nothing pending: the same
-        # start at the same version has the same answer
-        self._idle: tuple[dict, int] | None = None
-        self._reported: tuple[int, dict] | None = None  # (watch version, reportLatestOffset's answer)
-        # the last two ends returned, and parsed: Spark hands them back as the next start, to partitions() and
-        # to commit()
-        self._planned: list[tuple[dict, dict[MessageQueue, int]]] = []
+        self._limits = TriggerLimits(options.max_messages_per_trigger, options.min_messages_per_trigger,
+                                     options.max_trigger_delay_ms)
+        self._idle: Answered | None = None  # the last start with nothing to read: the same start, the same answer
+        self._reported: Answered | None = None  # reportLatestOffset's last answer
+        # the last two ends returned: Spark hands them back as the next start, to partitions() and to commit()
+        self._planned: list[PlannedEnd] = []
 
     # -- driver-side state, built lazily ----------------------------------------------------------------------
     @property
@@ -126,7 +129,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         watch = self.watch
         watch.poll()
-        if self._idle is not None and self._idle[1] == watch.version and self._idle[0] == start:
+        if self._idle is not None and self._idle.version == watch.version and self._idle.offsets == start:
             return start
         self._idle = None
         begin, recorded = self._parsed(start), recorded_start(start)
@@ -142,55 +145,42 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._log_lag(end, watch.latest)
         elif not first:
             if self._settled(limit):
-                self._idle = (start, watch.version)
+                self._idle = Answered(start, watch.version)
             return start  # the same JSON string: no batch
         # The first batch's end records its start, even when nothing moved (Spark runs a first batch anyway): a
         # replay of an uncommitted batch 0 gets a fresh initialOffset(), which may resolve elsewhere by then, and
         # partitions() prefers the recorded start.
         out = offsets_to_json(end, start=begin if first else None)
-        self._planned = [(out, end), *self._planned[:1]]
+        self._planned = [PlannedEnd(out, end), *self._planned[:1]]
         return out
 
     def _parsed(self, offsets: dict) -> dict[MessageQueue, int]:
         """``offsets_from_json(offsets)``, without parsing again an end this reader planned."""
-        for out, parsed in self._planned:
-            if out == offsets:
-                return dict(parsed)
+        for planned in self._planned:
+            if planned.offsets == offsets:
+                return dict(planned.parsed)
         return offsets_from_json(offsets)
 
     def _settled(self, limit: ReadLimit) -> bool:
         """Whether the answer to the same start stays the same until the watch sees a change: no queue waited
         for, no offsets left to mirror, and a limit that does not depend on the time."""
-        o = self.options
         return (not self._unavailable and isinstance(limit, (ReadAllAvailable, ReadMaxRows))
-                and o.min_messages_per_trigger is None
+                and not self._limits.time_dependent
                 and (self._store is None or (self._group_checked and self._store.settled())))
 
     def _end(self, begin: dict[MessageQueue, int], limit: ReadLimit) -> dict[MessageQueue, int]:
         """The end of the next batch from ``begin`` under ``limit`` and the trigger options."""
-        target = self._targets(begin)
-        end = dict(target)
-        moving = {mq: o for mq, o in target.items() if o >= begin.get(mq, o)}  # reset queues pass through as is
-        if not isinstance(limit, ReadAllAvailable) and moving:
-            o = self.options
-            backlog = sum(o_ - begin.get(mq, o_) for mq, o_ in moving.items())
-            waited = (time.monotonic() - self._last_batch_at) * 1000
-            if (o.min_messages_per_trigger and backlog < o.min_messages_per_trigger
-                    and waited < o.max_trigger_delay_ms and self._cap is None):
-                end.update({mq: begin.get(mq, t) for mq, t in moving.items()})
-                return end
-            max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else o.max_messages_per_trigger
-            if max_rows:
-                end.update(prorate(begin, moving, max_rows))
-        return end
+        waited_ms = (time.monotonic() - self._last_batch_at) * 1000
+        return admit(begin, self._targets(begin), limit, self._limits, waited_ms=waited_ms,
+                     available_now=self._cap is not None)
 
     def reportLatestOffset(self) -> dict | None:
         watch = self._watch
         if watch is None or not watch.latest:
             return None
-        if self._reported is None or self._reported[0] != watch.version:
-            self._reported = (watch.version, offsets_to_json(watch.latest))
-        return self._reported[1]
+        if self._reported is None or self._reported.version != watch.version:
+            self._reported = Answered(offsets_to_json(watch.latest), watch.version)
+        return self._reported.offsets
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         recorded = recorded_start(end)
@@ -241,7 +231,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if mq in unavailable or mq in drained or (latest < b and mq in watch.replica):
                 target[mq] = b  # wait for the broker (a lagging slave: for it to catch up)
             elif self._cap is not None:
-                target[mq] = max(min(latest, self._cap.get(mq, b)), b) if latest >= b else latest
+                target[mq] = capped(latest, b, self._cap.get(mq, b))
             else:
                 target[mq] = latest
         new = ([mq for mq in watch.readable() if mq not in begin] if not begin.keys() >= watch.queue_set else [])
