@@ -17,13 +17,16 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Iterator, Protocol
+from typing import TYPE_CHECKING, Iterator, Protocol
 
 from rmq_spark.client.defaults import DEFAULT_PULL_DEPTH, DEFAULT_RETRY_TIMEOUT
 from rmq_spark.client.core_errors import package_error
 from rmq_spark.client.errors import RETRYABLE
 from rmq_spark.client.model import EVERY_MESSAGE, SLOT, FilterExpression, MessageQueue, PullResult
 from rmq_spark.compiled import BlockGatherer, DataLostError, RangeCursor, RefusedError, Step, UnavailableError
+
+if TYPE_CHECKING:  # base.py builds its range readers from this module
+    from rmq_spark.client.base import BaseClient
 
 _NO_LIMIT = 1 << 62
 
@@ -56,7 +59,7 @@ class SharedPulls:
 
     native = False
 
-    def __init__(self, client, mq: MessageQueue, *, group: str, expression: FilterExpression) -> None:
+    def __init__(self, client: BaseClient, mq: MessageQueue, *, group: str, expression: FilterExpression) -> None:
         self._client, self._mq, self._group, self._expression = client, mq, group, expression
 
     def pull_async(self, offset: int, max_nums: int) -> _Pending:

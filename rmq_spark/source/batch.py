@@ -8,7 +8,8 @@ from typing import Iterable, Iterator, Sequence
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
 
-from rmq_spark.client.model import Boundary
+from rmq_spark.client.base import BaseClient
+from rmq_spark.client.model import Boundary, MessageQueue
 from rmq_spark.client_pool import new_client
 from rmq_spark.source.offset_reader import OffsetResolver
 from rmq_spark.source.offset_specs import check_named
@@ -113,7 +114,7 @@ def _check_order(o: SourceOptions, starts: dict, ends: dict) -> None:
                               "starting and ending options")
 
 
-def _time_bounds(client, queues, time_range_ms: tuple[int, int]) -> dict:
+def _time_bounds(client: BaseClient, queues: list[MessageQueue], time_range_ms: tuple[int, int]) -> dict:
     """Per queue, the offsets [first stored at or after lo, first stored at or after hi) of a time range."""
     lo_ms, hi_ms = time_range_ms
     if lo_ms <= 0 and hi_ms >= 2 ** 63 - 1:

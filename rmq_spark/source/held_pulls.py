@@ -10,6 +10,7 @@ import time
 from dataclasses import replace
 from typing import Iterable
 
+from rmq_spark.client.base import BaseClient
 from rmq_spark.client.errors import RETRYABLE, RocketMQError, UnsupportedError
 from rmq_spark.client.model import MessageQueue, PullResult
 from rmq_spark.client.outages import RETRY_DOWN_S
@@ -43,7 +44,7 @@ class HeldPulls:
     """One held pull per queue at the offset it was armed with. ``rung()`` takes the queues whose hold ended since
     it was last asked; a hold that ended quietly (nothing came before it timed out) is armed again instead."""
 
-    def __init__(self, client, group: str, hold_ms: int = HOLD_MS) -> None:
+    def __init__(self, client: BaseClient, group: str, hold_ms: int = HOLD_MS) -> None:
         self._client, self._group, self._hold_ms = client, group, hold_ms
         self._held: dict[MessageQueue, _Hold] = {}
         self._ended: collections.deque[_Hold] = collections.deque()  # appended by the calls' threads

@@ -8,6 +8,7 @@ import logging
 import threading
 from typing import Callable, Iterable, Mapping
 
+from rmq_spark.client.base import BaseClient
 from rmq_spark.client.errors import RocketMQError
 from rmq_spark.client.model import MessageQueue
 from rmq_spark.client.outages import broker_group, master_of
@@ -18,7 +19,7 @@ log = logging.getLogger(__name__)
 class OffsetStore:
     """Next-offset-to-consume per queue for ``group``; thread-safe."""
 
-    def __init__(self, client, group: str) -> None:
+    def __init__(self, client: BaseClient, group: str) -> None:
         self.client = client
         self.group = group
         self._table: dict[MessageQueue, int] = {}

@@ -17,7 +17,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from concurrent.futures import wait as futures_wait
 from typing import Any, Callable, Iterable, TypeVar
 
-from rmq_spark.client.base import NAME_SERVERS, ROUTE_WAIT_S
+from rmq_spark.client.base import NAME_SERVERS, ROUTE_WAIT_S, BaseClient
 from rmq_spark.client.errors import (RETRYABLE, RequestTimeoutError, RocketMQError, TopicNotFoundError,
                                      UnsupportedError)
 from rmq_spark.client.model import MessageQueue, TopicRoute
@@ -38,7 +38,7 @@ REFUSES = "its master is away and its slave refuses pulls (slaveReadEnable=false
 class QueueWatch:
     """Polls the routes and the latest offsets of the query's topics."""
 
-    def __init__(self, client, options: SourceOptions) -> None:
+    def __init__(self, client: BaseClient, options: SourceOptions) -> None:
         self.client, self.options = client, options
         self._routes: dict[str, TopicRoute | None] = {}  # None: the topic has no route now
         self._queues: list[MessageQueue] | None = None  # queues(), until the routes change
