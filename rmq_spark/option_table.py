@@ -111,6 +111,9 @@ OPTIONS: tuple[Option, ...] = (
            "at or after it", minimum=0),
     Option("startingOffsetsByTimestamp", Kind.JSON, Scope.READ, "JSON of ms per queue: the first message stored at or "
            "after it"),
+    Option("startingOffsetsByTimestampStrategy", Kind.CHOICE, Scope.READ, "when a queue has no message stored at "
+           "or after the starting time: `error` fails the query naming the queues, `latest` starts them at their end "
+           "(as Spark's Kafka source)", default="error", choices=("error", "latest")),
     Option("endingOffsets", Kind.TEXT, Scope.BATCH_READ, "`latest` or offsets JSON; the end is exclusive",
            shown="`latest`"),
     Option("endingTimestamp", Kind.INT, Scope.BATCH_READ, "ms since the epoch for every queue", minimum=0),

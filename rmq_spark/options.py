@@ -19,7 +19,7 @@ from rmq_spark.client.namespaces import VALID_NAME, Namespace
 from rmq_spark.client.tls import TlsConfig
 from rmq_spark.option_table import KAFKA_NAMES, OPTIONS, Kind, Option, Scope, default, options_for
 from rmq_spark.option_values import OptionError, choice, parse_bool, parse_duration_ms, parse_int
-from rmq_spark.source.offset_specs import Edge, OffsetSpec, offset_spec, parse_queue_key, topics_json
+from rmq_spark.source.offset_specs import ByTimestamp, Edge, OffsetSpec, offset_spec, parse_queue_key, topics_json
 
 log = logging.getLogger(__name__)
 
@@ -288,6 +288,9 @@ def parse_options(raw: Mapping[str, str], *, streaming: bool = False) -> SourceO
     fallback = choice(SOURCE_OPTIONS["startingOffsetsFallback"], opts)
     starting = offset_spec(opts, "starting", consumer_group, None if fallback == "error" else Edge[fallback.upper()],
                             default=Edge.LATEST if streaming else Edge.EARLIEST)
+    if isinstance(starting, ByTimestamp):
+        strategy = choice(SOURCE_OPTIONS["startingOffsetsByTimestampStrategy"], opts)
+        starting = replace(starting, strict=strategy == "error")
     ending = offset_spec(opts, "ending", consumer_group, None, default=Edge.LATEST)
     if assign is not None:
         for spec in (starting, ending):

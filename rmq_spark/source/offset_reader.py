@@ -2,7 +2,7 @@
 ``KafkaOffsetReader``)."""
 from __future__ import annotations
 
-from typing import assert_never
+from typing import Mapping, assert_never
 
 from rmq_spark.client.base import Answers, BaseClient
 from rmq_spark.client.model import Boundary, MessageQueue
@@ -53,9 +53,23 @@ class OffsetResolver:
             if ts is not None:
                 by_ts.setdefault(ts, []).append(mq)
         rest = [mq for mq in queues if mq not in per_queue]
-        return _merge(*(self.client.search_offsets(mqs, ts, Boundary.LOWER, partial=self.partial)
-                        for ts, mqs in by_ts.items()),
-                      self.resolve(spec.default, rest))
+        found = _merge(*(self.client.search_offsets(mqs, ts, Boundary.LOWER, partial=self.partial)
+                         for ts, mqs in by_ts.items()))
+        if spec.strict:
+            self._check_found(spec, found, per_queue)
+        return _merge(found, self.resolve(spec.default, rest))
+
+    def _check_found(self, spec: ByTimestamp, found: Answers, times: Mapping[MessageQueue, int]) -> None:
+        """OptionError naming the queues with no message stored at or after their time (the search answered
+        their end), as Spark's Kafka source fails under startingOffsetsByTimestampStrategy=error."""
+        ends = self.client.max_offsets(list(found), partial=self.partial)
+        past = sorted(mq for mq, end in ends.items() if found[mq] >= end)
+        if past:
+            raise OptionError(
+                f"option {spec.option}: no message is stored at or after the time in "
+                + ", ".join(f"{mq} (time {times[mq]})" for mq in past[:10]) + (" ..." if len(past) > 10 else "")
+                + "; set startingOffsetsByTimestampStrategy=latest to start such queues at their end, or choose "
+                "an earlier time")
 
     def _committed(self, spec: Committed, queues: list[MessageQueue]) -> Answers:
         stored = self.client.query_consumer_offsets(spec.group, queues, partial=self.partial)

@@ -89,12 +89,14 @@ class SpecificOffsets:
 @dataclass(frozen=True)
 class ByTimestamp:
     """The first offset stored at or after a time in ms: ``timestamp`` for every queue, or ``per_queue`` from an
-    option's JSON (queues left out take ``default``)."""
+    option's JSON (queues left out take ``default``). ``strict``: a queue with no message stored at or after its
+    time is an error (startingOffsetsByTimestampStrategy=error), not its end."""
 
     option: str
     timestamp: int | None = None
     per_queue: dict[MessageQueue, int] | None = None
     default: Edge = Edge.EARLIEST
+    strict: bool = False
 
 
 OffsetSpec = Union[Edge, Committed, SpecificOffsets, ByTimestamp]
@@ -196,8 +198,10 @@ def entering_spec(spec: OffsetSpec) -> OffsetSpec:
     match spec:
         case Committed():
             return spec
-        case SpecificOffsets() | ByTimestamp():
+        case SpecificOffsets():
             return replace(spec, default=Edge.EARLIEST)
+        case ByTimestamp():
+            return replace(spec, default=Edge.EARLIEST, strict=False)  # a new queue may well be empty
         case Edge():
             return Edge.EARLIEST
         case _:

@@ -80,8 +80,9 @@ def test_starting_timestamp_reads_only_what_was_stored_at_or_after_it(spark, sto
         "brokerName", "queueId", "queueOffset", "storeTimestamp").collect()
     assert sorted((r[0], r[1], r[2]) for r in rows) == sorted(
         (mq.broker_name, mq.queue_id, ends[mq] + i) for mq in ends for i in range(PER_QUEUE))
-    # a timestamp past every message starts at the end, not at the last message
-    later = _read(spark, stock, smoke_topic, startingTimestamp=str(int(time.time() * 1000) + 60_000)).count()
+    # a timestamp past every message starts at the end (strategy latest), not at the last message
+    later = _read(spark, stock, smoke_topic, startingTimestamp=str(int(time.time() * 1000) + 60_000),
+                  startingOffsetsByTimestampStrategy="latest").count()
     assert later == 0
 
 

@@ -124,7 +124,9 @@ def test_offset_options_are_parsed_once_into_typed_specs():
     # precedence as in Spark's Kafka source: timestamp, then per-queue timestamps, then offsets
     o = parse_options({**BASE, "startingOffsets": "earliest", "startingOffsetsByTimestamp": '{"T": {"broker-a/0": 5}}',
                        "startingTimestamp": "9"})
-    assert o.starting == ByTimestamp("startingTimestamp", timestamp=9)
+    assert o.starting == ByTimestamp("startingTimestamp", timestamp=9, strict=True)  # Kafka's default: error
+    o = parse_options({**BASE, "startingTimestamp": "9", "startingOffsetsByTimestampStrategy": "Latest"})
+    assert o.starting == ByTimestamp("startingTimestamp", timestamp=9, strict=False)
     o = parse_options({**BASE, "endingOffsets": "latest", "endingOffsetsByTimestamp": '{"T": {"broker-a/0": 5}}'})
     assert o.ending == ByTimestamp("endingOffsetsByTimestamp", per_queue={mq: 5}, default=Edge.LATEST)
 
