@@ -13,18 +13,15 @@ from dataclasses import dataclass, field, replace
 from typing import Mapping, Union
 
 from rmq_spark.client.addresses import address_list, host_port
-from rmq_spark.client.errors import AddressError, RocketMQError
+from rmq_spark.client.errors import AddressError
 from rmq_spark.client.model import (DEFAULT_GROUP, DEFAULT_PRODUCER_GROUP, EVERY_MESSAGE,
                                     FilterExpression, MessageQueue, queue_of)
 from rmq_spark.client.namespaces import VALID_NAME, Namespace
 from rmq_spark.client.tls import TlsConfig
+from rmq_spark.errors import OptionError  # the modules that parse options import it from here too
 from rmq_spark.option_table import KAFKA_NAMES, OPTIONS, Kind, Option, Scope, default, options_for
 
 log = logging.getLogger(__name__)
-
-
-class OptionError(RocketMQError):
-    """An option is unknown, missing, malformed or contradicts another option."""
 
 
 SOURCE_OPTIONS: dict[str, Option] = options_for(Scope.READ)
