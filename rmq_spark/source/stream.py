@@ -27,6 +27,7 @@ from rmq_spark.options import OptionError, SourceOptions
 from rmq_spark.source.planning import plan_ranges, query_topics
 from rmq_spark.source.queue_watch import QueueWatch
 from rmq_spark.source.schema import COLUMNS
+from rmq_spark.source.skipped import SkippedMessages
 from rmq_spark.source.vanished import VanishedQueues
 
 log = logging.getLogger(__name__)
@@ -66,7 +67,9 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # (start, watch version) of the last call that found nothing to read and left nothing pending: the same
         # start at the same version has the same answer
         self._idle: tuple[dict, int] | None = None
-        self._reported: tuple[int, dict] | None = None  # (watch version, reportLatestOffset's answer)
+        self._skipped = SkippedMessages()
+        # (watch and skipped versions, reportLatestOffset's answer)
+        self._reported: tuple[tuple[int, int], dict] | None = None
         # the last two ends returned, and parsed: Spark hands them back as the next start, to partitions() and
         # to commit()
         self._planned: list[tuple[dict, dict[MessageQueue, int]]] = []
@@ -187,8 +190,9 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         watch = self._watch
         if watch is None or not watch.latest:
             return None
-        if self._reported is None or self._reported[0] != watch.version:
-            self._reported = (watch.version, offsets_to_json(watch.latest))
+        versions = (watch.version, self._skipped.version)
+        if self._reported is None or self._reported[0] != versions:
+            self._reported = (versions, {**offsets_to_json(watch.latest), **self._skipped.report()})
         return self._reported[1]
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
@@ -200,6 +204,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         mins = self.client.min_offsets(list(moved), partial=True) if moved else {}
         ranges = plan_ranges(begin, moved, mins, fail_on_data_loss=self.options.fail_on_data_loss,
                              sparse_topics=self.watch.sparse_topics)
+        self._skipped.count(begin, moved, ranges)
         return partitions_of(ranges, self.options)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
