@@ -1,12 +1,15 @@
 """The public errors: one module to import them from, each class with a stable prefix of its own."""
 from __future__ import annotations
 
+import importlib
 import inspect
 import pickle
+import pkgutil
 import re
 
 import pytest
 
+import rmq_spark
 import rmq_spark.errors as public
 from rmq_spark.client import errors as client_errors
 
@@ -17,10 +20,16 @@ def _public_classes() -> list[type]:
     return [c for _, c in inspect.getmembers(public, inspect.isclass) if issubclass(c, public.RocketMQError)]
 
 
+def _subclasses(cls: type) -> set[type]:
+    return {cls} | {s for sub in cls.__subclasses__() for s in _subclasses(sub)}
+
+
 def test_every_error_of_the_package_is_importable_from_rmq_spark_errors():
-    defined = {c for _, c in inspect.getmembers(client_errors, inspect.isclass)
-               if issubclass(c, client_errors.RocketMQError)}
-    assert defined <= set(_public_classes())
+    for module in pkgutil.walk_packages(rmq_spark.__path__, "rmq_spark."):
+        importlib.import_module(module.name)  # every class of the hierarchy the package defines, wherever
+    defined = {c for c in _subclasses(client_errors.RocketMQError) if c.__module__.startswith("rmq_spark.")}
+    assert public.CommitError in defined
+    assert defined <= set(_public_classes()), defined - set(_public_classes())
     for name in ("OptionError", "InvalidRowError", "CommitError", "DataLossError", "RocketMQError"):
         assert issubclass(getattr(public, name), public.RocketMQError), name
     assert set(public.__all__) == {c.__name__ for c in _public_classes()}
