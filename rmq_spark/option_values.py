@@ -5,12 +5,8 @@ from __future__ import annotations
 import re
 from typing import Mapping
 
-from rmq_spark.client.errors import RocketMQError
+from rmq_spark.errors import OptionError
 from rmq_spark.option_table import Option
-
-
-class OptionError(RocketMQError):
-    """An option is unknown, missing, malformed or contradicts another option."""
 
 
 def parse_bool(name: str, value: str) -> bool:

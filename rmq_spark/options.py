@@ -17,8 +17,9 @@ from rmq_spark.client.model import (DEFAULT_GROUP, DEFAULT_PRODUCER_GROUP, EVERY
                                     FilterExpression, MessageQueue)
 from rmq_spark.client.namespaces import VALID_NAME, Namespace
 from rmq_spark.client.tls import TlsConfig
+from rmq_spark.errors import OptionError  # the modules that parse options import it from here too
 from rmq_spark.option_table import KAFKA_NAMES, OPTIONS, Kind, Option, Scope, default, options_for
-from rmq_spark.option_values import OptionError, choice, parse_bool, parse_duration_ms, parse_int
+from rmq_spark.option_values import choice, parse_bool, parse_duration_ms, parse_int
 from rmq_spark.source.offset_specs import ByTimestamp, Edge, OffsetSpec, offset_spec, parse_queue_key, topics_json
 
 log = logging.getLogger(__name__)

@@ -33,7 +33,7 @@ JVM_FLAGS_FILE = SHIM_DIR / "jvm-flags.txt"
 _TAIL_LINES = 80
 
 
-class EmbeddedClusterError(RocketMQError):
+class EmbeddedClusterError(RocketMQError, condition="ROCKETMQ_EMBEDDED_CLUSTER"):
     """The embedded RocketMQ could not be built, started, or did not carry out a command."""
 
 

@@ -9,6 +9,7 @@ import pyarrow as pa
 from rmq_spark.client.model import OutgoingMessage, PROPERTY_UNIQ_KEY
 from rmq_spark.client.unique_ids import new_unique_id
 from rmq_spark.options import OptionError
+from rmq_spark.sink.row_rules import COLUMN_RULES, RowRule, check_rows
 
 # column -> the Spark types it accepts (simpleString)
 WRITABLE = {
@@ -104,7 +105,7 @@ def _properties(pairs, uniq: str) -> dict[str, str]:
 
 
 def to_rows(batch: pa.RecordBatch, default_topic: str | None) -> Rows:
-    """The messages of ``batch``, each with a new UNIQ_KEY; ValueError names a row without a body or topic."""
+    """The messages of ``batch``, each with a new UNIQ_KEY (its rows keep ``row_rules.COLUMN_RULES``)."""
     n = batch.num_rows
     bodies = _column(batch, "body")
     nothing = [None] * n
@@ -118,12 +119,6 @@ def to_rows(batch: pa.RecordBatch, default_topic: str | None) -> Rows:
     messages = []
     for i in range(n):
         body = bodies[i]
-        if body is None:
-            raise ValueError(f"row {i} of the batch has a null body: every message needs one (filter the nulls or "
-                             "coalesce them to an empty value)")
-        if topics[i] is None:
-            raise ValueError(f"row {i} of the batch has a null topic: fill it, or drop the column and set option "
-                             "topic")
         messages.append(OutgoingMessage(
             body=body.encode("utf-8") if isinstance(body, str) else body, tags=tags[i] or None, keys=_keys(keys[i]),
             properties=_properties(props[i], new_unique_id()), flag=flags[i] or 0, deliver_time_ms=times[i],
@@ -132,7 +127,13 @@ def to_rows(batch: pa.RecordBatch, default_topic: str | None) -> Rows:
     return Rows(topics, messages, list(zip(brokers, _column(batch, "queueId"))) if brokers is not None else None)
 
 
-def iter_rows(batches: Iterator[pa.RecordBatch], default_topic: str | None) -> Iterator[Rows]:
+def iter_rows(batches: Iterator[pa.RecordBatch], default_topic: str | None, partition: int,
+              rules: Sequence[RowRule] = ()) -> Iterator[Rows]:
+    """The Rows of each non-empty batch of Spark partition ``partition``; InvalidRowError for rows that break
+    ``COLUMN_RULES`` or ``rules``, before any row of their batch is yielded."""
+    batches = iter(batches)
+    rules = (*COLUMN_RULES, *rules)
     for batch in batches:
         if batch.num_rows:
+            check_rows(batch, batches, rules, partition)
             yield to_rows(batch, default_topic)

@@ -29,6 +29,7 @@ from rmq_spark.options import OptionError, SourceOptions
 from rmq_spark.source.planning import plan_ranges, query_topics
 from rmq_spark.source.queue_watch import QueueWatch
 from rmq_spark.source.schema import COLUMNS
+from rmq_spark.source.skipped import SkippedMessages
 from rmq_spark.source.vanished import VanishedQueues
 
 log = logging.getLogger(__name__)
@@ -44,11 +45,12 @@ class PlannedEnd:
 
 @dataclass(frozen=True)
 class Answered:
-    """An answer that holds while the queue watch stays at ``version``: ``latestOffset`` found nothing to read
-    from ``offsets`` (and nothing pending), or ``reportLatestOffset`` returned ``offsets``."""
+    """An answer that holds while the versions of what it was made from stay the same: ``latestOffset`` found
+    nothing to read from ``offsets`` (and nothing pending) at the queue watch's version, or ``reportLatestOffset``
+    returned ``offsets`` at the watch's and the skipped counts' versions."""
 
     offsets: dict
-    version: int
+    versions: tuple[int, ...]
 
 
 class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -71,6 +73,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._limits = TriggerLimits(options.max_messages_per_trigger, options.min_messages_per_trigger,
                                      options.max_trigger_delay_ms)
         self._idle: Answered | None = None  # the last start with nothing to read: the same start, the same answer
+        self._skipped = SkippedMessages()
         self._reported: Answered | None = None  # reportLatestOffset's last answer
         # the last two ends returned: Spark hands them back as the next start, to partitions() and to commit()
         self._planned: list[PlannedEnd] = []
@@ -129,7 +132,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         watch = self.watch
         watch.poll()
-        if self._idle is not None and self._idle.version == watch.version and self._idle.offsets == start:
+        if self._idle is not None and self._idle.versions == (watch.version,) and self._idle.offsets == start:
             return start
         self._idle = None
         begin, recorded = self._parsed(start), recorded_start(start)
@@ -145,7 +148,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._log_lag(end, watch.latest)
         elif not first:
             if self._settled(limit):
-                self._idle = Answered(start, watch.version)
+                self._idle = Answered(start, (watch.version,))
             return start  # the same JSON string: no batch
         # The first batch's end records its start, even when nothing moved (Spark runs a first batch anyway): a
         # replay of an uncommitted batch 0 gets a fresh initialOffset(), which may resolve elsewhere by then, and
@@ -178,8 +181,9 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         watch = self._watch
         if watch is None or not watch.latest:
             return None
-        if self._reported is None or self._reported.version != watch.version:
-            self._reported = Answered(offsets_to_json(watch.latest), watch.version)
+        versions = (watch.version, self._skipped.version)
+        if self._reported is None or self._reported.versions != versions:
+            self._reported = Answered({**offsets_to_json(watch.latest), **self._skipped.report()}, versions)
         return self._reported.offsets
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
@@ -191,6 +195,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         mins = self.client.min_offsets(list(moved), partial=True) if moved else {}
         ranges = plan_ranges(begin, moved, mins, fail_on_data_loss=self.options.fail_on_data_loss,
                              sparse_topics=self.watch.sparse_topics)
+        self._skipped.count(begin, moved, ranges)
         return partitions_of(ranges, self.options)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:

@@ -10,6 +10,7 @@ import time
 import pytest
 
 from rmq_spark.client import DataLossError, MessageQueue, RemotingClient
+from rmq_spark.source.progress import query_skipped
 from rmq_spark_testing.embedded import EmbeddedRocketMQ
 from tests.conftest import transport_options, unique_topic
 
@@ -52,6 +53,20 @@ def test_batch_source_fails_or_skips(spark, shrunk):
         _read(spark, mq).collect()
     rows = _read(spark, mq, failOnDataLoss="false").select("queueOffset").collect()
     assert sorted(r[0] for r in rows) == list(range(low, high))
+
+
+def test_a_stream_reports_the_messages_it_skipped_in_its_progress(spark, shrunk, tmp_path):
+    mq, low, high = shrunk
+    # two batches: [0, low), skipped at planning, and [low, high), whose progress reports the first one's count
+    query = (spark.readStream.format("rocketmq").option("nameServer", mq.name_server).option("topic", TOPIC)
+             .option("startingOffsets", f'{{"{TOPIC}": {{"broker-a/0": 0}}}}').option("failOnDataLoss", "false")
+             .option("maxMessagesPerTrigger", str(low)).load()
+             .writeStream.format("noop").option("checkpointLocation", str(tmp_path / "checkpoint"))
+             .trigger(availableNow=True).start())
+    assert query.awaitTermination(120) and query.exception() is None
+    progress = query.recentProgress
+    assert sum(p.numInputRows for p in progress) == high - low
+    assert query_skipped(progress[-1].json) == [low]
 
 
 @pytest.fixture(scope="module")

@@ -61,7 +61,7 @@ BROKER_DEFAULTS: Mapping[str, str] = {
 }
 
 
-class StockClusterError(EmbeddedClusterError):
+class StockClusterError(EmbeddedClusterError, condition="ROCKETMQ_STOCK_CLUSTER"):
     """A stock RocketMQ process did not start, register or unregister in time, or the Java consumer failed."""
 
 
