@@ -12,9 +12,15 @@ from rmq_spark.client.model import MessageQueue, queue_of
 from rmq_spark.option_values import OptionError, parse_int
 
 
-# Where the end of a streaming query's first batch records that batch's start (``offsets.offsets_to_json``):
-# RocketMQ topic names are [%|a-zA-Z0-9_-]+, so no topic is called so. Every reader of offsets JSON skips it.
+# Where the end of a streaming query's first batch records that batch's start (``offsets.offsets_to_json``).
 START_KEY = "$start"
+
+
+def is_annotation(key: str) -> bool:
+    """Whether a key of offsets JSON is not a topic but the connector's note beside the offsets (the start a first
+    batch recorded, the skipped counts of reportLatestOffset): RocketMQ topic names are [%|a-zA-Z0-9_-]+, and every
+    note's key starts with ``$``. Every reader of offsets JSON skips them."""
+    return key.startswith("$")
 
 
 def topics_json(name: str, value: str, *, what: str, example: str) -> dict:
@@ -36,8 +42,8 @@ def parse_queue_json(name: str, value: str, *, what: str) -> dict[str, dict[str,
     data = topics_json(name, value, what=what, example=example)
     out: dict[str, dict[str, int]] = {}
     for topic, queues in data.items():
-        if topic == START_KEY:
-            continue  # offsets copied from a checkpoint's first batch: the start it recorded is not a topic
+        if is_annotation(topic):
+            continue  # offsets copied from a checkpoint or a query's progress: its notes are not topics
         if not isinstance(queues, dict):
             raise OptionError(f"option {name}: topic {topic!r} must map to an object of \"brokerName/queueId\" "
                               f"keys, like {example}")
@@ -106,7 +112,7 @@ def queue_offsets(nested: Mapping[str, Mapping[str, int]]) -> dict[MessageQueue,
     """``{"Topic": {"broker-a/0": 42}}`` → per-queue values (a recorded batch start is skipped)."""
     out = {}
     for topic, queues in nested.items():
-        if topic == START_KEY:
+        if is_annotation(topic):
             continue
         for key, value in queues.items():
             broker, _, qid = key.rpartition("/")

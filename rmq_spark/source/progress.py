@@ -8,6 +8,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from rmq_spark.source.offset_specs import is_annotation
 from rmq_spark.source.skipped import SKIPPED_KEY
 
 log = logging.getLogger(__name__)
@@ -36,7 +37,7 @@ def source_lag(source_progress: Mapping[str, Any]) -> Lag | None:
     if not latest:
         return None
     behind = [max(0, int(off) - int(end.get(topic, {}).get(key, 0)))
-              for topic, queues in latest.items() if not topic.startswith("$") for key, off in queues.items()]
+              for topic, queues in latest.items() if not is_annotation(topic) for key, off in queues.items()]
     if not behind:
         return None
     return Lag(sum(behind), min(behind), sum(behind) / len(behind), max(behind), len(behind))
