@@ -10,6 +10,8 @@ from rmq_spark.client.remoting import broker as req
 from rmq_spark.client.remoting import codes
 from rmq_spark.client.remoting.client import RemotingClient
 from rmq_spark.client.remoting.frame import RemotingCommand
+from rmq_spark.options import OptionError
+from rmq_spark.sink.transaction_check import refuse_unended_transactions
 from tests.support.scripted_remoting import ScriptedRemoting
 
 MQ = MessageQueue("T", "broker-b", 3)
@@ -48,3 +50,21 @@ def test_a_proxys_answer_for_a_group_without_consumers_is_none():
     answer = RemotingCommand(code=codes.SYSTEM_ERROR, flag=1, remark='Cannot invoke "org.apache.rocketmq.broker.'
                              'client.ConsumerGroupInfo.getAllClientId()" because "consumerGroupInfo" is null')
     assert req.consumer_list(answer, "g", "127.0.0.1:1") == []
+
+
+@pytest.mark.parametrize("answer, refused", [
+    (RemotingCommand(code=codes.SUCCESS), r"answered SUCCESS.*RocketMQ 5 proxy.*at_least_once.*name servers"),
+    (RemotingCommand(code=codes.REQUEST_CODE_NOT_SUPPORTED, remark="request type 37 not supported"),
+     r"does not serve END_TRANSACTION.*at_least_once"),
+    (RemotingCommand(code=codes.SYSTEM_ERROR, remark="Find prepared transaction message failed"), None),
+], ids=["the proxy", "no transactions", "a broker"])
+def test_exactly_once_is_refused_where_end_transaction_ends_nothing(answer, refused):
+    """A broker looks up the half an END_TRANSACTION names and answers an error for one that does not exist; the
+    proxy's remoting port answers SUCCESS to every END_TRANSACTION and forwards none of halves sent over remoting."""
+    with ScriptedRemoting(None, fixed={codes.END_TRANSACTION: answer}) as peer, \
+            RemotingClient(peer.address, request_timeout=5) as client:
+        if refused is None:
+            refuse_unended_transactions(client, "T", "pg")
+        else:
+            with pytest.raises(OptionError, match=refused):
+                refuse_unended_transactions(client, "T", "pg")
