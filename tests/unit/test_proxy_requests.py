@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from rmq_spark.client.errors import UnsupportedError
+from rmq_spark.client.errors import MessageRejectedError, UnsupportedError
 from rmq_spark.client.model import FilterExpression, MessageQueue, OutgoingMessage
 from rmq_spark.client.remoting import broker as req
 from rmq_spark.client.remoting import codes
 from rmq_spark.client.remoting.client import RemotingClient
 from rmq_spark.client.remoting.frame import RemotingCommand
+from rmq_spark.client.remoting.status import error_for
 from rmq_spark.options import OptionError
 from rmq_spark.sink.transaction_check import refuse_unended_transactions
 from tests.support.scripted_remoting import ScriptedRemoting
@@ -68,3 +69,13 @@ def test_exactly_once_is_refused_where_end_transaction_ends_nothing(answer, refu
         else:
             with pytest.raises(OptionError, match=refused):
                 refuse_unended_transactions(client, "T", "pg")
+
+
+def test_a_send_the_proxy_refuses_for_the_topics_message_type_says_so():
+    """The proxy checks each send against the topic's message.type (which brokers do not) and answers
+    MESSAGE_ILLEGAL, the code of a message too large."""
+    answer = RemotingCommand(code=codes.MESSAGE_ILLEGAL, flag=1, remark="TopicMessageType validate failed, the "
+                             "expected type is NORMAL, but actual type is FIFO")
+    error = error_for(answer, "send to T:broker-a/0", "127.0.0.1:1")
+    assert isinstance(error, MessageRejectedError)
+    assert "message.type" in str(error) and "MIXED" in str(error) and "too large" not in str(error)
