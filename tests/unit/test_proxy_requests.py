@@ -12,6 +12,7 @@ from rmq_spark.client.remoting.client import RemotingClient
 from rmq_spark.client.remoting.frame import RemotingCommand
 from rmq_spark.client.remoting.status import error_for
 from rmq_spark.options import OptionError
+from rmq_spark.sink.message_types import TopicTypes
 from rmq_spark.sink.transaction_check import refuse_unended_transactions
 from tests.support.scripted_remoting import ScriptedRemoting
 
@@ -79,3 +80,13 @@ def test_a_send_the_proxy_refuses_for_the_topics_message_type_says_so():
     error = error_for(answer, "send to T:broker-a/0", "127.0.0.1:1")
     assert isinstance(error, MessageRejectedError)
     assert "message.type" in str(error) and "MIXED" in str(error) and "too large" not in str(error)
+
+
+def test_a_task_refuses_transactional_rows_for_a_topic_whose_servers_end_no_transaction():
+    """A topic the option does not name (rows carry it) is asked before its first half message, in the task."""
+    proxy = RemotingCommand(code=codes.SUCCESS)
+    with ScriptedRemoting(None, fixed={codes.END_TRANSACTION: proxy, codes.GET_TOPIC_CONFIG: proxy}) as peer, \
+            RemotingClient(peer.address, request_timeout=5) as client:
+        TopicTypes(client, transactional=False, group="pg").check("T", OutgoingMessage(b"x"))
+        with pytest.raises(OptionError, match=r"exactly_once cannot write to topic 'T'.*RocketMQ 5 proxy"):
+            TopicTypes(client, transactional=True, group="pg").check("T", OutgoingMessage(b"x"))
