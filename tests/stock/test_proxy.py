@@ -6,9 +6,9 @@ One cluster per version for the module; the versions are RMQ_SPARK_STOCK_PROXY (
 e.g. 5.3.3,5.5.0."""
 from __future__ import annotations
 
+import base64
 import os
 import time
-import base64
 from collections import Counter
 from typing import Iterator
 

@@ -2,7 +2,8 @@
 name server and broker at once (GET_ROUTEINFO_BY_TOPIC names itself as the one broker), and answers GET_MIN_OFFSET
 and PULL_MESSAGE from a Python fake of the client's calls (``pull_async``, ``min_offset``), so that a
 ``RemotingClient`` reads the same scripted queue that the Python driver reads through ``SharedPulls``: short
-answers, filters, deleted heads, outages, error codes. Other requests get a fixed answer by code, if given one. RocketMQ itself is the integration tests' job.
+answers, filters, deleted heads, outages, error codes. Other requests get a fixed answer by code, if given
+one. RocketMQ itself is the integration tests' job.
 
 The fake's answers map to the broker's: a PullResult to its response code, remark and header fields; a
 ConnectionLostError to a closed connection; another RocketMQError to its code and remark."""

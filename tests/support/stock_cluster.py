@@ -289,10 +289,10 @@ class StockCluster:
         with RemotingClient(p.address, request_timeout=5.0, connect_timeout=2.0) as client:
             def routes_through_it() -> bool:
                 try:
-                    return all(client.route(name, refresh=True).broker(name).master_address == p.address
-                               for name in self.brokers)
-                except (RocketMQError, AttributeError):
+                    groups = [client.route(name, refresh=True).broker(name) for name in self.brokers]
+                except RocketMQError:
                     return False
+                return all(g is not None and g.master_address == p.address for g in groups)
             self._wait(routes_through_it, f"the proxy at {p.address} to route every broker group", p)
 
     def _launch(self, p: StockProcess, main_class: str, conf: Path | Mapping[str, str], *args: str) -> None:
