@@ -19,12 +19,11 @@ def refuse_unended_transactions(client: BaseClient, topic: str, group: str) -> N
     SUCCESS to every END_TRANSACTION, and forwards none for halves sent over remoting (it keeps transactions only of
     its gRPC clients). A master that is away now is not asked."""
     asked: set[str] = set()
-    for mq in client.route(topic).write_queues():
-        try:
-            address = client.broker_address(topic, mq.broker_name)
-        except RETRYABLE:
-            continue
-        if address in asked:
+    route = client.route(topic)
+    for mq in route.write_queues():
+        members = route.broker(mq.broker_name)
+        address = members.master_address if members is not None else None
+        if address is None or address in asked:
             continue
         asked.add(address)
         probe = HalfMessage(queue=mq, msg_id="", transaction_id="", commit_log_offset=ABSENT_OFFSET,
