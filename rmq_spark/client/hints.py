@@ -29,3 +29,6 @@ STATIC_TOPIC = ("it is a static topic (RocketMQ 5 logic queues): its logic queue
                 "of several brokers over time, which rmq-spark does not read or write; read it with RocketMQ's own "
                 "consumers, or use a topic without logic queues")
 TIMER_OFF = "the broker does not deliver timer messages: enable timerWheelEnable on the brokers, or drop deliverTimeMs"
+MESSAGE_TYPE = ("the topic's message.type does not take this kind of message (RocketMQ 5's proxy checks it): rows with "
+                "a shardingKey are FIFO, rows with a deliverTimeMs DELAY, others NORMAL; create the topic with that "
+                "message.type or MIXED, or write rows of the topic's type")

@@ -73,7 +73,7 @@ def write_task(options: SinkOptions, batches: Iterator[pa.RecordBatch], batch_id
         router = Router(client, start=partition)
         sender = Sender(client, options.producer_group, transactional=eo,
                         retry_timeout=options.broker_retry_timeout)
-        types = TopicTypes(client, transactional=eo)
+        types = TopicTypes(client, transactional=eo, group=options.producer_group)
         keyed = eo and batch_id is not None  # a streaming exactly-once batch, whose commit a restart may recover
         keys: list[str] = []
         rules = (router.named_queues(options.topic), *((TIMER_ROWS,) if keyed else ()))

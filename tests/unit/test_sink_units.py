@@ -127,7 +127,7 @@ class _Typed:
 
 def test_a_topic_takes_messages_of_its_type_a_mixed_one_all_and_an_untyped_one_is_not_checked():
     client = _Typed({"F": MessageType.FIFO, "M": MessageType.MIXED, "U": None})
-    types = TopicTypes(client, transactional=False)
+    types = TopicTypes(client, transactional=False, group="pg")
     keyed, plain = OutgoingMessage(b"k", sharding_key="k"), OutgoingMessage(b"p")
     for topic, message in (("F", keyed), ("F", keyed), ("M", keyed), ("M", plain), ("U", plain), ("U", keyed)):
         types.check(topic, message)
@@ -135,7 +135,7 @@ def test_a_topic_takes_messages_of_its_type_a_mixed_one_all_and_an_untyped_one_i
     with pytest.raises(OptionError, match="topic 'F' has message.type=FIFO, which does not take NORMAL messages"):
         types.check("F", plain)
     with pytest.raises(OptionError, match="does not take TRANSACTION .*deliveryGuarantee=at_least_once"):
-        TopicTypes(client, transactional=True).check("F", keyed)
+        TopicTypes(client, transactional=True, group="pg").check("F", keyed)
 
 
 def test_row_keys_name_batch_and_content_never_the_task():

@@ -32,6 +32,8 @@ def error_for(response: RemotingCommand, what: str, address: str) -> RocketMQErr
     remark = lines[0][:300] if lines else ""  # a Java exception's first line; the rest is its stack or an FAQ link
     if "timer message is not enabled" in remark:
         cls, hint = MessageRejectedError, hints.TIMER_OFF
+    if "TopicMessageType validate failed" in remark:  # the proxy's answer, under the code of a message too large
+        cls, hint = MessageRejectedError, hints.MESSAGE_TYPE
     if cls is BrokerError and ("signature" in remark.lower() or "authenticat" in remark.lower()):
         cls, hint = AuthError, "check accessKey/secretKey"
     elif cls is BrokerError and "AclException" in remark:  # RocketMQ 4.x answers an ACL refusal as SYSTEM_ERROR
