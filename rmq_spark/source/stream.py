@@ -20,6 +20,7 @@ from rmq_spark.source.batch import partitions_of, read_partition
 from rmq_spark.client.errors import RocketMQError, UnsupportedError
 from rmq_spark.client.model import MessageQueue
 from rmq_spark.client_pool import new_client
+from rmq_spark.source.offset_mirror import OffsetMirror
 from rmq_spark.source.offset_store import OffsetStore
 from rmq_spark.source.offsets import (OffsetResolver, check_named, entering_spec, offsets_from_json, offsets_to_json,
                                recorded_start)
@@ -56,7 +57,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._client = None
         self._watch: QueueWatch | None = None
         self._vanished: VanishedQueues | None = None
-        self._store: OffsetStore | None = None
+        self._store: OffsetMirror | None = None
         self._cap: dict[MessageQueue, int] | None = None  # Trigger.AvailableNow target
         self._last_batch_at = time.monotonic()
         self._initial: dict | None = None  # the initial offsets this process resolved (never mirrored)
@@ -91,9 +92,12 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self._vanished
 
     @property
-    def store(self) -> OffsetStore | None:
-        if self._store is None and self.options.commit_offsets_to_broker and self.options.consumer_group:
-            self._store = OffsetStore(self.client, self.options.consumer_group)
+    def store(self) -> OffsetMirror | None:
+        o = self.options
+        if self._store is None and o.commit_offsets_to_broker and o.consumer_group:
+            # stop() waits for the update in flight and the one pending
+            self._store = OffsetMirror(OffsetStore(self.client, o.consumer_group),
+                                       flush_timeout=2 * o.request_timeout_ms / 1000)
         return self._store
 
     # -- Spark's stream reader API ------------------------------------------------------------------------------
@@ -211,7 +215,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def stop(self) -> None:
         if self._client is not None:
             if self._store is not None:
-                self._store.persist_all()
+                self._store.close()
             if self._watch is not None:
                 self._watch.close()
             self._client.close()
@@ -304,15 +308,12 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._group_checked = True
 
     def _mirror(self, committed: dict[MessageQueue, int], recorded: dict[MessageQueue, int] | None) -> None:
-        """Record the end of a batch Spark has committed and mirror what changed to the consumer group, never
-        moving a group's offset back (never raises for an unreachable broker: the offsets stay pending). A first
-        batch that read nothing (its end is the start it recorded) mirrors nothing: no message was read yet."""
+        """Hand the end of a batch Spark has committed to the mirror, which sends what changed to the consumer group
+        in the background, never moving a group's offset back (an unreachable broker's offsets stay pending). A
+        first batch that read nothing (its end is the start it recorded) mirrors nothing: no message was read yet."""
         store = self.store
         if store is None or not committed or recorded == committed:
             return
         self._check_group()
-        if not self._group_checked:
-            return
-        store.load(committed)
-        store.update_all(committed)
-        store.persist_all()
+        if self._group_checked:
+            store.submit(committed)
