@@ -200,8 +200,10 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         begin = recorded if recorded is not None else self._parsed(start)
         finish = self._parsed(end)
         moved = {mq: o for mq, o in finish.items() if mq in begin and o != begin[mq]}
-        # A broker that does not answer now is checked for data loss by the task, when it pulls.
-        mins = self.client.min_offsets(list(moved), partial=True) if moved else {}
+        # No GET_MIN_OFFSET on the batch's path: each task checks for data loss when it pulls, and names the queue,
+        # the offsets gone and failOnDataLoss as planning would. Only a reset queue asks where it starts now.
+        reset = [mq for mq, o in moved.items() if o < begin[mq]]
+        mins = self.client.min_offsets(reset, partial=True) if reset else {}
         ranges = plan_ranges(begin, moved, mins, fail_on_data_loss=self.options.fail_on_data_loss,
                              sparse_topics=self.watch.sparse_topics)
         return partitions_of(ranges, self.options)
