@@ -264,6 +264,19 @@ class Harness:
             traceback.print_exc()
         return res
 
+    def warm_spark(self, names: list[str], ds: Dataset, passes: int) -> None:
+        """``passes`` untimed runs of every Spark line of ``names`` in turn before any line is timed: Spark's JIT
+        then serves each line alike whatever the order of the lines (a line's own warm-ups only warm what it
+        uses)."""
+        for i in range(passes):
+            for name in [n for n in names if n.startswith("spark")]:
+                try:
+                    r = self.line_fn(name, ds)()
+                    self.log(f"{name:<14} warm pass {i + 1}/{passes} {r['messages']:>10,} msgs in "
+                             f"{r['seconds']:7.2f} s")
+                except Exception as e:  # the line's own runs report it
+                    self.log(f"{name}: warm pass failed: {type(e).__name__}: {e}")
+
     def spark_fixed_overhead(self) -> float | None:
         """Seconds of a spark-batch run over a topic of 8 queues with one message each: planning, 8 tasks,
         Python worker hand-off; the part of every spark-batch run that does not depend on the data."""
@@ -450,8 +463,9 @@ def machine() -> dict:
 # ------------------------------------------------------------------------------------------------ profiles
 
 def run_dataset(h: Harness, messages: int, queues: int, body_size: int, lines: list[str], repeat: int,
-                warmup: int, jvm_warmup: int) -> tuple[Dataset, list[dict]]:
+                warmup: int, jvm_warmup: int, warm_passes: int = 0) -> tuple[Dataset, list[dict]]:
     ds = h.load(messages, queues, body_size)
+    h.warm_spark(lines, ds, warm_passes)
     results = []
     for name in lines:
         # The Java readers (JIT) and Spark (worker start-up, JIT) get warm-up runs; the Python client has no JIT
@@ -474,6 +488,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--warmup", type=int, help="untimed runs of each Spark line before the timed ones (default 1)")
     ap.add_argument("--jvm-warmup", type=int, help="untimed runs of each Java line before the timed ones "
                                                     "(default 2: the JIT keeps improving them over the first runs)")
+    ap.add_argument("--spark-warm-passes", type=int, default=0,
+                    help="untimed runs of every Spark line in turn before any line is timed (default 0): Spark's JIT "
+                         "then favours no line for its place in the order")
     ap.add_argument("--lines", help="comma-separated subset of: " + ", ".join(LINE_DOCS))
     ap.add_argument("--quick", action="store_true",
                     help="tiny smoke run: 20,000 messages, 1 repeat, no warm-up, no latency, no cProfile")
@@ -550,7 +567,7 @@ def main(argv: list[str] | None = None) -> int:
                 out_path.write_text(json.dumps(report, indent=2, default=str))
         else:
             ds, rows = run_dataset(h, args.messages, args.queues, args.body_size, lines, args.repeat, args.warmup,
-                                   args.jvm_warmup)
+                                   args.jvm_warmup, args.spark_warm_passes)
             report["dataset"] = vars(ds)
             report["lines"] = rows
             report["table_md"] = table(rows, ds)
