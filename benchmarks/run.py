@@ -314,9 +314,10 @@ class Harness:
         return {"rate": self.args.latency_rate, "seconds": self.args.latency_seconds, "rounds": rounds,
                 "warmups": warmups}
 
-    def latency_line(self, name: str, attempts: int = 2) -> dict:
+    def latency_line(self, name: str, attempts: int = 3) -> dict:
         """One latency line (``LATENCY_LINES``) on a fresh 8-queue topic (8 partitions for Kafka); a failed one is
-        run again once on a new topic (a busy machine can make the broker refuse the producer: flow control)."""
+        run again on a new topic, up to ``attempts`` runs in all (a busy machine can make the broker refuse the
+        producer: flow control)."""
         seconds = self.args.latency_seconds
         r = self._latency_line(name, seconds)
         for attempt in range(2, attempts + 1):
