@@ -301,11 +301,11 @@ class Harness:
         names = [n for n in LATENCY_LINES if n == "rocketmq" or self.kafka is not None]
         warmups = {}
         if self.args.latency_warmup > 0:  # untimed: the first run of a source in a session pays its JIT
-            warmups = {name: self._latency_line(name, self.args.latency_warmup, "warm-up") for name in names}
+            warmups = {name: self.latency_line(name, self.args.latency_warmup, "warm-up") for name in names}
         rounds = []
         for i in range(self.args.latency_rounds):
             order = names if i % 2 == 0 else names[::-1]
-            lines = {name: self.latency_line(name) for name in order}
+            lines = {name: self.latency_line(name, self.args.latency_seconds) for name in order}
             found = latency_ratios(lines.get("rocketmq"), lines.get("spark-kafka-tuned"))
             rounds.append({"order": order, "lines": lines, "ratios": found})
             for r in found:
@@ -314,17 +314,16 @@ class Harness:
         return {"rate": self.args.latency_rate, "seconds": self.args.latency_seconds, "rounds": rounds,
                 "warmups": warmups}
 
-    def latency_line(self, name: str, attempts: int = 3) -> dict:
+    def latency_line(self, name: str, seconds: float, kind: str = "", attempts: int = 3) -> dict:
         """One latency line (``LATENCY_LINES``) on a fresh 8-queue topic (8 partitions for Kafka); a failed one is
         run again on a new topic, up to ``attempts`` runs in all (a busy machine can make the broker refuse the
         producer: flow control)."""
-        seconds = self.args.latency_seconds
-        r = self._latency_line(name, seconds)
+        r = self._latency_line(name, seconds, kind)
         for attempt in range(2, attempts + 1):
             if "error" not in r:
                 break
-            self.log(f"latency {name}: running it again (attempt {attempt} of {attempts})")
-            r = {**self._latency_line(name, seconds), "attempt": attempt}
+            self.log(f"latency {f'{name} {kind}'.strip()}: running it again (attempt {attempt} of {attempts})")
+            r = {**self._latency_line(name, seconds, kind), "attempt": attempt}
         return r
 
     def _latency_line(self, name: str, seconds: float, kind: str = "") -> dict:
