@@ -21,6 +21,7 @@ from rmq_spark.source.batch import partitions_of, read_partition
 from rmq_spark.client.errors import RocketMQError, UnsupportedError
 from rmq_spark.client.model import MessageQueue
 from rmq_spark.client_pool import new_client
+from rmq_spark.source.offset_mirror import OffsetMirror
 from rmq_spark.source.offset_store import OffsetStore
 from rmq_spark.source.offset_reader import OffsetResolver
 from rmq_spark.source.offset_specs import check_named, entering_spec
@@ -63,7 +64,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._client = None
         self._watch: QueueWatch | None = None
         self._vanished: VanishedQueues | None = None
-        self._store: OffsetStore | None = None
+        self._store: OffsetMirror | None = None
         self._cap: dict[MessageQueue, int] | None = None  # Trigger.AvailableNow target
         self._last_batch_at = time.monotonic()
         self._initial: dict | None = None  # the initial offsets this process resolved (never mirrored)
@@ -98,9 +99,12 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self._vanished
 
     @property
-    def store(self) -> OffsetStore | None:
-        if self._store is None and self.options.commit_offsets_to_broker and self.options.consumer_group:
-            self._store = OffsetStore(self.client, self.options.consumer_group)
+    def store(self) -> OffsetMirror | None:
+        o = self.options
+        if self._store is None and o.commit_offsets_to_broker and o.consumer_group:
+            # stop() waits for the update in flight and the one pending
+            self._store = OffsetMirror(OffsetStore(self.client, o.consumer_group),
+                                       flush_timeout=2 * o.request_timeout_ms / 1000)
         return self._store
 
     # -- Spark's stream reader API ------------------------------------------------------------------------------
@@ -191,8 +195,11 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         begin = recorded if recorded is not None else self._parsed(start)
         finish = self._parsed(end)
         moved = {mq: o for mq, o in finish.items() if mq in begin and o != begin[mq]}
-        # A broker that does not answer now is checked for data loss by the task, when it pulls.
-        mins = self.client.min_offsets(list(moved), partial=True) if moved else {}
+        # No GET_MIN_OFFSET on the batch's path by default: each task checks for data loss when it pulls, and names
+        # the queue, the offsets gone and failOnDataLoss as planning would. A reset queue asks where it starts now;
+        # under failOnDataLoss=false every queue does, so that the driver counts what is skipped (skipped.py).
+        asked = [mq for mq, o in moved.items() if o < begin[mq] or not self.options.fail_on_data_loss]
+        mins = self.client.min_offsets(asked, partial=True) if asked else {}
         ranges = plan_ranges(begin, moved, mins, fail_on_data_loss=self.options.fail_on_data_loss,
                              sparse_topics=self.watch.sparse_topics)
         self._skipped.count(begin, moved, ranges)
@@ -207,7 +214,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def stop(self) -> None:
         if self._client is not None:
             if self._store is not None:
-                self._store.persist_all()
+                self._store.close()
             if self._watch is not None:
                 self._watch.close()
             self._client.close()
@@ -300,15 +307,12 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._group_checked = True
 
     def _mirror(self, committed: dict[MessageQueue, int], recorded: dict[MessageQueue, int] | None) -> None:
-        """Record the end of a batch Spark has committed and mirror what changed to the consumer group, never
-        moving a group's offset back (never raises for an unreachable broker: the offsets stay pending). A first
-        batch that read nothing (its end is the start it recorded) mirrors nothing: no message was read yet."""
+        """Hand the end of a batch Spark has committed to the mirror, which sends what changed to the consumer group
+        in the background, never moving a group's offset back (an unreachable broker's offsets stay pending). A
+        first batch that read nothing (its end is the start it recorded) mirrors nothing: no message was read yet."""
         store = self.store
         if store is None or not committed or recorded == committed:
             return
         self._check_group()
-        if not self._group_checked:
-            return
-        store.load(committed)
-        store.update_all(committed)
-        store.persist_all()
+        if self._group_checked:
+            store.submit(committed)
