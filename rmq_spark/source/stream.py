@@ -18,15 +18,15 @@ from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadM
 
 from rmq_spark.source.admission import TriggerLimits, admit, capped
 from rmq_spark.source.batch import partitions_of, read_partition
-from rmq_spark.client.errors import RocketMQError, UnsupportedError
 from rmq_spark.client.model import MessageQueue
 from rmq_spark.client_pool import new_client
+from rmq_spark.source.group_check import GroupCheck
 from rmq_spark.source.offset_mirror import OffsetMirror
 from rmq_spark.source.offset_store import OffsetStore
 from rmq_spark.source.offset_reader import OffsetResolver
 from rmq_spark.source.offset_specs import check_named, entering_spec
 from rmq_spark.source.offsets import offsets_from_json, offsets_to_json, recorded_start
-from rmq_spark.options import OptionError, SourceOptions
+from rmq_spark.options import SourceOptions
 from rmq_spark.source.planning import plan_ranges, query_topics
 from rmq_spark.source.queue_watch import QueueWatch
 from rmq_spark.source.schema import COLUMNS
@@ -69,7 +69,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._last_batch_at = time.monotonic()
         self._initial: dict | None = None  # the initial offsets this process resolved (never mirrored)
         self._initial_offsets: dict[MessageQueue, int] | None = None  # the same, parsed
-        self._group_checked = False
+        self._group_check: GroupCheck | None = None
         self._unavailable: set[MessageQueue] = set()  # the queues the last planned end waits for
         self._limits = TriggerLimits(options.max_messages_per_trigger, options.min_messages_per_trigger,
                                      options.max_trigger_delay_ms)
@@ -107,10 +107,21 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                                        flush_timeout=2 * o.request_timeout_ms / 1000)
         return self._store
 
+    @property
+    def group_check(self) -> GroupCheck:
+        if self._group_check is None:
+            self._group_check = GroupCheck(self.client, self.options, self._topics)
+        return self._group_check
+
+    def _topics(self) -> list[str]:
+        """The query's topics: the watch's when it has them (no name-server request), else the options'."""
+        watched = self._watch.topics() if self._watch is not None else None
+        return watched if watched is not None else query_topics(self.client, self.options)
+
     # -- Spark's stream reader API ------------------------------------------------------------------------------
     def initialOffset(self) -> dict:
         if self._initial is None:
-            self._check_group()
+            self.group_check.check()
             self.watch.poll(force=True)
             for note in check_named(self.options.starting, self.watch.queues(), waits=True):
                 log.warning("rocketmq source: %s; if that broker group is stopped or restarting, the queue starts "
@@ -173,7 +184,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         for, no offsets left to mirror, and a limit that does not depend on the time."""
         return (not self._unavailable and isinstance(limit, (ReadAllAvailable, ReadMaxRows))
                 and not self._limits.time_dependent
-                and (self._store is None or (self._group_checked and self._store.settled())))
+                and (self._store is None or (self.group_check.passed and self._store.settled())))
 
     def _end(self, begin: dict[MessageQueue, int], limit: ReadLimit) -> dict[MessageQueue, int]:
         """The end of the next batch from ``begin`` under ``limit`` and the trigger options."""
@@ -274,38 +285,6 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                      "max %d)", sum(behind), min(behind), sum(behind) / len(behind), max(behind))
 
     # -- the consumer group mirror -----------------------------------------------------------------------------
-    def _check_group(self) -> None:
-        """Refuse a consumer group that other applications consume with (its offsets would be overwritten),
-        unless allowSharedConsumerGroup is set. Checked once, before anything is mirrored."""
-        o = self.options
-        if self._group_checked or not o.commit_offsets_to_broker:
-            return
-        if o.allow_shared_consumer_group:
-            self._group_checked = True
-            return
-        who = f"the check of consumer group {o.consumer_group!r} for other consumers"
-        if not self.client.outages.due(who):
-            return  # it failed a moment ago: asked again every few seconds, not at every call
-        try:
-            watched = self._watch.topics() if self._watch is not None else None  # no name-server request
-            topics = watched if watched is not None else query_topics(self.client, o)
-            consumers = self.client.online_consumers(o.consumer_group, topics)
-        except UnsupportedError as e:
-            log.warning("rocketmq source: cannot check whether consumer group %r has other consumers (%s)",
-                        o.consumer_group, e)
-            consumers = []
-        except RocketMQError as e:
-            self.client.outages.down(who, "checked again before offsets are mirrored", e)
-            return
-        self.client.outages.up(who)
-        if consumers:
-            raise OptionError(
-                f"consumer group {o.consumer_group!r} has {len(consumers)} online consumer(s) "
-                f"({', '.join(consumers[:5])}{' ...' if len(consumers) > 5 else ''}): another application consumes "
-                "with it, and mirroring this query's offsets would overwrite its progress. Use a consumerGroup of "
-                "its own for this query, set commitOffsetsToBroker=false, or set allowSharedConsumerGroup=true")
-        self._group_checked = True
-
     def _mirror(self, committed: dict[MessageQueue, int], recorded: dict[MessageQueue, int] | None) -> None:
         """Hand the end of a batch Spark has committed to the mirror, which sends what changed to the consumer group
         in the background, never moving a group's offset back (an unreachable broker's offsets stay pending). A
@@ -313,6 +292,5 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         store = self.store
         if store is None or not committed or recorded == committed:
             return
-        self._check_group()
-        if self._group_checked:
+        if self.group_check.check():
             store.submit(committed)
