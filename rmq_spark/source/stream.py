@@ -18,6 +18,7 @@ from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadM
 
 from rmq_spark.source.admission import TriggerLimits, admit, capped
 from rmq_spark.source.batch import partitions_of, read_partition
+from rmq_spark.client.base import BaseClient
 from rmq_spark.client.errors import RocketMQError, UnsupportedError
 from rmq_spark.client.model import MessageQueue
 from rmq_spark.client_pool import new_client
@@ -58,7 +59,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options: SourceOptions, columns: tuple[str, ...] = COLUMNS) -> None:
         self.options = options
         self.columns = columns
-        self._client = None
+        self._client: BaseClient | None = None
         self._watch: QueueWatch | None = None
         self._vanished: VanishedQueues | None = None
         self._store: OffsetStore | None = None
@@ -77,7 +78,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     # -- driver-side state, built lazily ----------------------------------------------------------------------
     @property
-    def client(self):
+    def client(self) -> BaseClient:
         if self._client is None:
             self._client = new_client(self.options)
         return self._client
@@ -265,8 +266,8 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _check_group(self) -> None:
         """Refuse a consumer group that other applications consume with (its offsets would be overwritten),
         unless allowSharedConsumerGroup is set. Checked once, before anything is mirrored."""
-        o = self.options
-        if self._group_checked or not o.commit_offsets_to_broker:
+        o, group = self.options, self.options.consumer_group
+        if self._group_checked or not o.commit_offsets_to_broker or group is None:  # (committing needs a group)
             return
         if o.allow_shared_consumer_group:
             self._group_checked = True
@@ -277,7 +278,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         try:
             watched = self._watch.topics() if self._watch is not None else None  # no name-server request
             topics = watched if watched is not None else query_topics(self.client, o)
-            consumers = self.client.online_consumers(o.consumer_group, topics)
+            consumers = self.client.online_consumers(group, topics)
         except UnsupportedError as e:
             log.warning("rocketmq source: cannot check whether consumer group %r has other consumers (%s)",
                         o.consumer_group, e)
