@@ -191,6 +191,12 @@ class BaseClient:
         """Every topic known to the cluster."""
         raise UnsupportedError(f"{type(self).__name__} cannot list topics")
 
+    def create_topic(self, topic: str, queues: int = 4, *, broker_names: Iterable[str] | None = None,
+                     seed_topic: str = "TBW102") -> None:
+        """Create or update ``topic`` with ``queues`` read/write queues on the masters of the cluster (found
+        through ``seed_topic``'s route, or the given brokers)."""
+        raise UnsupportedError(f"{type(self).__name__} cannot create topics")
+
     def live_brokers(self) -> set[str]:
         """The names of the broker groups registered with the name servers now (at least one member up)."""
         raise UnsupportedError(f"{type(self).__name__} cannot list the cluster's brokers")

@@ -75,7 +75,7 @@ class Rows:
     """One Arrow batch as messages (each with its sharding key, which routes it) plus their topics and explicit
     queues, all in row order (None where a row has no value)."""
 
-    topics: list[str | None]
+    topics: list[str]
     messages: list[OutgoingMessage]
     queues: list[tuple[str | None, int | None]] | None
 
@@ -106,8 +106,8 @@ def _properties(pairs, uniq: str) -> dict[str, str]:
 def to_rows(batch: pa.RecordBatch, default_topic: str | None) -> Rows:
     """The messages of ``batch``, each with a new UNIQ_KEY; ValueError names a row without a body or topic."""
     n = batch.num_rows
-    bodies = _column(batch, "body")
     nothing = [None] * n
+    bodies = _column(batch, "body") or nothing  # (check_columns requires the column)
     topics = _column(batch, "topic") or [default_topic] * n
     tags = _column(batch, "tags") or nothing
     keys = _column(batch, "keys") or nothing
@@ -116,20 +116,24 @@ def to_rows(batch: pa.RecordBatch, default_topic: str | None) -> Rows:
     times = _column(batch, "deliverTimeMs") or nothing
     shards = _column(batch, "shardingKey") or nothing
     messages = []
+    row_topics: list[str] = []
     for i in range(n):
         body = bodies[i]
         if body is None:
             raise ValueError(f"row {i} of the batch has a null body: every message needs one (filter the nulls or "
                              "coalesce them to an empty value)")
-        if topics[i] is None:
+        topic = topics[i]
+        if topic is None:
             raise ValueError(f"row {i} of the batch has a null topic: fill it, or drop the column and set option "
                              "topic")
+        row_topics.append(topic)
         messages.append(OutgoingMessage(
             body=body.encode("utf-8") if isinstance(body, str) else body, tags=tags[i] or None, keys=_keys(keys[i]),
             properties=_properties(props[i], new_unique_id()), flag=flags[i] or 0, deliver_time_ms=times[i],
             sharding_key=shards[i]))
-    brokers = _column(batch, "brokerName")
-    return Rows(topics, messages, list(zip(brokers, _column(batch, "queueId"))) if brokers is not None else None)
+    brokers, queue_ids = _column(batch, "brokerName"), _column(batch, "queueId")  # (check_columns: both or neither)
+    return Rows(row_topics, messages,
+                list(zip(brokers, queue_ids)) if brokers is not None and queue_ids is not None else None)
 
 
 def iter_rows(batches: Iterator[pa.RecordBatch], default_topic: str | None) -> Iterator[Rows]:
