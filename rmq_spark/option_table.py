@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+from typing import Any
 
 from rmq_spark.client.defaults import (DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_PULL_DEPTH,
                                        DEFAULT_REQUEST_TIMEOUT, DEFAULT_RETRY_TIMEOUT)
@@ -173,8 +174,9 @@ def options_for(scope: Scope) -> dict[str, Option]:
     return {o.name: o for o in OPTIONS if o.scope & scope}
 
 
-def default(name: str, scope: Scope = Scope.ALL) -> object:
-    """The default of option ``name`` (of the side ``scope`` names, where both sides have one of that name)."""
+def default(name: str, scope: Scope = Scope.ALL) -> Any:
+    """The default of option ``name`` (of the side ``scope`` names, where both sides have one of that name): a value
+    of the option's kind, which the table, not the type, says."""
     return next(o.default for o in OPTIONS if o.name == name and o.scope & scope)
 
 

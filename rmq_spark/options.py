@@ -9,7 +9,7 @@ import enum
 import logging
 import re
 from dataclasses import dataclass, field, replace
-from typing import Mapping
+from typing import Any, Mapping
 
 from rmq_spark.client.addresses import address_list, host_port
 from rmq_spark.client.errors import AddressError
@@ -20,7 +20,8 @@ from rmq_spark.client.tls import TlsConfig
 from rmq_spark.errors import OptionError  # the modules that parse options import it from here too
 from rmq_spark.option_table import KAFKA_NAMES, OPTIONS, Kind, Option, Scope, default, options_for
 from rmq_spark.option_values import choice, parse_bool, parse_duration_ms, parse_int
-from rmq_spark.source.offset_specs import ByTimestamp, Edge, OffsetSpec, offset_spec, parse_queue_key, topics_json
+from rmq_spark.source.offset_specs import (ByTimestamp, Edge, OffsetSpec, named_queues, offset_spec, parse_queue_key,
+                                          topics_json)
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +35,7 @@ def parse_assign(value: str) -> frozenset[MessageQueue]:
     """Option assign, ``{"Orders": ["broker-a/0", "broker-a/1"]}``: the only queues a query reads."""
     example = '{"Orders": ["broker-a/0", "broker-a/1"]}'
     data = topics_json("assign", value, what="the queues to read", example=example)
-    out = set()
+    out: set[MessageQueue] = set()
     for topic, keys in data.items():
         check_topic_name("assign", topic)
         if not isinstance(keys, list) or not keys:
@@ -54,15 +55,15 @@ class ConnectionOptions:
     secret_key: str | None = field(default=None, repr=False)
     security_token: str | None = field(default=None, repr=False)
     namespace: str | None = None
-    tls: bool = default("tls")  # type: ignore[assignment]
+    tls: bool = default("tls")
     tls_ca_file: str | None = None
     tls_server_name: str | None = None
     tls_cert_file: str | None = None
     tls_key_file: str | None = None
-    request_timeout_ms: int = default("requestTimeoutMs")  # type: ignore[assignment]
-    connect_timeout_ms: int = default("connectTimeoutMs")  # type: ignore[assignment]
-    broker_retry_timeout_ms: int = default("brokerRetryTimeoutMs")  # type: ignore[assignment]
-    max_message_bytes: int = default("maxMessageBytes")  # type: ignore[assignment]
+    request_timeout_ms: int = default("requestTimeoutMs")
+    connect_timeout_ms: int = default("connectTimeoutMs")
+    broker_retry_timeout_ms: int = default("brokerRetryTimeoutMs")
+    max_message_bytes: int = default("maxMessageBytes")
 
     @property
     def tls_config(self) -> TlsConfig | None:
@@ -97,17 +98,17 @@ class SourceOptions(ConnectionOptions):
     max_messages_per_partition: int | None = None
     # A task of a Python data source costs Spark about 100 ms whatever it reads, more than reading thousands of
     # messages: smaller parts are read together by one task (two Arrow batches of the default size).
-    min_messages_per_partition: int = default("minMessagesPerPartition")  # type: ignore[assignment]
-    fail_on_data_loss: bool = default("failOnDataLoss")  # type: ignore[assignment]
-    pull_depth: int = default("pullDepth")  # type: ignore[assignment]
-    rows_per_batch: int = default("rowsPerBatch")  # type: ignore[assignment]
+    min_messages_per_partition: int = default("minMessagesPerPartition")
+    fail_on_data_loss: bool = default("failOnDataLoss")
+    pull_depth: int = default("pullDepth")
+    rows_per_batch: int = default("rowsPerBatch")
     max_messages_per_trigger: int | None = None
     min_messages_per_trigger: int | None = None
-    max_trigger_delay_ms: int = default("maxTriggerDelay")  # type: ignore[assignment]
+    max_trigger_delay_ms: int = default("maxTriggerDelay")
     commit_offsets_to_broker: bool = False
-    poll_name_server_interval_ms: int = default("pollNameServerIntervalMs")  # type: ignore[assignment]
-    push_filters: bool = default("pushFilters")  # type: ignore[assignment]
-    allow_shared_consumer_group: bool = default("allowSharedConsumerGroup")  # type: ignore[assignment]
+    poll_name_server_interval_ms: int = default("pollNameServerIntervalMs")
+    push_filters: bool = default("pushFilters")
+    allow_shared_consumer_group: bool = default("allowSharedConsumerGroup")
 
     @property
     def pull_group(self) -> str:
@@ -127,7 +128,7 @@ class SinkOptions(ConnectionOptions):
     """Every option of the sink, parsed. Picklable: it travels to the executors inside the writer."""
 
     topic: str | None = None
-    producer_group: str = default("producerGroup", Scope.WRITE)  # type: ignore[assignment]
+    producer_group: str = default("producerGroup", Scope.WRITE)
     delivery_guarantee: DeliveryGuarantee = DeliveryGuarantee(default("deliveryGuarantee", Scope.WRITE))
 
     @property
@@ -179,9 +180,10 @@ def _canonical(raw: Mapping[str, str], known: Mapping[str, Option], what: str) -
     return opts
 
 
-def _typed_values(opts: Mapping[str, str], known: Mapping[str, Option]) -> dict[str, object]:
-    """The integer, boolean and duration options of ``known`` present in ``opts``, parsed, by field name."""
-    values: dict[str, object] = {}
+def _typed_values(opts: Mapping[str, str], known: Mapping[str, Option]) -> dict[str, Any]:
+    """The integer, boolean and duration options of ``known`` present in ``opts``, parsed, by field name (each of
+    its option's kind: the table says which)."""
+    values: dict[str, Any] = {}
     for name, o in known.items():
         if name not in opts or o.field is None:
             continue
@@ -201,7 +203,7 @@ def _warn_elsewhere(opts: Mapping[str, str], known: Mapping[str, Option], mode: 
             log.warning("rocketmq: option %s does not apply to a %s; it is ignored", name, what)
 
 
-def _connection(opts: Mapping[str, str]) -> dict[str, object]:
+def _connection(opts: Mapping[str, str]) -> dict[str, Any]:
     """The ConnectionOptions fields from ``opts``, validated (transport, address, credentials, TLS, timeouts)."""
     name_server = opts.get("nameServer", "").strip() or None
     endpoint = opts.get("endpoint", "").strip() or None
@@ -294,11 +296,12 @@ def parse_options(raw: Mapping[str, str], *, streaming: bool = False) -> SourceO
         starting = replace(starting, strict=strategy == "error")
     ending = offset_spec(opts, "ending", consumer_group, None, default=Edge.LATEST)
     if assign is not None:
-        for spec in (starting, ending):
-            named = set(getattr(spec, "offsets", None) or getattr(spec, "per_queue", None) or ())
-            if named - assign:
-                raise OptionError(f"option {spec.option} names queues that option assign does not: "
-                                  f"{', '.join(map(str, sorted(named - assign)))}; name only assigned queues")
+        for found in filter(None, (named_queues(starting), named_queues(ending))):
+            option, named = found
+            outside = named.keys() - assign
+            if outside:
+                raise OptionError(f"option {option} names queues that option assign does not: "
+                                  f"{', '.join(map(str, sorted(outside)))}; name only assigned queues")
     if starting is Edge.LATEST and not streaming:
         raise OptionError("option startingOffsets=latest is for streaming queries; a batch query from latest "
                           "would be empty (use earliest, committed, JSON offsets or a timestamp)")

@@ -100,6 +100,11 @@ def ensure_jar(*, force: bool = False) -> Path:
     return JAR
 
 
+def _given(**args: Any) -> dict[str, Any]:
+    """The optional arguments of a shim command that are set (the shim takes an absent one for its default)."""
+    return {name: value for name, value in args.items() if value}
+
+
 def jvm_flags() -> list[str]:
     """The JVM flags of jvm-flags.txt: what RocketMQ needs on JDK 17, and a quick start on a small machine."""
     if not JVM_FLAGS_FILE.is_file():
@@ -299,8 +304,7 @@ class EmbeddedRocketMQ:
                      attributes: dict[str, str] | None = None) -> None:
         """Create ``topic`` with ``queues`` read/write queues on every broker (or one) and wait for its route;
         ``attributes`` e.g. ``{"cleanup.policy": "COMPACTION"}``. Slaves take the topic at once."""
-        self.command("createTopic", topic=topic, queues=queues, **({"broker": broker} if broker else {}),
-                     **({"attributes": attributes} if attributes else {}))
+        self.command("createTopic", topic=topic, queues=queues, **_given(broker=broker, attributes=attributes))
 
     def create_static_topic(self, topic: str, queues: int = 4) -> None:
         """Create ``topic`` as a static topic (RocketMQ 5 logic queues, as ``mqadmin updateStaticTopic``) of
@@ -337,7 +341,7 @@ class EmbeddedRocketMQ:
         dict may hold body or bodyBase64, tags, keys, properties, broker and queueId. Returns msgId, brokerName,
         queueId and queueOffset of each."""
         return self.command("produce", topic=topic, messages=messages, batch=batch,
-                            **({"namespace": namespace} if namespace else {}))
+                            **_given(namespace=namespace))
 
     def produce_bulk(self, topic: str, count: int, body_size: int = 100, *, tags: list[str] | None = None,
                      key_prefix: str = "key-", timeout: float = 600.0) -> dict:
@@ -361,7 +365,7 @@ class EmbeddedRocketMQ:
     def search_offset(self, topic: str, broker: str, queue_id: int, timestamp: int,
                       boundary: str | None = None) -> int:
         return self.command("searchOffset", topic=topic, broker=broker, queueId=queue_id, timestamp=timestamp,
-                            **({"boundary": boundary} if boundary else {}))
+                            **_given(boundary=boundary))
 
     def query_consumer_offset(self, group: str, topic: str, broker: str, queue_id: int) -> int:
         return self.command("queryConsumerOffset", group=group, topic=topic, broker=broker, queueId=queue_id)

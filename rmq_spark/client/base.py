@@ -9,6 +9,7 @@ import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
+from types import MappingProxyType
 from typing import Any, Callable, Iterable, Iterator, Mapping, Protocol, Sequence
 
 from rmq_spark.client import hints
@@ -46,12 +47,23 @@ class Call(Protocol):
     def cancel(self) -> None: ...
 
 
+class HeldCall(Call, Protocol):
+    """A held pull in flight (``hold_async``): it also tells when it has ended."""
+
+    def add_done_callback(self, fn: Callable[[], None]) -> None:
+        """Call ``fn()`` once the call has ended (at once if it has), on the thread that ended it."""
+
+
+# the default of a per-queue mapping: no queue (read-only, so a shared default)
+NONE_PER_QUEUE: Mapping[MessageQueue, Any] = MappingProxyType({})
+
+
 class Answers(dict):
     """A fan-out's answers per queue. ``failed`` holds each queue whose broker could not answer now, with why;
     ``replica`` the queues answered by a slave (which may lag behind its master)."""
 
-    def __init__(self, answers: Mapping[MessageQueue, Any] = (), failed: Mapping[MessageQueue, RocketMQError] = (),
-                 replica: Iterable[MessageQueue] = ()):
+    def __init__(self, answers: Mapping[MessageQueue, Any] = NONE_PER_QUEUE,
+                 failed: Mapping[MessageQueue, RocketMQError] = NONE_PER_QUEUE, replica: Iterable[MessageQueue] = ()):
         super().__init__(answers)
         self.failed: dict[MessageQueue, RocketMQError] = dict(failed)
         self.replica: set[MessageQueue] = set(replica)
@@ -142,10 +154,10 @@ class BaseClient:
         hold it until messages arrive (long polling)."""
         raise NotImplementedError
 
-    def hold_async(self, mq: MessageQueue, offset: int, *, group: str, hold_ms: int) -> Call:
+    def hold_async(self, mq: MessageQueue, offset: int, *, group: str, hold_ms: int) -> HeldCall:
         """A pull of one message at ``offset`` (the queue's end) that the server holds until a message arrives or
-        ``hold_ms`` pass; the call has ``add_done_callback(fn)``, which calls ``fn()`` once it has ended."""
-        return self.pull_async(mq, offset, 1, group=group, suspend_ms=hold_ms)
+        ``hold_ms`` pass. UnsupportedError where the transport cannot tell when a pull has ended."""
+        raise UnsupportedError(f"{type(self).__name__} cannot hold pulls")
 
     def send_async(self, mq: MessageQueue, messages: Sequence[OutgoingMessage], *,
                    group: str = DEFAULT_PRODUCER_GROUP, sys_flag: int = 0) -> Call:
@@ -178,6 +190,12 @@ class BaseClient:
     def topics(self) -> list[str]:
         """Every topic known to the cluster."""
         raise UnsupportedError(f"{type(self).__name__} cannot list topics")
+
+    def create_topic(self, topic: str, queues: int = 4, *, broker_names: Iterable[str] | None = None,
+                     seed_topic: str = "TBW102") -> None:
+        """Create or update ``topic`` with ``queues`` read/write queues on the masters of the cluster (found
+        through ``seed_topic``'s route, or the given brokers)."""
+        raise UnsupportedError(f"{type(self).__name__} cannot create topics")
 
     def live_brokers(self) -> set[str]:
         """The names of the broker groups registered with the name servers now (at least one member up)."""
@@ -236,7 +254,7 @@ class BaseClient:
                     self._lookup_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="rmq-route")
                 pending = self._lookups[topic] = self._lookup_pool.submit(self._lookup_in_background, topic)
                 wait = 0.0 if self.outages.is_down(NAME_SERVERS) else ROUTE_WAIT_S
-        if pending is None:
+        if cached is None or pending is None:  # (both or neither)
             return self._lookup(topic)
         try:
             return pending.result(timeout=wait)

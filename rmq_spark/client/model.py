@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Iterable, final
 
 from rmq_spark.client.unique_ids import new_unique_id
 
@@ -31,6 +31,7 @@ PROPERTY_SHARDING_KEY = "__SHARDINGKEY"  # the message group RocketMQ 5 FIFO con
 KEY_SEPARATOR = " "
 
 
+@final  # equality is by exact class
 @dataclass(frozen=True, order=True)
 class MessageQueue:
     """One queue of a topic on one broker; the unit of ordering and of offsets."""
@@ -38,6 +39,7 @@ class MessageQueue:
     topic: str
     broker_name: str
     queue_id: int
+    _hash: int = field(init=False, repr=False, compare=False)
 
     # The stream driver looks up a thousand queues in a dozen maps per trigger: the hash is computed once, and
     # equality compares fields directly. Pickles carry the three fields only (a str hash differs per process).
@@ -48,7 +50,7 @@ class MessageQueue:
         return self._hash
 
     def __eq__(self, other: object) -> bool:
-        if other.__class__ is not MessageQueue:
+        if type(other) is not MessageQueue:
             return NotImplemented
         return (self._hash == other._hash and self.queue_id == other.queue_id
                 and self.broker_name == other.broker_name and self.topic == other.topic)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterator, Protocol
+from typing import TYPE_CHECKING, Callable, Iterator, Protocol
 
 from rmq_spark.client.defaults import DEFAULT_PULL_DEPTH, DEFAULT_RETRY_TIMEOUT
 from rmq_spark.client.core_errors import package_error
@@ -74,8 +74,11 @@ class ChunkBuilder(Protocol):
     the answer frames of a v2 pull (gRPC), each with the window of queue offsets ``[low, high)`` that belongs to
     the range."""
 
-    rows: int
-    nbytes: int
+    @property
+    def rows(self) -> int: ...
+
+    @property
+    def nbytes(self) -> int: ...
 
     def add(self, block: bytes, low: int, high: int) -> None: ...
 
@@ -176,10 +179,10 @@ class RangeReader:
             try:
                 for tag, offset, count in cursor.next_pulls():
                     pending[tag] = pulls.pull_async(offset, count)
-                tag = cursor.head
-                if tag is None:
+                head = cursor.head
+                if head is None:
                     return False
-                result = pending.pop(tag).result()
+                result = pending.pop(head).result()
                 verdict = self._judge(result)
             except RETRYABLE as e:
                 verdict = cursor.failed(str(e))
@@ -192,7 +195,7 @@ class RangeReader:
         return self._cursor.judge(r.status, r.next_begin_offset, r.min_offset, r.max_offset, r.first_offset,
                                   len(r.body))
 
-    def _settle(self, step: Step, cancel) -> Step:
+    def _settle(self, step: Step, cancel: Callable[[list[int]], None]) -> Step:
         """Follow ``step`` through the gap check and the wait it may ask for. Returns a ``Take`` or a ``Skip``."""
         cursor = self._cursor
         while True:
@@ -217,4 +220,5 @@ class RangeReader:
             case Step.Take(low=low, high=high, body=body) if body is not None:
                 builder.add(body, low, high)
             case Step.Take(low=low, high=high):
+                assert result is not None, "a Take without the core's block keeps a judged answer"
                 RangeChunk(result.body, low, high, result.frames).append_to(builder)

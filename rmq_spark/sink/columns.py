@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator, Sequence
+from typing import Any, Iterator, Sequence
 
 import pyarrow as pa
 
@@ -76,7 +76,7 @@ class Rows:
     """One Arrow batch as messages (each with its sharding key, which routes it) plus their topics and explicit
     queues, all in row order (None where a row has no value)."""
 
-    topics: list[str | None]
+    topics: list[str]
     messages: list[OutgoingMessage]
     queues: list[tuple[str | None, int | None]] | None
 
@@ -107,8 +107,8 @@ def _properties(pairs, uniq: str) -> dict[str, str]:
 def to_rows(batch: pa.RecordBatch, default_topic: str | None) -> Rows:
     """The messages of ``batch``, each with a new UNIQ_KEY (its rows keep ``row_rules.COLUMN_RULES``)."""
     n = batch.num_rows
-    bodies = _column(batch, "body")
-    nothing = [None] * n
+    nothing: list[Any] = [None] * n
+    bodies: list[Any] = _column(batch, "body") or nothing  # (row_rules: no null body reaches here)
     topics = _column(batch, "topic") or [default_topic] * n
     tags = _column(batch, "tags") or nothing
     keys = _column(batch, "keys") or nothing
@@ -123,8 +123,9 @@ def to_rows(batch: pa.RecordBatch, default_topic: str | None) -> Rows:
             body=body.encode("utf-8") if isinstance(body, str) else body, tags=tags[i] or None, keys=_keys(keys[i]),
             properties=_properties(props[i], new_unique_id()), flag=flags[i] or 0, deliver_time_ms=times[i],
             sharding_key=shards[i]))
-    brokers = _column(batch, "brokerName")
-    return Rows(topics, messages, list(zip(brokers, _column(batch, "queueId"))) if brokers is not None else None)
+    brokers, queue_ids = _column(batch, "brokerName"), _column(batch, "queueId")  # (check_columns: both or neither)
+    return Rows(topics, messages,
+                list(zip(brokers, queue_ids)) if brokers is not None and queue_ids is not None else None)
 
 
 def iter_rows(batches: Iterator[pa.RecordBatch], default_topic: str | None, partition: int,

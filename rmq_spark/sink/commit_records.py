@@ -291,7 +291,9 @@ class CommitRecords:
         wanted: dict[str, set[str]] = defaultdict(set)
         for t, b in pairs:
             wanted[t].add(b)
-        out, readable, missing = set(), set(), []
+        out: set[MessageQueue] = set()
+        readable: set[MessageQueue] = set()
+        missing: list[str] = []
         for t, brokers in sorted(wanted.items()):
             route = self.client.route(t)
             if not brokers <= {q.broker_name for q in route.queues}:

@@ -74,9 +74,10 @@ def write_task(options: SinkOptions, batches: Iterator[pa.RecordBatch], batch_id
         sender = Sender(client, options.producer_group, transactional=eo,
                         retry_timeout=options.broker_retry_timeout)
         types = TopicTypes(client, transactional=eo, group=options.producer_group)
-        keyed = eo and batch_id is not None  # a streaming exactly-once batch, whose commit a restart may recover
+        # a streaming exactly-once batch, whose commit a restart may recover: its rows are keyed
+        keyed_batch = batch_id if eo else None
         keys: list[str] = []
-        rules = (router.named_queues(options.topic), *((TIMER_ROWS,) if keyed else ()))
+        rules = (router.named_queues(options.topic), *((TIMER_ROWS,) if keyed_batch is not None else ()))
         for rows in iter_rows(batches, options.topic, partition, rules):
             explicit = rows.queues
             for i, message in enumerate(rows.messages):
@@ -84,9 +85,9 @@ def write_task(options: SinkOptions, batches: Iterator[pa.RecordBatch], batch_id
                 named = explicit[i] if explicit is not None else (None, None)
                 mq = router.route(topic, message.sharding_key, *named)
                 types.check(topic, message)
-                if keyed:
-                    keys.append(row_key(options.producer_group, batch_id, topic, message,
-                                        None if named[0] is None else named))
+                if keyed_batch is not None:
+                    keys.append(row_key(options.producer_group, keyed_batch, topic, message,
+                                        None if named[0] is None else (mq.broker_name, mq.queue_id)))
                     message.properties[ROW_KEY_PROPERTY] = keys[-1]
                 elif eo:
                     keys.append("")
@@ -96,7 +97,7 @@ def write_task(options: SinkOptions, batches: Iterator[pa.RecordBatch], batch_id
 
 
 def _halves(messages: Sequence[WriterCommitMessage | None]) -> list[tuple[str, HalfMessage]]:
-    out = []
+    out: list[tuple[str, HalfMessage]] = []
     for m in sorted((m for m in messages if isinstance(m, SinkCommit)), key=lambda m: m.partition):
         out.extend(m.halves)
     return out
@@ -148,6 +149,7 @@ class RocketMQStreamWriter(DataSourceStreamArrowWriter):
         if not halves:
             return
         o = self.options
+        assert o.topic is not None, "halves come from exactly-once writes, which __init__ gave a topic"
         with new_client(o) as client:  # fresh routes, and reads on masters (no suggestion of a slave kept)
             outcome = commit_batch(CommitRecords(client, o.producer_group, o.topic), batchId, halves,
                                    o.broker_retry_timeout)

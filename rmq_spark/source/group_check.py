@@ -22,13 +22,15 @@ class GroupCheck:
         self.client = client
         self.options = options
         self.topics = topics
-        self.passed = not options.commit_offsets_to_broker or options.allow_shared_consumer_group
+        self.passed = (not options.commit_offsets_to_broker or options.consumer_group is None
+                       or options.allow_shared_consumer_group)
 
     def check(self) -> bool:
         """Whether the group may be mirrored to; OptionError when another application consumes with it."""
         if self.passed:
             return True
         group = self.options.consumer_group
+        assert group is not None, "checked in __init__: no group, nothing to check"
         who = f"the check of consumer group {group!r} for other consumers"
         if not self.client.outages.due(who):
             return False

@@ -10,7 +10,7 @@ import time
 from dataclasses import replace
 from typing import Iterable
 
-from rmq_spark.client.base import BaseClient
+from rmq_spark.client.base import BaseClient, HeldCall
 from rmq_spark.client.errors import RETRYABLE, RocketMQError, UnsupportedError
 from rmq_spark.client.model import MessageQueue, PullResult
 from rmq_spark.client.outages import RETRY_DOWN_S
@@ -34,8 +34,9 @@ class _Hold:
 
     __slots__ = ("mq", "offset", "call", "outcome", "ended_at")
 
-    def __init__(self, mq: MessageQueue, offset: int, call) -> None:
-        self.mq, self.offset, self.call = mq, offset, call
+    def __init__(self, mq: MessageQueue, offset: int, call: HeldCall) -> None:
+        self.mq, self.offset = mq, offset
+        self.call: HeldCall | None = call
         self.outcome: PullResult | BaseException | None = None
         self.ended_at = 0.0
 
@@ -112,6 +113,7 @@ class HeldPulls:
                 continue
             if isinstance(result, BaseException):
                 raise result
+            assert result is not None, "an ended hold keeps what it answered"
             self._refused.pop(mq, None)  # the broker takes holds of the queue again
             if result.status is PullStatus.NO_NEW_MSG and result.next_begin_offset == offset \
                     and result.max_offset in (-1, offset):  # -1: the transport does not report it

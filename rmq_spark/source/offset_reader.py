@@ -2,12 +2,12 @@
 ``KafkaOffsetReader``)."""
 from __future__ import annotations
 
-from typing import Mapping, assert_never
+from typing import Mapping
 
 from rmq_spark.client.base import Answers, BaseClient
 from rmq_spark.client.model import Boundary, MessageQueue
 from rmq_spark.option_values import OptionError
-from rmq_spark.source.offset_specs import ByTimestamp, Committed, Edge, OffsetSpec, SpecificOffsets
+from rmq_spark.source.offset_specs import ByTimestamp, Committed, Edge, OffsetSpec, SpecificOffsets, assert_never
 
 
 def _merge(*parts: Answers) -> Answers:
@@ -59,7 +59,7 @@ class OffsetResolver:
             self._check_found(spec, found, per_queue)
         return _merge(found, self.resolve(spec.default, rest))
 
-    def _check_found(self, spec: ByTimestamp, found: Answers, times: Mapping[MessageQueue, int]) -> None:
+    def _check_found(self, spec: ByTimestamp, found: Answers, times: Mapping[MessageQueue, int | None]) -> None:
         """OptionError naming the queues with no message stored at or after their time (the search answered
         their end), as Spark's Kafka source fails under startingOffsetsByTimestampStrategy=error."""
         ends = self.client.max_offsets(list(found), partial=self.partial)
@@ -80,4 +80,6 @@ class OffsetResolver:
                               + (" ..." if len(missing) > 10 else "")
                               + "; set startingOffsetsFallback to earliest or latest to start those queues there")
         found = Answers({mq: off for mq, off in stored.items() if off is not None and off >= 0}, stored.failed)
+        if spec.fallback is None:  # (so no queue is missing)
+            return found
         return _merge(found, self.resolve(spec.fallback, missing))

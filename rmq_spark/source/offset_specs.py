@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 import json
 from dataclasses import dataclass, replace
-from typing import Iterable, Mapping, Union, assert_never
+from typing import Iterable, Mapping, NoReturn, Union
 
 from rmq_spark.client.errors import BrokerUnavailableError
 from rmq_spark.client.model import MessageQueue, queue_of
@@ -108,6 +108,12 @@ class ByTimestamp:
 OffsetSpec = Union[Edge, Committed, SpecificOffsets, ByTimestamp]
 
 
+def assert_never(spec: NoReturn) -> NoReturn:
+    """The last arm of a match over OffsetSpec: the type checker fails where a spec is left unmatched
+    (``typing.assert_never`` from Python 3.11 on; the package supports 3.10)."""
+    raise AssertionError(f"an offset spec no arm matches: {spec!r}")
+
+
 def queue_offsets(nested: Mapping[str, Mapping[str, int]]) -> dict[MessageQueue, int]:
     """``{"Topic": {"broker-a/0": 42}}`` → per-queue values (a recorded batch start is skipped)."""
     out = {}
@@ -160,36 +166,41 @@ def offset_spec(opts: Mapping[str, str], side: str, group: str | None, fallback:
                       f'{{"TopicA": {{"broker-a/0": 42}}}}, not {v!r}')
 
 
+def named_queues(spec: OffsetSpec) -> tuple[str, Mapping[MessageQueue, int]] | None:
+    """The option of ``spec`` and the queues it names one by one (with their offsets or times); None when it
+    names none."""
+    match spec:
+        case SpecificOffsets(option=option, offsets=named) | ByTimestamp(option=option, per_queue=named) if named:
+            return option, named
+        case _:
+            return None
+
+
 def check_named(spec: OffsetSpec, queues: Iterable[MessageQueue], *, waits: bool) -> list[str]:
     """OptionError when ``spec`` names a queue of a topic the query does not read, or one that its broker group,
     in the routes now (``queues``: the query's queues there), does not have. A named queue whose broker group is
     not in the routes now may be away (or misspelt): a stream (``waits``) starts it once the group is back, and gets
     a note per such queue to log; a batch cannot wait and fails naming them."""
-    match spec:
-        case SpecificOffsets():
-            named = spec.offsets
-        case ByTimestamp():
-            named = spec.per_queue
-        case _:
-            named = None
-    if not named:
+    found = named_queues(spec)
+    if found is None:
         return []
+    option, named = found
     known = set(queues)
     topics = {mq.topic for mq in known}
     groups = {(mq.topic, mq.broker_name) for mq in known}
     away = []
     for mq in sorted(named):
         if mq.topic not in topics:
-            raise OptionError(f"option {spec.option} names topic {mq.topic!r}, which this query does not read "
+            raise OptionError(f"option {option} names topic {mq.topic!r}, which this query does not read "
                               f"(it reads {', '.join(sorted(topics))})")
         if mq in known:
             continue
         if (mq.topic, mq.broker_name) in groups:
-            raise OptionError(f"option {spec.option} names queue {mq.key} of topic {mq.topic!r}, which does not "
+            raise OptionError(f"option {option} names queue {mq.key} of topic {mq.topic!r}, which does not "
                               "exist; its queues are "
                               + ", ".join(q.key for q in sorted(known) if q.topic == mq.topic))
         in_route = sorted({b for t, b in groups if t == mq.topic})
-        away.append(f"option {spec.option} names queue {mq.key} of topic {mq.topic!r}, whose broker group is not "
+        away.append(f"option {option} names queue {mq.key} of topic {mq.topic!r}, whose broker group is not "
                     f"in the topic's route now (it has {', '.join(in_route)}): check the name")
     if away and not waits:
         raise BrokerUnavailableError("; ".join(away) + "; if that broker group is stopped or restarting, read when "

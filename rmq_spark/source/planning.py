@@ -127,7 +127,7 @@ def check_filter(client: BaseClient, options: SourceOptions, queues: Iterable[Me
     o = options
     if not o.filter.filters:
         return
-    first = {}
+    first: dict[str, MessageQueue] = {}
     for mq in sorted(queues):
         first.setdefault(mq.broker_name, mq)
     for mq in first.values():

@@ -112,7 +112,7 @@ class QueueWatch:
         """Apply the background read of the routes if it ends within ``wait`` seconds and no routes read after it
         started were applied meanwhile (what it raised is raised here); whether it did."""
         reading = self._reading
-        if not futures_wait([reading], timeout=wait).done:
+        if reading is None or not futures_wait([reading], timeout=wait).done:
             return False
         self._reading = None
         routes = reading.result()
@@ -269,7 +269,8 @@ class QueueWatch:
         name server's list, not readable now, or silent) it is unavailable."""
         current = self.queue_set
         known = known.keys() if isinstance(known, dict) else set(known)
-        unavailable, vanished = set(), set()
+        unavailable: set[MessageQueue] = set()
+        vanished: set[MessageQueue] = set()
         if current.issuperset(known) and self.silent.isdisjoint(known) and self.latest.keys() >= known:
             return unavailable, vanished  # every one is in the routes and answered
         fresh: dict[str, TopicRoute | None] = {}

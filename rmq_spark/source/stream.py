@@ -18,6 +18,7 @@ from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadM
 
 from rmq_spark.source.admission import TriggerLimits, admit, capped
 from rmq_spark.source.batch import partitions_of, read_partition
+from rmq_spark.client.base import BaseClient
 from rmq_spark.client.model import MessageQueue
 from rmq_spark.client_pool import new_client
 from rmq_spark.source.group_check import GroupCheck
@@ -61,7 +62,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options: SourceOptions, columns: tuple[str, ...] = COLUMNS) -> None:
         self.options = options
         self.columns = columns
-        self._client = None
+        self._client: BaseClient | None = None
         self._watch: QueueWatch | None = None
         self._vanished: VanishedQueues | None = None
         self._store: OffsetMirror | None = None
@@ -81,7 +82,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     # -- driver-side state, built lazily ----------------------------------------------------------------------
     @property
-    def client(self):
+    def client(self) -> BaseClient:
         if self._client is None:
             self._client = new_client(self.options)
         return self._client
