@@ -1,4 +1,5 @@
-"""Columnar decoding: PULL_MESSAGE bodies straight into Arrow RecordBatches of the output schema (docs/DESIGN.md §2, §6).
+"""Columnar decoding: PULL_MESSAGE bodies straight into Arrow RecordBatches of the output schema (docs/DESIGN.md
+§2, §6).
 
 The native core (``rmq_spark._native``, Rust, run with the GIL released; ``client.gathering``) walks the records and
 gathers them into their columns, only the columns asked for and only the rows inside each block's queue-offset
@@ -10,15 +11,15 @@ Arrow C data interface; Python assembles the map and list columns from their par
 The answer frames of a gRPC pull (serialized v2 messages) are gathered into the same columns by the same core
 (``add_frames``), so one builder serves both transports. Malformed input raises a ProtocolError.
 """
+
 from __future__ import annotations
 
 import pyarrow as pa
 
-from rmq_spark.client.gathering import Gatherer, string_scalar
 from rmq_spark.client.defaults import DEFAULT_MAX_MESSAGE_BYTES
+from rmq_spark.client.gathering import Gatherer, string_scalar
 from rmq_spark.client.model import MessageQueue
 from rmq_spark.source.schema import ARROW_SCHEMA, COLUMNS, arrow_schema
-
 
 __all__ = ["ArrowBatchDecoder", "decode_to_arrow"]
 
@@ -28,9 +29,11 @@ _MAP_TYPE = _TYPES[14]
 
 # ---------------------------------------------------------------------------------------------- the decoder
 
+
 class ArrowBatchDecoder(Gatherer):
     """Collects pulled message blocks (``add``) or v2 answer frames (``add_frames``) and turns them into one
-    RecordBatch of ``ARROW_SCHEMA`` (``flush``). Cheap per block; the Arrow work is per flush, so flush every few thousand rows.
+    RecordBatch of ``ARROW_SCHEMA`` (``flush``). Cheap per block; the Arrow work is per flush, so flush every few
+    thousand rows.
 
     ``tags``: the TAG subscription's tag set (None, empty or containing ``*``: every message), re-checked on
     the TAGS property as the Java client does. ``columns``: the columns to output, in order (a projection of
@@ -38,15 +41,27 @@ class ArrowBatchDecoder(Gatherer):
     names none). ``topic``: as ``Gatherer``'s.
     """
 
-    def __init__(self, broker_name: str, *, tags: frozenset[str] | set[str] | None = None,
-                 max_body: int = DEFAULT_MAX_MESSAGE_BYTES, columns: tuple[str, ...] = COLUMNS,
-                 queue: MessageQueue | None = None, topic: str | None = None) -> None:
+    def __init__(
+        self,
+        broker_name: str,
+        *,
+        tags: frozenset[str] | set[str] | None = None,
+        max_body: int = DEFAULT_MAX_MESSAGE_BYTES,
+        columns: tuple[str, ...] = COLUMNS,
+        queue: MessageQueue | None = None,
+        topic: str | None = None,
+    ) -> None:
         self.broker_name = broker_name
         self._broker = string_scalar(broker_name)
         self.columns = tuple(columns)
         self.schema = arrow_schema(self.columns)
-        super().__init__([c for c in self.columns if c != "brokerName"], queue or MessageQueue("", broker_name, -1),
-                         tags=tags, max_body=max_body, topic=topic)
+        super().__init__(
+            [c for c in self.columns if c != "brokerName"],
+            queue or MessageQueue("", broker_name, -1),
+            tags=tags,
+            max_body=max_body,
+            topic=topic,
+        )
 
     def flush(self) -> pa.RecordBatch:
         """The collected messages inside their windows that pass the tag re-check, as one RecordBatch of
@@ -54,8 +69,9 @@ class ArrowBatchDecoder(Gatherer):
         n = self.rows
         got = self.take_columns()
         if "properties" in self.columns:
-            got["properties"] = pa.MapArray.from_arrays(got.pop("propertyOffsets"), got.pop("propertyNames"),
-                                                        got.pop("propertyValues"), type=_MAP_TYPE)
+            got["properties"] = pa.MapArray.from_arrays(
+                got.pop("propertyOffsets"), got.pop("propertyNames"), got.pop("propertyValues"), type=_MAP_TYPE
+            )
         if "keys" in self.columns:
             got["keys"] = pa.ListArray.from_arrays(got.pop("keyOffsets"), got.pop("keyWords"), type=_KEYS_TYPE)
         if "brokerName" in self.columns:
@@ -63,9 +79,15 @@ class ArrowBatchDecoder(Gatherer):
         return pa.RecordBatch.from_arrays([got[c] for c in self.columns], schema=self.schema)
 
 
-def decode_to_arrow(data: bytes | bytearray | memoryview, broker_name: str, *,
-                    tags: frozenset[str] | set[str] | None = None, low: int | None = None,
-                    high: int | None = None, max_body: int = DEFAULT_MAX_MESSAGE_BYTES) -> pa.RecordBatch:
+def decode_to_arrow(
+    data: bytes | bytearray | memoryview,
+    broker_name: str,
+    *,
+    tags: frozenset[str] | set[str] | None = None,
+    low: int | None = None,
+    high: int | None = None,
+    max_body: int = DEFAULT_MAX_MESSAGE_BYTES,
+) -> pa.RecordBatch:
     """One PULL_MESSAGE body's messages with ``low <= queueOffset < high`` that pass the tag re-check, as a
     RecordBatch of ``ARROW_SCHEMA``; ProtocolError for a block that does not read. For many bodies, collect them in
     one ``ArrowBatchDecoder`` and flush every few thousand rows: the Arrow work is per flush."""
