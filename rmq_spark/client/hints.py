@@ -28,4 +28,7 @@ TOO_LARGE = ("the broker refused the message as too large or malformed: a body m
 STATIC_TOPIC = ("it is a static topic (RocketMQ 5 logic queues): its logic queues and their offsets span the queues "
                 "of several brokers over time, which rmq-spark does not read or write; read it with RocketMQ's own "
                 "consumers, or use a topic without logic queues")
+LITE_TOPIC = ("a LiteTopic (message.type=LITE, RocketMQ 5.5): its messages are kept per lite topic and taken by lite "
+              "subscriptions, not read or written by queue offset, which is how rmq-spark reads and writes; consume "
+              "it with RocketMQ 5.5's LiteTopic consumers, or use a topic of another message.type")
 TIMER_OFF = "the broker does not deliver timer messages: enable timerWheelEnable on the brokers, or drop deliverTimeMs"

@@ -243,6 +243,7 @@ class MessageType(enum.Enum):
     FIFO = "FIFO"
     DELAY = "DELAY"
     TRANSACTION = "TRANSACTION"
+    LITE = "LITE"  # RocketMQ 5.5's LiteTopic: no message of the connector's is of this kind
     MIXED = "MIXED"
 
     def takes(self, kind: MessageType) -> bool:

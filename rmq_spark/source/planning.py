@@ -8,6 +8,7 @@ from typing import Iterable, Mapping
 
 from rmq_spark.client.errors import (RETRYABLE, AuthError, BrokerUnavailableError, DataLossError, InvalidFilterError,
                                      TopicNotFoundError, UnsupportedError)
+from rmq_spark.client.lite_topics import refuse_lite
 from rmq_spark.client.model import MessageQueue, TopicRoute
 from rmq_spark.client.system_topics import is_internal_topic
 from rmq_spark.compiled import data_loss_error, data_loss_note
@@ -63,16 +64,18 @@ def query_topics(client, options: SourceOptions) -> list[str]:
     return sorted(matches)
 
 
-_UNREADABLE_MATCHES: set[str] = set()  # topicPattern matches left out because they cannot be read (static topics)
+# topicPattern matches left out because they cannot be read (static topics, LiteTopics)
+_UNREADABLE_MATCHES: set[str] = set()
 
 
 def first_route(client, topic: str, options: SourceOptions) -> TopicRoute | None:
     """The route of a topic the query has not read before. For a topic the options name, an error names the bad
     input (no such topic, no readable queue); a topicPattern match without a route now (deleted since the topic
     list was read, or its brokers all away) is None: left out until a later list and route show it; so is one that
-    cannot be read at all (a static topic), with a warning."""
+    cannot be read at all (a static topic, a LiteTopic), with a warning."""
     try:
         route = client.route(topic, refresh=True)
+        refuse_lite(client, topic)
     except UnsupportedError as e:
         if options.topic_pattern is None:
             raise
