@@ -197,6 +197,12 @@ class BaseClient:
         says."""
         return self.route(topic).message_type
 
+    def remapping_gaps(self, mqs: Iterable[MessageQueue]) -> dict[MessageQueue, list[tuple[int, int]]]:
+        """Per logic queue of ``mqs`` (a static topic's) that was remapped, the logic offsets ``[first, end)`` no
+        message has (the scope between two mapping items), in order; nothing for other queues. This default: none
+        (a transport that does not serve static topics)."""
+        return {}
+
     def serves_reads(self, mq: MessageQueue, offset: int, group: str) -> bool:
         """Whether the broker member reads of ``mq`` go to now serves pulls (a slave may refuse them). A
         transport that cannot tell says True: its pulls are retried until the task's deadline."""
@@ -257,8 +263,6 @@ class BaseClient:
             cached = self._routes.get(topic)
         try:
             route = self._fetch_route(topic)
-            if route.logic_queues:
-                raise UnsupportedError(f"topic {topic!r} cannot be used: {hints.STATIC_TOPIC}")
         except RETRYABLE as e:
             if cached is None:
                 raise

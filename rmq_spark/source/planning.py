@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import Iterable, Mapping
+from typing import Iterable, Mapping, Sequence
 
 from rmq_spark.client.errors import (RETRYABLE, AuthError, BrokerUnavailableError, DataLossError, InvalidFilterError,
                                      TopicNotFoundError, UnsupportedError)
@@ -64,7 +64,7 @@ def query_topics(client, options: SourceOptions) -> list[str]:
     return sorted(matches)
 
 
-# topicPattern matches left out because they cannot be read (static topics, LiteTopics)
+# topicPattern matches left out because they cannot be read (LiteTopics)
 _UNREADABLE_MATCHES: set[str] = set()
 
 
@@ -72,7 +72,7 @@ def first_route(client, topic: str, options: SourceOptions) -> TopicRoute | None
     """The route of a topic the query has not read before. For a topic the options name, an error names the bad
     input (no such topic, no readable queue); a topicPattern match without a route now (deleted since the topic
     list was read, or its brokers all away) is None: left out until a later list and route show it; so is one that
-    cannot be read at all (a static topic, a LiteTopic), with a warning."""
+    cannot be read at all (a LiteTopic), with a warning."""
     try:
         route = client.route(topic, refresh=True)
         refuse_lite(client, topic)
@@ -193,11 +193,13 @@ def check_reset(queue: MessageQueue, reached: int, end: int, first: int | None, 
 
 def plan_ranges(starts: Mapping[MessageQueue, int], ends: Mapping[MessageQueue, int],
                 mins: Mapping[MessageQueue, int], *, fail_on_data_loss: bool,
-                sparse_topics: frozenset[str] = frozenset()) -> list[QueueRange]:
+                sparse_topics: frozenset[str] = frozenset(),
+                gaps: Mapping[MessageQueue, Sequence[tuple[int, int]]] | None = None) -> list[QueueRange]:
     """One range ``[start, end)`` per queue of ``ends`` that has something to read, under the one data-loss rule:
     an end below the start is a reset queue (``check_reset``), a start below the queue's first offset is data loss
     (``check_data_loss``). A queue missing from ``mins`` (its broker did not answer) is checked by its task when it
-    pulls."""
+    pulls. ``gaps``: offsets of a queue that hold no message by design (a remapped logic queue's,
+    ``remapping_gaps``), left out of its ranges: neither read nor lost."""
     ranges = []
     for mq in sorted(ends):
         start, end = starts.get(mq, ends[mq]), ends[mq]
@@ -205,6 +207,17 @@ def plan_ranges(starts: Mapping[MessageQueue, int], ends: Mapping[MessageQueue, 
             start = check_reset(mq, start, end, mins.get(mq), fail_on_data_loss)
         elif mq in mins:
             start = check_data_loss(mq, start, mins[mq], fail_on_data_loss)
-        if end > start:
-            ranges.append(QueueRange(mq, start, end, sparse=mq.topic in sparse_topics))
+        for low, high in _outside((gaps or {}).get(mq, ()), start, end):
+            ranges.append(QueueRange(mq, low, high, sparse=mq.topic in sparse_topics))
     return ranges
+
+
+def _outside(gaps: Sequence[tuple[int, int]], start: int, end: int) -> list[tuple[int, int]]:
+    """The non-empty parts of ``[start, end)`` outside the sorted ``gaps``."""
+    out = []
+    for low, high in sorted(gaps):
+        if low > start:
+            out.append((start, min(low, end)))
+        start = max(start, high)
+    out.append((start, end))
+    return [(a, b) for a, b in out if b > a]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from typing import Iterator, Sequence
+from typing import Iterable, Iterator, Sequence
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
@@ -17,7 +17,7 @@ from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadM
                                               SupportsTriggerAvailableNow)
 
 from rmq_spark.source.batch import partitions_of, read_partition
-from rmq_spark.client.errors import RocketMQError, UnsupportedError
+from rmq_spark.client.errors import RETRYABLE, RocketMQError, UnsupportedError
 from rmq_spark.client.model import MessageQueue
 from rmq_spark.client_pool import new_client
 from rmq_spark.source.offset_store import OffsetStore
@@ -199,8 +199,20 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # A broker that does not answer now is checked for data loss by the task, when it pulls.
         mins = self.client.min_offsets(list(moved), partial=True) if moved else {}
         ranges = plan_ranges(begin, moved, mins, fail_on_data_loss=self.options.fail_on_data_loss,
-                             sparse_topics=self.watch.sparse_topics)
+                             sparse_topics=self.watch.sparse_topics, gaps=self._gaps(moved))
         return partitions_of(ranges, self.options)
+
+    def _gaps(self, queues: Iterable[MessageQueue]) -> dict[MessageQueue, list[tuple[int, int]]]:
+        """``remapping_gaps`` of the moved logic queues; none where their leader cannot answer now (a task that
+        pulls into one then fails on the offsets it finds missing, and Spark retries it)."""
+        logic = [mq for mq in queues if mq.logic]
+        if not logic:
+            return {}
+        try:
+            return self.client.remapping_gaps(logic)
+        except RETRYABLE as e:
+            log.info("rocketmq source: the remapping gaps of logic queues cannot be read now (%s)", e)
+            return {}
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         yield from read_partition(self.options, partition, self.columns)

@@ -44,6 +44,7 @@ SUBSCRIPTION_NOT_LATEST = 25
 SUBSCRIPTION_GROUP_NOT_EXIST = 26
 INVALID_PARAMETER = 29
 FLOW_CONTROL = 215
+NOT_LEADER_FOR_QUEUE = 501  # a static topic's logic queue asked of a broker group that does not lead it (now)
 USER_NOT_EXIST = 3001
 
 # Codes a broker answers when it wants the client to back off and come again (transient).

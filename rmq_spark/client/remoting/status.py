@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 from rmq_spark.client import hints
-from rmq_spark.client.errors import (AuthError, BrokerBusyError, BrokerError, InvalidFilterError,
-                                     MessageRejectedError, RocketMQError, TopicNotFoundError)
+from rmq_spark.client.errors import (AuthError, BrokerBusyError, BrokerError, BrokerUnavailableError,
+                                     InvalidFilterError, MessageRejectedError, RocketMQError, TopicNotFoundError)
 from rmq_spark.client.remoting import codes
 from rmq_spark.client.remoting.frame import RemotingCommand
 
@@ -15,6 +15,7 @@ _HINTS = {
     codes.SUBSCRIPTION_PARSE_FAILED: (InvalidFilterError, hints.FILTER),
     codes.REQUEST_CODE_NOT_SUPPORTED: (BrokerError, hints.NOT_REMOTING),
     codes.MESSAGE_ILLEGAL: (MessageRejectedError, hints.TOO_LARGE),
+    codes.NOT_LEADER_FOR_QUEUE: (BrokerUnavailableError, hints.NOT_LEADER),
     **{code: (BrokerBusyError, hints.BUSY) for code in codes.BACK_OFF},
 }
 
@@ -32,6 +33,8 @@ def error_for(response: RemotingCommand, what: str, address: str) -> RocketMQErr
     remark = lines[0][:300] if lines else ""  # a Java exception's first line; the rest is its stack or an FAQ link
     if "timer message is not enabled" in remark:
         cls, hint = MessageRejectedError, hints.TIMER_OFF
+    elif "cannot find addr for broker" in remark:  # a static topic's leader that cannot reach an older item's group
+        cls, hint = BrokerUnavailableError, hints.FORWARD
     if cls is BrokerError and ("signature" in remark.lower() or "authenticat" in remark.lower()):
         cls, hint = AuthError, "check accessKey/secretKey"
     elif cls is BrokerError and "AclException" in remark:  # RocketMQ 4.x answers an ACL refusal as SYSTEM_ERROR
