@@ -48,12 +48,12 @@ def test_an_idle_watch_asks_no_offsets_and_a_message_rings_its_queue(rocketmq, t
 
 def test_the_logic_queues_of_a_static_topic_are_held_at_their_leaders(rocketmq):
     topic = f"Static-held-{uuid.uuid4().hex[:8]}"
-    rocketmq.create_static_topic(topic, queues=2)
+    rocketmq.create_static_topic(topic, queues=4)
     watch, client = _watch(rocketmq, topic)
     try:
         watch.poll(force=True)
         queues = watch.queues()
-        assert len(queues) == 2 and all(mq.logic and watch.latest[mq] == 0 for mq in queues)
+        assert len(queues) == 4 and all(mq.logic and watch.latest[mq] == 0 for mq in queues)
         before = rocketmq.request_counts()
         deadline = time.monotonic() + 1.5
         while time.monotonic() < deadline:
