@@ -62,7 +62,8 @@ def test_offsets_json_names_logic_queues(spark, rocketmq, static_topic):
 
 def test_a_batch_read_over_grpc_is_refused(spark, rocketmq, static_topic):
     df = spark.read.format("rocketmq").option("endpoint", rocketmq.gateway).option("topic", static_topic).load()
-    with pytest.raises(Exception, match=f"topic {static_topic} is a static topic \\(RocketMQ 5 logic queues\\)"):
+    with pytest.raises(Exception, match=f"topic {static_topic} is a static topic \\(RocketMQ 5 logic queues\\), .*"
+                                        "read it over the remoting protocol \\(option nameServer\\)"):
         df.collect()
 
 
