@@ -6,6 +6,7 @@ import logging
 import re
 from typing import Iterable, Mapping, Sequence
 
+from rmq_spark.client.base import outside
 from rmq_spark.client.errors import (RETRYABLE, AuthError, BrokerUnavailableError, DataLossError, InvalidFilterError,
                                      TopicNotFoundError, UnsupportedError)
 from rmq_spark.client.lite_topics import refuse_lite
@@ -207,17 +208,7 @@ def plan_ranges(starts: Mapping[MessageQueue, int], ends: Mapping[MessageQueue, 
             start = check_reset(mq, start, end, mins.get(mq), fail_on_data_loss)
         elif mq in mins:
             start = check_data_loss(mq, start, mins[mq], fail_on_data_loss)
-        for low, high in _outside((gaps or {}).get(mq, ()), start, end):
+        for low, high in outside((gaps or {}).get(mq, ()), start, end):
             ranges.append(QueueRange(mq, low, high, sparse=mq.topic in sparse_topics))
     return ranges
 
-
-def _outside(gaps: Sequence[tuple[int, int]], start: int, end: int) -> list[tuple[int, int]]:
-    """The non-empty parts of ``[start, end)`` outside the sorted ``gaps``."""
-    out = []
-    for low, high in sorted(gaps):
-        if low > start:
-            out.append((start, min(low, end)))
-        start = max(start, high)
-    out.append((start, end))
-    return [(a, b) for a, b in out if b > a]

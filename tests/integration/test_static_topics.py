@@ -98,6 +98,9 @@ def test_a_client_with_the_route_before_a_remapping_follows_the_new_leaders(rock
         end = fresh.max_offset(mq)
         last = [m.body for m in fresh.read_range(mq, end - 1, end)]
         assert [m.body for m in stale.read_range(mq, end - 1, end)] == last
+        # the client's own range read steps over the remapping's gap
+        whole = [(mq.broker_name, mq.queue_id, m.queue_offset, m.body) for m in fresh.read_range(mq, 0, end)]
+        assert whole == [r for r in _java(rocketmq, topic) if r[1] == mq.queue_id]
 
 
 def test_a_stream_across_a_remapping_delivers_each_message_once_and_mirrors_logic_offsets(spark, rocketmq, tmp_path):
