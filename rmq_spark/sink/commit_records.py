@@ -99,7 +99,11 @@ def slot(pair: Pair) -> MessageQueue:
 def refuse_static_topics(client: BaseClient, topics: Iterable[str]) -> None:
     """UnsupportedError naming the first static topic of ``topics``: the records cannot keep its logic queues."""
     for topic in sorted(set(topics)):
-        if client.route(topic).logic_queues:
+        try:
+            static = client.route(topic).logic_queues
+        except TopicNotFoundError:
+            continue  # the write itself says what is missing
+        if static:
             raise UnsupportedError(f"topic {topic!r} is {hints.STATIC_RECORDS}")
 
 
