@@ -98,7 +98,7 @@ class EmbeddedKafka:
                 return json.loads(line[len(prefix):])
 
     def command(self, *words: object, timeout: float = 120.0) -> dict:
-        """Send one command (``create``, ``produce``, ``count``) and return its result."""
+        """Send one command (``create``, ``produce``, ``produceRate``, ``count``) and return its result."""
         if self._proc is None or self._proc.stdin is None:
             raise KafkaShimError("the Kafka node is not running (call start())")
         self._proc.stdin.write(" ".join(str(w) for w in words) + "\n")
@@ -111,6 +111,10 @@ class EmbeddedKafka:
     def produce(self, topic: str, count: int, body_size: int, *, timeout: float = 600.0) -> float:
         """Load ``count`` records (key "key-i", partition i % partitions); the producer's seconds."""
         return float(self.command("produce", topic, count, body_size, timeout=timeout)["seconds"])
+
+    def produce_rate(self, topic: str, rate: int, seconds: float, body_size: int) -> dict:
+        """Send ``rate`` records/s for ``seconds`` (the latency line's producer); ``sent``, ``acked``, ``seconds``."""
+        return self.command("produceRate", topic, rate, seconds, body_size, timeout=seconds + 120)
 
     def count(self, topic: str) -> int:
         """Records the topic holds (end minus start offsets over its partitions)."""

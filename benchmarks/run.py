@@ -2,6 +2,7 @@
 
     .venv/bin/python -m benchmarks.run [--messages 1000000] [--profile default|large|scaling] [--repeat 3]
                                        [--warmup 1] [--quick] [--lines a,b,...] [--no-latency] [--no-cprofile]
+                                       [--latency-only] [--latency-rounds N]
 
 One embedded RocketMQ 5.5.0 (1 broker, default pull limits), one topic pre-loaded by the official Java producer,
 then every line reads that same data in turn (never two at once), each ``--repeat`` times after ``--warmup``
@@ -25,7 +26,7 @@ from pathlib import Path
 from typing import Callable
 
 from benchmarks.rss import TreeSampler
-from benchmarks.versus_kafka import cpu_per_million, ratios, ratios_md
+from benchmarks.versus_kafka import all_ratios, cpu_per_million, latency_md, latency_ratios, ratios, ratios_md
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -58,6 +59,8 @@ LINE_DOCS = {
 KAFKA_LINES = ["spark-kafka", "spark-kafka-tuned", "spark-kafka-narrow"]
 DEFAULT_LINES = [name for name in LINE_DOCS if name not in KAFKA_LINES]
 SCALING_LINES = ["java-litepull", "java-ceiling", "spark-batch"]
+# The latency lines: ours with a consumer group, and Spark's Kafka source tuned (when the Kafka node runs).
+LATENCY_LINES = ["rocketmq", "spark-kafka-tuned"]
 
 
 @dataclass
@@ -261,6 +264,19 @@ class Harness:
             traceback.print_exc()
         return res
 
+    def warm_spark(self, names: list[str], ds: Dataset, passes: int) -> None:
+        """``passes`` untimed runs of every Spark line of ``names`` in turn before any line is timed: Spark's JIT
+        then serves each line alike whatever the order of the lines (a line's own warm-ups only warm what it
+        uses)."""
+        for i in range(passes):
+            for name in [n for n in names if n.startswith("spark")]:
+                try:
+                    r = self.line_fn(name, ds)()
+                    self.log(f"{name:<14} warm pass {i + 1}/{passes} {r['messages']:>10,} msgs in "
+                             f"{r['seconds']:7.2f} s")
+                except Exception as e:  # the line's own runs report it
+                    self.log(f"{name}: warm pass failed: {type(e).__name__}: {e}")
+
     def spark_fixed_overhead(self) -> float | None:
         """Seconds of a spark-batch run over a topic of 8 queues with one message each: planning, 8 tasks,
         Python worker hand-off; the part of every spark-batch run that does not depend on the data."""
@@ -277,27 +293,67 @@ class Harness:
             self.log(f"spark fixed overhead: FAILED {e}")
             return None
 
-    def latency(self) -> dict | None:
-        from benchmarks.spark_lines import stream_latency
+    def latency(self) -> dict:
+        """The latency lines in ``--latency-rounds`` rounds: ours (with a consumer group, as users run it) and, when
+        the Kafka node runs, Spark's Kafka source tuned, at the same rate, bodies, trigger and sink; every other
+        round runs them in the other order (Spark's JIT favours the later line). Each round's ratios against their
+        targets."""
+        names = [n for n in LATENCY_LINES if n == "rocketmq" or self.kafka is not None]
+        warmups = {}
+        if self.args.latency_warmup > 0:  # untimed: the first run of a source in a session pays its JIT
+            warmups = {name: self.latency_line(name, self.args.latency_warmup, "warm-up") for name in names}
+        rounds = []
+        for i in range(self.args.latency_rounds):
+            order = names if i % 2 == 0 else names[::-1]
+            lines = {name: self.latency_line(name, self.args.latency_seconds) for name in order}
+            found = latency_ratios(lines.get("rocketmq"), lines.get("spark-kafka-tuned"))
+            rounds.append({"order": order, "lines": lines, "ratios": found})
+            for r in found:
+                self.log(f"latency round {i + 1} ({' first, '.join(order)} second): {r['measure']} ours / Kafka's "
+                         f"{r['ratio']:.2f} (target <= {r['target']}: {'met' if r['met'] else 'NOT MET'})")
+        return {"rate": self.args.latency_rate, "seconds": self.args.latency_seconds, "rounds": rounds,
+                "warmups": warmups}
+
+    def latency_line(self, name: str, seconds: float, kind: str = "", attempts: int = 3) -> dict:
+        """One latency line (``LATENCY_LINES``) on a fresh 8-queue topic (8 partitions for Kafka); a failed one is
+        run again on a new topic, up to ``attempts`` runs in all (a busy machine can make the broker refuse the
+        producer: flow control)."""
+        r = self._latency_line(name, seconds, kind)
+        for attempt in range(2, attempts + 1):
+            if "error" not in r:
+                break
+            self.log(f"latency {f'{name} {kind}'.strip()}: running it again (attempt {attempt} of {attempts})")
+            r = {**self._latency_line(name, seconds, kind), "attempt": attempt}
+        return r
+
+    def _latency_line(self, name: str, seconds: float, kind: str = "") -> dict:
+        from benchmarks.spark_lines import KAFKA_TUNED, kafka_latency, rocketmq_latency
+        a = self.args
+        topic = f"bench-latency-{uuid.uuid4().hex[:6]}"
+        name = f"{name} {kind}".strip()
         try:
-            topic = f"bench-latency-{uuid.uuid4().hex[:6]}"
-            self.mq.create_topic(topic, queues=8)
-            self.log(f"latency: {self.args.latency_rate:,} msg/s for {self.args.latency_seconds:.0f} s "
-                     "into foreachBatch")
-            with TreeSampler(jvm_labels=self.jvm_labels(), interval=self.args.rss_interval) as sampler:
-                r = stream_latency(self.get_spark(), self.mq, topic, rate=self.args.latency_rate,
-                                   seconds=self.args.latency_seconds)
+            spark = self.get_spark()
+            self.log(f"latency {name}: {a.latency_rate:,} msg/s for {seconds:.0f} s into foreachBatch")
+            with TreeSampler(jvm_labels=self.jvm_labels(), interval=a.rss_interval) as sampler:
+                if name.startswith("rocketmq"):
+                    self.mq.create_topic(topic, queues=8)
+                    r = rocketmq_latency(spark, self.mq, topic, rate=a.latency_rate, seconds=seconds,
+                                         options={"consumerGroup": f"bench-group-{topic}"})
+                else:
+                    self.kafka.create_topic(topic, 8)
+                    r = kafka_latency(spark, self.kafka, topic, rate=a.latency_rate, seconds=seconds,
+                                      options=KAFKA_TUNED)
             r["rss"] = sampler.peaks.as_dict()
-            self.log(f"latency: {r['latency_ms']} ({r['messages']:,} of {r['sent']:,} received); first 10 s: "
-                     f"{r['startup_latency_ms']}")
-            self.log("latency: micro-batch phases (ms, p50/p90): " + ", ".join(
+            self.log(f"latency {name}: {r['latency_ms']} ({r['messages']:,} of {r['sent']:,} received); first "
+                     f"10 s: {r['startup_latency_ms']}")
+            self.log(f"latency {name}: micro-batch phases (ms, p50/p90): " + ", ".join(
                 f"{k} {v['p50']:.0f}/{v['p90']:.0f}" for k, v in r["phases_ms"].items() if k != "batches")
                 + f" over {r['phases_ms']['batches']} batches")
-            self.log("latency by birth time: " + ", ".join(
+            self.log(f"latency {name} by birth time: " + ", ".join(
                 f"{w['from_s']}s p50 {w['p50']:.0f} p99 {w['p99']:.0f}" for w in r["latency_ms_by_born_window"]))
             return r
         except Exception as e:
-            self.log(f"latency: FAILED {type(e).__name__}: {e}")
+            self.log(f"latency {name}: FAILED {type(e).__name__}: {e}")
             traceback.print_exc()
             return {"error": f"{type(e).__name__}: {e}"}
 
@@ -365,7 +421,7 @@ def table(rows: list[dict], ds: Dataset) -> str:
                    f"{cpu} | {per} | "
                    f"{'' if xl is None else f'{xl:.2f}'} | {'' if xc is None else f'{xc:.2f}'} | "
                    f"{'yes' if r['all_ok'] else 'NO'} |\n")
-    return "".join(out) + ratios_md(ratios(rows))
+    return "".join(out)
 
 
 def machine() -> dict:
@@ -407,8 +463,9 @@ def machine() -> dict:
 # ------------------------------------------------------------------------------------------------ profiles
 
 def run_dataset(h: Harness, messages: int, queues: int, body_size: int, lines: list[str], repeat: int,
-                warmup: int, jvm_warmup: int) -> tuple[Dataset, list[dict]]:
+                warmup: int, jvm_warmup: int, warm_passes: int = 0) -> tuple[Dataset, list[dict]]:
     ds = h.load(messages, queues, body_size)
+    h.warm_spark(lines, ds, warm_passes)
     results = []
     for name in lines:
         # The Java readers (JIT) and Spark (worker start-up, JIT) get warm-up runs; the Python client has no JIT
@@ -416,7 +473,7 @@ def run_dataset(h: Harness, messages: int, queues: int, body_size: int, lines: l
         w = jvm_warmup if name.startswith("java") else 0 if name.startswith("client") else warmup
         results.append(h.measure(name, ds, repeat, w))
     rows = summarize(results, ds)
-    print(table(rows, ds), flush=True)
+    print(table(rows, ds) + ratios_md(ratios(rows)), flush=True)
     return ds, rows
 
 
@@ -431,12 +488,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--warmup", type=int, help="untimed runs of each Spark line before the timed ones (default 1)")
     ap.add_argument("--jvm-warmup", type=int, help="untimed runs of each Java line before the timed ones "
                                                     "(default 2: the JIT keeps improving them over the first runs)")
+    ap.add_argument("--spark-warm-passes", type=int, default=0,
+                    help="untimed runs of every Spark line in turn before any line is timed (default 0): Spark's JIT "
+                         "then favours no line for its place in the order")
     ap.add_argument("--lines", help="comma-separated subset of: " + ", ".join(LINE_DOCS))
     ap.add_argument("--quick", action="store_true",
                     help="tiny smoke run: 20,000 messages, 1 repeat, no warm-up, no latency, no cProfile")
     ap.add_argument("--no-latency", action="store_true", help="skip the streaming latency measurement")
     ap.add_argument("--latency-rate", type=int, default=20_000, help="messages/s for the latency measurement")
     ap.add_argument("--latency-seconds", type=float, default=30.0)
+    ap.add_argument("--latency-rounds", type=int, default=1,
+                    help="rounds of the latency lines; every other round runs them in the other order")
+    ap.add_argument("--latency-warmup", type=float, default=0.0,
+                    help="seconds of an untimed run of each latency line before the rounds (0: none)")
+    ap.add_argument("--latency-only", action="store_true",
+                    help="only the latency lines: ours and Spark's Kafka source's (builds benchmarks/kafka-shim)")
     ap.add_argument("--no-cprofile", action="store_true", help="skip the cProfile of the Python reader")
     ap.add_argument("--cprofile-messages", type=int, default=500_000)
     ap.add_argument("--spark-master", default="local[*]")
@@ -474,11 +540,17 @@ def main(argv: list[str] | None = None) -> int:
     failed = False
     try:
         h.start_cluster()
-        if any(n in KAFKA_LINES for n in lines):
+        if args.latency_only or any(n in KAFKA_LINES for n in lines):
             h.start_kafka()
         if args.quick and any(n.startswith("spark") for n in lines):
             h.prestart_spark()
-        if args.profile == "scaling":
+        if args.latency_only:
+            report["latency"] = h.latency()
+            report["versus_anchors"] = all_ratios([], report["latency"])
+            report["table_md"] = latency_md(report["latency"]) + ratios_md(report["versus_anchors"])
+            print(report["table_md"], flush=True)
+            failed |= any("error" in r for rnd in report["latency"]["rounds"] for r in rnd["lines"].values())
+        elif args.profile == "scaling":
             points = []
             plan = ([("messages", m, args.queues, args.body_size) for m in (1_000_000, 2_000_000, 5_000_000)]
                     + [("queues", 1_000_000, q, args.body_size) for q in (4, 16, 32)]
@@ -495,10 +567,9 @@ def main(argv: list[str] | None = None) -> int:
                 out_path.write_text(json.dumps(report, indent=2, default=str))
         else:
             ds, rows = run_dataset(h, args.messages, args.queues, args.body_size, lines, args.repeat, args.warmup,
-                                   args.jvm_warmup)
+                                   args.jvm_warmup, args.spark_warm_passes)
             report["dataset"] = vars(ds)
             report["lines"] = rows
-            report["versus_kafka"] = ratios(rows)
             report["table_md"] = table(rows, ds)
             failed |= not all(r["all_ok"] for r in rows)
             out_path.write_text(json.dumps(report, indent=2, default=str))
@@ -507,6 +578,10 @@ def main(argv: list[str] | None = None) -> int:
                 h.log(f"spark-batch over 8 messages in 8 queues: {report['spark_fixed_overhead_s']} s")
             if not args.no_latency:
                 report["latency"] = h.latency()
+                print(latency_md(report["latency"]), flush=True)
+            report["versus_anchors"] = all_ratios(rows, report.get("latency"))
+            report["table_md"] += latency_md(report.get("latency")) + ratios_md(report["versus_anchors"])
+            print(ratios_md(report["versus_anchors"]), flush=True)
             if not args.no_cprofile:
                 from benchmarks.profile_reader import profile
                 h.log(f"cProfile of the Python reader over {args.cprofile_messages:,} messages")

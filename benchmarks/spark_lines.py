@@ -1,5 +1,5 @@
 """The connector through Spark: batch read into the noop sink, Trigger.AvailableNow over the same backlog, and
-end-to-end latency at a steady produce rate."""
+end-to-end latency at a steady produce rate; Spark's Kafka source on the same batch and latency lines."""
 from __future__ import annotations
 
 import os
@@ -8,6 +8,7 @@ import sys
 import tempfile
 import threading
 import time
+from typing import Callable
 
 
 def new_session(master: str = "local[*]", driver_memory: str = "2g", jars: list[str] | None = None):
@@ -130,22 +131,47 @@ WINDOW_S = 5  # latency is also reported per window of this many seconds of birt
 PHASES = ("latestOffset", "walCommit", "queryPlanning", "addBatch", "commitOffsets", "triggerExecution")
 
 
-def stream_latency(spark, mq, topic: str, *, rate: int, seconds: float, body_size: int = 100,
-                   warmup_seconds: float = 10.0, options: dict[str, str] | None = None) -> dict:
-    """A streaming query (default trigger) into a foreachBatch sink while the shim's producer sends ``rate``
-    messages/s for ``seconds``. Latency of a message = the wall-clock time its micro-batch has been fetched into
-    the driver's sink minus its bornTimestamp (the producer's send time, same host clock). The steady state is the
-    messages born after the first ``warmup_seconds``; the start-up (the rest) is reported apart, and so are the
-    percentiles per ``WINDOW_S`` seconds of birth time. ``phases_ms``: the median and p90 of each part of the
-    steady state's micro-batches (Spark's durationMs), which tells where a batch's time goes."""
+def rocketmq_latency(spark, mq, topic: str, *, rate: int, seconds: float, body_size: int = 100,
+                     options: dict[str, str] | None = None) -> dict:
+    """``stream_latency`` of the connector: ``readStream.format("rocketmq")`` from earliest, latency from
+    ``bornTimestamp``, the shim's steady producer (``benchProduceRate``)."""
+    opts = {"startingOffsets": "earliest", **(options or {})}
+    df = _reader(spark, {"nameServer": mq.name_server}, topic, opts, stream=True).load()
+    return stream_latency(df, "bornTimestamp", lambda: mq.command(
+        "benchProduceRate", topic=topic, rate=rate, seconds=seconds, bodySize=body_size, timeout=seconds + 120),
+        rate=rate, seconds=seconds)
+
+
+def kafka_latency(spark, kafka, topic: str, *, rate: int, seconds: float, body_size: int = 100,
+                  options: dict[str, str] | None = None) -> dict:
+    """``stream_latency`` of Spark's Kafka source: ``readStream.format("kafka")`` (``subscribe``, earliest, the
+    given options), latency from ``timestamp`` (the producer's CreateTime), the Kafka node's steady producer
+    (``produceRate``: the same rate, ticks and bodies)."""
+    r = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", kafka.bootstrap)
+         .option("subscribe", topic).option("startingOffsets", "earliest"))
+    for k, v in (options or {}).items():
+        r = r.option(k, str(v))
+    return stream_latency(r.load(), "timestamp", lambda: kafka.produce_rate(topic, rate, seconds, body_size),
+                          rate=rate, seconds=seconds)
+
+
+def stream_latency(df, born: str, produce: Callable[[], dict], *, rate: int, seconds: float,
+                   warmup_seconds: float = 10.0) -> dict:
+    """Streaming ``df`` (default trigger) into a foreachBatch sink while ``produce()`` sends ``rate`` messages/s
+    for ``seconds`` and returns how many were acknowledged (``acked``). Latency of a message = the wall-clock time
+    its micro-batch has been fetched into the driver's sink minus its column ``born`` (the producer's send time,
+    same host clock). The steady state is the messages born after the first ``warmup_seconds``; the start-up (the
+    rest) is reported apart, and so are the percentiles per ``WINDOW_S`` seconds of birth time. ``phases_ms``: the
+    median and p90 of each part of the steady state's micro-batches (Spark's durationMs), which tells where a
+    batch's time goes."""
     checkpoint = tempfile.mkdtemp(prefix="rmq-bench-lat-")
-    latencies: list[float] = []
+    latencies: list[tuple[float, float]] = []
     received = [0]
-    born_min = [None]
+    born_min: list[float | None] = [None]
     lock = threading.Lock()
 
     def sink(batch_df, batch_id):
-        table = batch_df.select("bornTimestamp").toArrow()
+        table = batch_df.select(born).toArrow()
         now_ms = time.time() * 1000.0
         col = table.column(0).cast("int64").to_pylist()  # microseconds since epoch
         with lock:
@@ -158,17 +184,15 @@ def stream_latency(spark, mq, topic: str, *, rate: int, seconds: float, body_siz
                     born_min[0] = born_ms
                 latencies.append((born_ms, now_ms - born_ms))
 
+    q = None
     try:
-        opts = {"startingOffsets": "earliest", **(options or {})}
-        df = _reader(spark, {"nameServer": mq.name_server}, topic, opts, stream=True).load()
-        spark.conf.set("spark.sql.streaming.numRecentProgressUpdates", "100000")  # every batch's progress
+        df.sparkSession.conf.set("spark.sql.streaming.numRecentProgressUpdates", "100000")  # every batch's progress
         q = df.writeStream.foreachBatch(sink).option("checkpointLocation", checkpoint).start()
         # wait for the query to run its first (empty) trigger before producing
         deadline = time.monotonic() + 60
         while not q.recentProgress and time.monotonic() < deadline:
             time.sleep(0.1)
-        produced = mq.command("benchProduceRate", topic=topic, rate=rate, seconds=seconds, bodySize=body_size,
-                              timeout=seconds + 120)
+        produced = produce()
         deadline = time.monotonic() + 120
         while received[0] < produced["acked"] and time.monotonic() < deadline and q.isActive:
             time.sleep(0.1)
@@ -176,11 +200,11 @@ def stream_latency(spark, mq, topic: str, *, rate: int, seconds: float, body_siz
         with lock:
             first = born_min[0] or 0
             start_ms = first + warmup_seconds * 1000.0
-            steady = sorted(lat for born, lat in latencies if born >= start_ms)
-            startup = sorted(lat for born, lat in latencies if born < start_ms)
+            steady = sorted(lat for born_ms, lat in latencies if born_ms >= start_ms)
+            startup = sorted(lat for born_ms, lat in latencies if born_ms < start_ms)
             windows: dict[int, list[float]] = {}
-            for born, lat in latencies:
-                windows.setdefault(int((born - first) // (WINDOW_S * 1000)), []).append(lat)
+            for born_ms, lat in latencies:
+                windows.setdefault(int((born_ms - first) // (WINDOW_S * 1000)), []).append(lat)
         phases = _phases([p for p in q.recentProgress if int(p["numInputRows"]) > 0
                           and _epoch_ms(p["timestamp"]) >= start_ms])
         return {"messages": received[0], "sent": produced["acked"], "rate": rate, "seconds": seconds,
@@ -194,4 +218,6 @@ def stream_latency(spark, mq, topic: str, *, rate: int, seconds: float, body_siz
                     {"from_s": w * WINDOW_S, "messages": len(lats), "p50": round(_percentile(sorted(lats), 50), 1),
                      "p99": round(_percentile(sorted(lats), 99), 1)} for w, lats in sorted(windows.items())]}
     finally:
+        if q is not None:
+            q.stop()  # a failed producer leaves it running; stopping twice is harmless
         shutil.rmtree(checkpoint, ignore_errors=True)

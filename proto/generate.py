@@ -1,4 +1,4 @@
-"""Generate the Python message modules of proto/ into rmq_spark/client/grpc/v2 (or another folder).
+"""Generate the Python message modules of proto/ and their stubs into rmq_spark/client/grpc/v2 (or another folder).
 
     python proto/generate.py [--out DIR]
 
@@ -21,18 +21,20 @@ SOURCES = ("apache/rocketmq/v2/definition.proto", "apache/rocketmq/v2/service.pr
 
 
 def generate(out: Path) -> list[Path]:
-    """Write ``definition_pb2.py`` and ``service_pb2.py`` into ``out``; return their paths."""
+    """Write ``definition_pb2.py``, ``service_pb2.py`` and their ``.pyi`` stubs into ``out``; return their paths."""
     from grpc_tools import protoc
 
     well_known = resources.files("grpc_tools") / "_proto"
     out.mkdir(parents=True, exist_ok=True)
     written = []
     with tempfile.TemporaryDirectory() as tmp:
-        rc = protoc.main(["protoc", f"-I{PROTO_ROOT}", f"-I{well_known}", f"--python_out={tmp}", *SOURCES])
+        rc = protoc.main(["protoc", f"-I{PROTO_ROOT}", f"-I{well_known}", f"--python_out={tmp}",
+                          f"--pyi_out={tmp}", *SOURCES])
         if rc != 0:
             raise SystemExit(f"protoc failed with exit code {rc}")
-        for src in SOURCES:
-            generated = Path(tmp) / src.replace(".proto", "_pb2.py")
+        # the message modules and their type stubs (protoc's pyi_out: what the type checker reads)
+        stems = [Path(tmp) / src.replace(".proto", "_pb2") for src in SOURCES]
+        for generated in (stem.with_suffix(ext) for stem in stems for ext in (".py", ".pyi")):
             text = re.sub(r"^from apache\.rocketmq\.v2 import ", f"from {PACKAGE} import ",
                           generated.read_text(), flags=re.M)
             target = out / generated.name

@@ -12,6 +12,7 @@ from rmq_spark.source.schema import SCHEMA_DDL, projection
 from rmq_spark.sink.columns import check_columns
 from rmq_spark.sink.commit_records import refuse_static_topics
 from rmq_spark.sink.message_types import refuse_timers
+from rmq_spark.sink.transaction_check import refuse_unended_transactions
 from rmq_spark.sink.writers import RocketMQStreamWriter, RocketMQWriter
 from rmq_spark.source.stream import RocketMQStreamReader
 from rmq_spark.worker_heap import freeze_once
@@ -62,11 +63,16 @@ def _append_only(overwrite: bool) -> None:
 
 
 def _check_sink_columns(schema: StructType, options: SinkOptions) -> None:
-    """The columns' names and types; a deliverTimeMs column where option topic's brokers have no timers."""
+    """The columns' names and types; a deliverTimeMs column where option topic's brokers have no timers, and an
+    exactly-once write where its servers end no transactions (a RocketMQ 5 proxy)."""
     check_columns([(f.name, f.dataType.simpleString()) for f in schema.fields], default_topic=options.topic)
-    if options.topic is not None and "deliverTimeMs" in schema.fieldNames():
+    timers = "deliverTimeMs" in schema.fieldNames()
+    if options.topic is not None and (timers or options.exactly_once):
         with new_client(options) as client:
-            refuse_timers(client, options.topic)
+            if timers:
+                refuse_timers(client, options.topic)
+            if options.exactly_once:
+                refuse_unended_transactions(client, options.topic, options.producer_group)
 
 
 def _columns(schema: StructType | None) -> tuple[str, ...]:

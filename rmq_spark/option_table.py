@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+from typing import Any
 
 from rmq_spark.client.defaults import (DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_PULL_DEPTH,
                                        DEFAULT_REQUEST_TIMEOUT, DEFAULT_RETRY_TIMEOUT)
@@ -111,6 +112,9 @@ OPTIONS: tuple[Option, ...] = (
            "at or after it", minimum=0),
     Option("startingOffsetsByTimestamp", Kind.JSON, Scope.READ, "JSON of ms per queue: the first message stored at or "
            "after it"),
+    Option("startingOffsetsByTimestampStrategy", Kind.CHOICE, Scope.READ, "when a queue has no message stored at "
+           "or after the starting time: `error` fails the query naming the queues, `latest` starts them at their end "
+           "(as Spark's Kafka source)", default="error", choices=("error", "latest")),
     Option("endingOffsets", Kind.TEXT, Scope.BATCH_READ, "`latest` or offsets JSON; the end is exclusive",
            shown="`latest`"),
     Option("endingTimestamp", Kind.INT, Scope.BATCH_READ, "ms since the epoch for every queue", minimum=0),
@@ -170,8 +174,9 @@ def options_for(scope: Scope) -> dict[str, Option]:
     return {o.name: o for o in OPTIONS if o.scope & scope}
 
 
-def default(name: str, scope: Scope = Scope.ALL) -> object:
-    """The default of option ``name`` (of the side ``scope`` names, where both sides have one of that name)."""
+def default(name: str, scope: Scope = Scope.ALL) -> Any:
+    """The default of option ``name`` (of the side ``scope`` names, where both sides have one of that name): a value
+    of the option's kind, which the table, not the type, says."""
     return next(o.default for o in OPTIONS if o.name == name and o.scope & scope)
 
 

@@ -6,26 +6,24 @@ from __future__ import annotations
 
 import difflib
 import enum
-import json
 import logging
 import re
 from dataclasses import dataclass, field, replace
-from typing import Mapping, Union
+from typing import Any, Mapping
 
 from rmq_spark.client.addresses import address_list, host_port
-from rmq_spark.client.errors import AddressError, RocketMQError
+from rmq_spark.client.errors import AddressError
 from rmq_spark.client.model import (DEFAULT_GROUP, DEFAULT_PRODUCER_GROUP, EVERY_MESSAGE,
-                                    FilterExpression, MessageQueue, queue_of)
+                                    FilterExpression, MessageQueue)
 from rmq_spark.client.namespaces import VALID_NAME, Namespace
 from rmq_spark.client.tls import TlsConfig
+from rmq_spark.errors import OptionError  # the modules that parse options import it from here too
 from rmq_spark.option_table import KAFKA_NAMES, OPTIONS, Kind, Option, Scope, default, options_for
+from rmq_spark.option_values import choice, parse_bool, parse_duration_ms, parse_int
+from rmq_spark.source.offset_specs import (ByTimestamp, Edge, OffsetSpec, named_queues, offset_spec, parse_queue_key,
+                                          topics_json)
 
 log = logging.getLogger(__name__)
-
-
-class OptionError(RocketMQError):
-    """An option is unknown, missing, malformed or contradicts another option."""
-
 
 SOURCE_OPTIONS: dict[str, Option] = options_for(Scope.READ)
 SINK_OPTIONS: dict[str, Option] = options_for(Scope.WRITE)
@@ -33,107 +31,11 @@ SECRET_OPTIONS = frozenset(o.name for o in OPTIONS if o.secret)
 _TOPIC_NAME = re.compile(r"^[%A-Za-z0-9_|-]{1,127}$")
 
 
-def _parse_bool(name: str, value: str) -> bool:
-    v = value.strip().lower()
-    if v in ("true", "false"):
-        return v == "true"
-    raise OptionError(f"option {name} must be true or false, not {value!r}")
-
-
-def _parse_int(name: str, value: str, *, minimum: int | None = None) -> int:
-    try:
-        n = int(value.strip())
-    except ValueError:
-        raise OptionError(f"option {name} must be an integer, not {value!r}") from None
-    if minimum is not None and n < minimum:
-        raise OptionError(f"option {name} must be at least {minimum}, not {n}")
-    return n
-
-
-def _parse_choice(name: str, value: str, choices: tuple[str, ...]) -> str:
-    v = value.strip().lower()
-    for c in choices:
-        if v == c.lower():
-            return c
-    raise OptionError(f"option {name} must be one of {', '.join(choices)}, not {value!r}")
-
-
-def _choice(option: Option, opts: Mapping[str, str], *, dashes: bool = False) -> str:
-    """Option ``option``'s value in ``opts`` (its default when absent), one of its choices; with ``dashes``, a
-    ``-`` is read as ``_`` (Spark users write ``exactly-once``)."""
-    value = opts.get(option.name, str(option.default))
-    return _parse_choice(option.name, value.replace("-", "_") if dashes else value, option.choices)
-
-
-_DURATION = re.compile(r"^\s*(\d+)\s*([a-z]+)?\s*$", re.I)
-# Spark's time suffixes (JavaUtils.timeStringAsMs); a bare number is milliseconds, as there
-_MS_PER_UNIT = {"us": 0.001, "ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000,
-                None: 1}
-
-
-def parse_duration_ms(name: str, value: str) -> int:
-    """A duration as Spark's ``timeStringAsMs`` reads it ('15m', '30s', '500ms', '250us', or a bare number of
-    milliseconds) → milliseconds."""
-    m = _DURATION.match(value)
-    unit = m.group(2).lower() if m and m.group(2) else None
-    if not m or unit not in _MS_PER_UNIT:
-        raise OptionError(f"option {name} must be a duration such as 500ms, 30s, 15m, 1h or a number of "
-                          f"milliseconds (Spark's time suffixes: us, ms, s, m, min, h, d), not {value!r}")
-    return int(int(m.group(1)) * _MS_PER_UNIT[unit])
-
-
-# Where the end of a streaming query's first batch records that batch's start (``offsets.offsets_to_json``):
-# RocketMQ topic names are [%|a-zA-Z0-9_-]+, so no topic is called so. Every reader of offsets JSON skips it.
-START_KEY = "$start"
-
-
-def _topics_json(name: str, value: str, *, what: str, example: str) -> dict:
-    """Option ``name``'s JSON, a non-empty object keyed by topic; the error names the option and shows ``example``
-    of ``what`` it holds."""
-    try:
-        data = json.loads(value)
-    except json.JSONDecodeError as e:
-        raise OptionError(f"option {name} is not valid JSON ({e.msg} at position {e.pos}); expected {what} "
-                          f"like {example}") from None
-    if not isinstance(data, dict) or not data:
-        raise OptionError(f"option {name} must be a JSON object of topics, like {example}")
-    return data
-
-
-def parse_queue_json(name: str, value: str, *, what: str) -> dict[str, dict[str, int]]:
-    """``{"Topic": {"broker-a/0": 42}}`` → nested dict; error names the option and the bad part."""
-    example = '{"TopicA": {"broker-a/0": 42, "broker-b/3": -2}}'
-    data = _topics_json(name, value, what=what, example=example)
-    out: dict[str, dict[str, int]] = {}
-    for topic, queues in data.items():
-        if topic == START_KEY:
-            continue  # offsets copied from a checkpoint's first batch: the start it recorded is not a topic
-        if not isinstance(queues, dict):
-            raise OptionError(f"option {name}: topic {topic!r} must map to an object of \"brokerName/queueId\" "
-                              f"keys, like {example}")
-        out[topic] = {}
-        for key, v in queues.items():
-            mq = parse_queue_key(name, topic, key)
-            if isinstance(v, bool) or not isinstance(v, int):
-                raise OptionError(f"option {name}: {topic} {key} must be an integer ({what}), not {v!r}")
-            out[topic][f"{mq.broker_name}/{mq.queue_id}"] = v
-    return out
-
-
-def parse_queue_key(name: str, topic: str, key: object) -> MessageQueue:
-    """A ``"brokerName/queueId"`` key of topic ``topic`` in option ``name``'s JSON, as a queue."""
-    broker, sep, qid = str(key).rpartition("/")
-    if not sep or not broker or not qid.isdigit():
-        raise OptionError(f"option {name}: queue key {key!r} of topic {topic!r} must be "
-                          "\"brokerName/queueId\", e.g. \"broker-a/0\"")
-    return MessageQueue(topic, broker, int(qid))
-
-
 def parse_assign(value: str) -> frozenset[MessageQueue]:
     """Option assign, ``{"Orders": ["broker-a/0", "broker-a/1"]}``: the only queues a query reads."""
     example = '{"Orders": ["broker-a/0", "broker-a/1"]}'
-    data = _topics_json("assign", value, what="the queues to read", example=example)
-    out = set()
+    data = topics_json("assign", value, what="the queues to read", example=example)
+    out: set[MessageQueue] = set()
     for topic, keys in data.items():
         check_topic_name("assign", topic)
         if not isinstance(keys, list) or not keys:
@@ -141,60 +43,6 @@ def parse_assign(value: str) -> frozenset[MessageQueue]:
                               f"keys, like {example}")
         out.update(parse_queue_key("assign", topic, key) for key in keys)
     return frozenset(out)
-
-
-# -- where reading starts or ends, parsed once (as Spark's KafkaOffsetRangeLimit) -------------------------------
-class Edge(enum.IntEnum):
-    """Each queue's first offset held by the broker, or its end (the offset after its last message). The values
-    stand for them in offsets JSON, as in Spark's Kafka source."""
-
-    EARLIEST = -2
-    LATEST = -1
-
-
-@dataclass(frozen=True)
-class Committed:
-    """The consumer group's committed offsets; queues without one start at ``fallback``, or fail the query when it
-    is None (startingOffsetsFallback=error)."""
-
-    group: str
-    fallback: Edge | None = Edge.EARLIEST
-
-
-@dataclass(frozen=True)
-class SpecificOffsets:
-    """Offsets per queue from an option's JSON (an Edge's value for earliest or latest); queues left out take
-    ``default``."""
-
-    option: str
-    offsets: dict[MessageQueue, int]
-    default: Edge
-
-
-@dataclass(frozen=True)
-class ByTimestamp:
-    """The first offset stored at or after a time in ms: ``timestamp`` for every queue, or ``per_queue`` from an
-    option's JSON (queues left out take ``default``)."""
-
-    option: str
-    timestamp: int | None = None
-    per_queue: dict[MessageQueue, int] | None = None
-    default: Edge = Edge.EARLIEST
-
-
-OffsetSpec = Union[Edge, Committed, SpecificOffsets, ByTimestamp]
-
-
-def queue_offsets(nested: Mapping[str, Mapping[str, int]]) -> dict[MessageQueue, int]:
-    """``{"Topic": {"broker-a/0": 42}}`` → per-queue values (a recorded batch start is skipped)."""
-    out = {}
-    for topic, queues in nested.items():
-        if topic == START_KEY:
-            continue
-        for key, value in queues.items():
-            broker, _, qid = key.rpartition("/")
-            out[queue_of(topic, broker, int(qid))] = int(value)
-    return out
 
 
 @dataclass(frozen=True)
@@ -207,15 +55,15 @@ class ConnectionOptions:
     secret_key: str | None = field(default=None, repr=False)
     security_token: str | None = field(default=None, repr=False)
     namespace: str | None = None
-    tls: bool = default("tls")  # type: ignore[assignment]
+    tls: bool = default("tls")
     tls_ca_file: str | None = None
     tls_server_name: str | None = None
     tls_cert_file: str | None = None
     tls_key_file: str | None = None
-    request_timeout_ms: int = default("requestTimeoutMs")  # type: ignore[assignment]
-    connect_timeout_ms: int = default("connectTimeoutMs")  # type: ignore[assignment]
-    broker_retry_timeout_ms: int = default("brokerRetryTimeoutMs")  # type: ignore[assignment]
-    max_message_bytes: int = default("maxMessageBytes")  # type: ignore[assignment]
+    request_timeout_ms: int = default("requestTimeoutMs")
+    connect_timeout_ms: int = default("connectTimeoutMs")
+    broker_retry_timeout_ms: int = default("brokerRetryTimeoutMs")
+    max_message_bytes: int = default("maxMessageBytes")
 
     @property
     def tls_config(self) -> TlsConfig | None:
@@ -250,17 +98,17 @@ class SourceOptions(ConnectionOptions):
     max_messages_per_partition: int | None = None
     # A task of a Python data source costs Spark about 100 ms whatever it reads, more than reading thousands of
     # messages: smaller parts are read together by one task (two Arrow batches of the default size).
-    min_messages_per_partition: int = default("minMessagesPerPartition")  # type: ignore[assignment]
-    fail_on_data_loss: bool = default("failOnDataLoss")  # type: ignore[assignment]
-    pull_depth: int = default("pullDepth")  # type: ignore[assignment]
-    rows_per_batch: int = default("rowsPerBatch")  # type: ignore[assignment]
+    min_messages_per_partition: int = default("minMessagesPerPartition")
+    fail_on_data_loss: bool = default("failOnDataLoss")
+    pull_depth: int = default("pullDepth")
+    rows_per_batch: int = default("rowsPerBatch")
     max_messages_per_trigger: int | None = None
     min_messages_per_trigger: int | None = None
-    max_trigger_delay_ms: int = default("maxTriggerDelay")  # type: ignore[assignment]
+    max_trigger_delay_ms: int = default("maxTriggerDelay")
     commit_offsets_to_broker: bool = False
-    poll_name_server_interval_ms: int = default("pollNameServerIntervalMs")  # type: ignore[assignment]
-    push_filters: bool = default("pushFilters")  # type: ignore[assignment]
-    allow_shared_consumer_group: bool = default("allowSharedConsumerGroup")  # type: ignore[assignment]
+    poll_name_server_interval_ms: int = default("pollNameServerIntervalMs")
+    push_filters: bool = default("pushFilters")
+    allow_shared_consumer_group: bool = default("allowSharedConsumerGroup")
 
     @property
     def pull_group(self) -> str:
@@ -280,7 +128,7 @@ class SinkOptions(ConnectionOptions):
     """Every option of the sink, parsed. Picklable: it travels to the executors inside the writer."""
 
     topic: str | None = None
-    producer_group: str = default("producerGroup", Scope.WRITE)  # type: ignore[assignment]
+    producer_group: str = default("producerGroup", Scope.WRITE)
     delivery_guarantee: DeliveryGuarantee = DeliveryGuarantee(default("deliveryGuarantee", Scope.WRITE))
 
     @property
@@ -332,16 +180,17 @@ def _canonical(raw: Mapping[str, str], known: Mapping[str, Option], what: str) -
     return opts
 
 
-def _typed_values(opts: Mapping[str, str], known: Mapping[str, Option]) -> dict[str, object]:
-    """The integer, boolean and duration options of ``known`` present in ``opts``, parsed, by field name."""
-    values: dict[str, object] = {}
+def _typed_values(opts: Mapping[str, str], known: Mapping[str, Option]) -> dict[str, Any]:
+    """The integer, boolean and duration options of ``known`` present in ``opts``, parsed, by field name (each of
+    its option's kind: the table says which)."""
+    values: dict[str, Any] = {}
     for name, o in known.items():
         if name not in opts or o.field is None:
             continue
         if o.kind is Kind.INT:
-            values[o.field] = _parse_int(name, opts[name], minimum=o.minimum)
+            values[o.field] = parse_int(name, opts[name], minimum=o.minimum)
         elif o.kind is Kind.BOOL:
-            values[o.field] = _parse_bool(name, opts[name])
+            values[o.field] = parse_bool(name, opts[name])
         elif o.kind is Kind.DURATION:
             values[o.field] = parse_duration_ms(name, opts[name])
     return values
@@ -354,7 +203,7 @@ def _warn_elsewhere(opts: Mapping[str, str], known: Mapping[str, Option], mode: 
             log.warning("rocketmq: option %s does not apply to a %s; it is ignored", name, what)
 
 
-def _connection(opts: Mapping[str, str]) -> dict[str, object]:
+def _connection(opts: Mapping[str, str]) -> dict[str, Any]:
     """The ConnectionOptions fields from ``opts``, validated (transport, address, credentials, TLS, timeouts)."""
     name_server = opts.get("nameServer", "").strip() or None
     endpoint = opts.get("endpoint", "").strip() or None
@@ -426,7 +275,7 @@ def parse_options(raw: Mapping[str, str], *, streaming: bool = False) -> SourceO
                                for t in opts[chosen[0]].split(",") if t.strip()}))
 
     expression = FilterExpression(opts.get("subExpression", "*"),
-                                  _choice(SOURCE_OPTIONS["expressionType"], opts))
+                                  choice(SOURCE_OPTIONS["expressionType"], opts))
     ns = Namespace(connection["namespace"] or "")
     if ns:  # names given with the namespace already: shown without it, like every other
         topics = tuple(sorted({ns.unwrap(t) for t in topics}))
@@ -439,16 +288,20 @@ def parse_options(raw: Mapping[str, str], *, streaming: bool = False) -> SourceO
                 raise OptionError(f"option {name} is for batch queries only; a streaming query has no end")
     _warn_elsewhere(opts, SOURCE_OPTIONS, Scope.STREAM_READ if streaming else Scope.BATCH_READ,
                     "streaming query" if streaming else "batch read")
-    fallback = _choice(SOURCE_OPTIONS["startingOffsetsFallback"], opts)
-    starting = _offset_spec(opts, "starting", consumer_group, None if fallback == "error" else Edge[fallback.upper()],
+    fallback = choice(SOURCE_OPTIONS["startingOffsetsFallback"], opts)
+    starting = offset_spec(opts, "starting", consumer_group, None if fallback == "error" else Edge[fallback.upper()],
                             default=Edge.LATEST if streaming else Edge.EARLIEST)
-    ending = _offset_spec(opts, "ending", consumer_group, None, default=Edge.LATEST)
+    if isinstance(starting, ByTimestamp):
+        strategy = choice(SOURCE_OPTIONS["startingOffsetsByTimestampStrategy"], opts)
+        starting = replace(starting, strict=strategy == "error")
+    ending = offset_spec(opts, "ending", consumer_group, None, default=Edge.LATEST)
     if assign is not None:
-        for spec in (starting, ending):
-            named = set(getattr(spec, "offsets", None) or getattr(spec, "per_queue", None) or ())
-            if named - assign:
-                raise OptionError(f"option {spec.option} names queues that option assign does not: "
-                                  f"{', '.join(map(str, sorted(named - assign)))}; name only assigned queues")
+        for found in filter(None, (named_queues(starting), named_queues(ending))):
+            option, named = found
+            outside = named.keys() - assign
+            if outside:
+                raise OptionError(f"option {option} names queues that option assign does not: "
+                                  f"{', '.join(map(str, sorted(outside)))}; name only assigned queues")
     if starting is Edge.LATEST and not streaming:
         raise OptionError("option startingOffsets=latest is for streaming queries; a batch query from latest "
                           "would be empty (use earliest, committed, JSON offsets or a timestamp)")
@@ -467,7 +320,7 @@ def parse_options(raw: Mapping[str, str], *, streaming: bool = False) -> SourceO
         starting=starting,
         ending=ending,
         consumer_group=consumer_group,
-        commit_offsets_to_broker=(_parse_bool("commitOffsetsToBroker", commit) if commit is not None
+        commit_offsets_to_broker=(parse_bool("commitOffsetsToBroker", commit) if commit is not None
                                   else consumer_group is not None),
         **{**connection, **values},
     )
@@ -485,7 +338,7 @@ def parse_sink_options(raw: Mapping[str, str]) -> SinkOptions:
     if topic is not None:
         check_topic_name("topic", topic)
     group = ns.unwrap(opts.get("producerGroup", "").strip())
-    guarantee = DeliveryGuarantee(_choice(SINK_OPTIONS["deliveryGuarantee"], opts, dashes=True))
+    guarantee = DeliveryGuarantee(choice(SINK_OPTIONS["deliveryGuarantee"], opts, dashes=True))
     if guarantee is DeliveryGuarantee.EXACTLY_ONCE and connection["endpoint"]:
         raise OptionError("option deliveryGuarantee=exactly_once needs transactional messages, which the gRPC pull "
                           "gateway of option endpoint does not offer: use option nameServer")
@@ -496,41 +349,3 @@ def parse_sink_options(raw: Mapping[str, str]) -> SinkOptions:
                           "and roll back each other's rows")
     return SinkOptions(topic=topic, producer_group=group or DEFAULT_PRODUCER_GROUP, delivery_guarantee=guarantee,
                        **{**connection, **_typed_values(opts, SINK_OPTIONS)})
-
-
-def _offset_spec(opts: Mapping[str, str], side: str, group: str | None, fallback: Edge | None, *,
-                 default: OffsetSpec) -> OffsetSpec:
-    """The start (``side`` "starting") or end ("ending") of reading, from its three options. Precedence as in
-    Spark's Kafka source: {side}Timestamp, then {side}OffsetsByTimestamp, then {side}Offsets."""
-    name_ts, name_by_ts, name_offsets = f"{side}Timestamp", f"{side}OffsetsByTimestamp", f"{side}Offsets"
-    unnamed = Edge.EARLIEST if side == "starting" else Edge.LATEST
-    if name_ts in opts:
-        return ByTimestamp(name_ts, timestamp=_parse_int(name_ts, opts[name_ts], minimum=0))
-    if name_by_ts in opts:
-        per_queue = parse_queue_json(name_by_ts, opts[name_by_ts], what="timestamps in ms")
-        for topic, queues in per_queue.items():
-            for key, ts in queues.items():
-                if ts < 0:
-                    raise OptionError(f"option {name_by_ts}: {topic} {key} must be a time in ms since the epoch, "
-                                      f"not {ts}")
-        return ByTimestamp(name_by_ts, per_queue=queue_offsets(per_queue), default=unnamed)
-    if name_offsets not in opts:
-        return default
-    words = ("earliest", "latest", "committed") if side == "starting" else ("latest",)
-    v = opts[name_offsets].strip()
-    word = v.lower()
-    if word in words:
-        if word != "committed":
-            return Edge[word.upper()]
-        if group is None:
-            raise OptionError(f"option {name_offsets}=committed needs option consumerGroup")
-        return Committed(group, fallback)
-    if v.startswith("{"):
-        offsets = queue_offsets(parse_queue_json(name_offsets, v, what="offsets (-2 earliest, -1 latest)"))
-        for mq, o in offsets.items():
-            if o < Edge.EARLIEST:
-                raise OptionError(f"option {name_offsets}: offset {o} for {mq} is not valid (use >= 0, -2 earliest, "
-                                  "-1 latest)")
-        return SpecificOffsets(name_offsets, offsets, unnamed)
-    raise OptionError(f"option {name_offsets} must be {' | '.join(words)} or a JSON object like "
-                      f'{{"TopicA": {{"broker-a/0": 42}}}}, not {v!r}')

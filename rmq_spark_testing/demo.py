@@ -41,7 +41,7 @@ class Producer(threading.Thread):
 
     def run(self) -> None:
         while not self.stopped.is_set():
-            events = []
+            events: list[dict] = []
             for _ in range(self.per_tick):
                 n = self.sent + len(events)
                 action = ACTIONS[n % 3]

@@ -6,7 +6,7 @@ Used by the demo, the tests (a session-scoped fixture) and the benchmarks::
         mq.create_topic("Orders", queues=4)
         mq.produce("Orders", [{"body": "hello", "tags": "TagA"}])
         print(mq.name_server, mq.offsets("Orders"))
-        print(mq.gateway)  # the v2 pull gateway beside the cluster (jvm-shim/GATEWAY.md)
+        print(mq.gateway)  # the v2 pull gateway beside the cluster (jvm-shim/gateway/README.md)
 
 The JVM reads commands on its stdin and exits when stdin closes, so a killed Python process leaves no JVM behind.
 """
@@ -27,13 +27,13 @@ from typing import Any, Iterable
 from rmq_spark.client.errors import RocketMQError
 
 SHIM_DIR = Path(os.environ.get("RMQ_SPARK_SHIM_DIR", Path(__file__).resolve().parent.parent / "jvm-shim"))
-JAR = SHIM_DIR / "shim" / "target" / "rmq-shim.jar"  # the test harness (embedded RocketMQ + the gateway)
+JAR = SHIM_DIR / "harness" / "target" / "rmq-shim.jar"  # the test harness (embedded RocketMQ + the gateway)
 GATEWAY_JAR = SHIM_DIR / "gateway" / "target" / "rmq-gateway.jar"  # the pull gateway on its own
 JVM_FLAGS_FILE = SHIM_DIR / "jvm-flags.txt"
 _TAIL_LINES = 80
 
 
-class EmbeddedClusterError(RocketMQError):
+class EmbeddedClusterError(RocketMQError, condition="ROCKETMQ_EMBEDDED_CLUSTER"):
     """The embedded RocketMQ could not be built, started, or did not carry out a command."""
 
 
@@ -82,13 +82,13 @@ def stop_jvm(proc: subprocess.Popen, timeout: float) -> None:
 
 
 def _shim_sources() -> list[Path]:
-    modules = ("gateway", "shim")  # jvm-shim/stock only resolves released jars (tests/support/stock_release.py)
+    modules = ("gateway", "harness")  # jvm-shim/stock only resolves released jars (tests/support/stock_release.py)
     return [SHIM_DIR / "pom.xml", *(SHIM_DIR / m / "pom.xml" for m in modules),
             *(p for m in modules for p in (SHIM_DIR / m / "src").rglob("*"))]
 
 
 def ensure_jar(*, force: bool = False) -> Path:
-    """Build ``jvm-shim``'s jars (``gateway/target/rmq-gateway.jar``, ``shim/target/rmq-shim.jar``) with Maven when
+    """Build ``jvm-shim``'s jars (``gateway/target/rmq-gateway.jar``, ``harness/target/rmq-shim.jar``) with Maven when
     they are missing or older than their sources; returns the harness jar."""
     if not (SHIM_DIR / "pom.xml").is_file():
         raise EmbeddedClusterError(
@@ -98,6 +98,11 @@ def ensure_jar(*, force: bool = False) -> Path:
         return JAR
     maven_package(SHIM_DIR, [JAR, GATEWAY_JAR], "jvm-shim")
     return JAR
+
+
+def _given(**args: Any) -> dict[str, Any]:
+    """The optional arguments of a shim command that are set (the shim takes an absent one for its default)."""
+    return {name: value for name, value in args.items() if value}
 
 
 def jvm_flags() -> list[str]:
@@ -299,8 +304,7 @@ class EmbeddedRocketMQ:
                      attributes: dict[str, str] | None = None) -> None:
         """Create ``topic`` with ``queues`` read/write queues on every broker (or one) and wait for its route;
         ``attributes`` e.g. ``{"cleanup.policy": "COMPACTION"}``. Slaves take the topic at once."""
-        self.command("createTopic", topic=topic, queues=queues, **({"broker": broker} if broker else {}),
-                     **({"attributes": attributes} if attributes else {}))
+        self.command("createTopic", topic=topic, queues=queues, **_given(broker=broker, attributes=attributes))
 
     def create_static_topic(self, topic: str, queues: int = 4) -> None:
         """Create ``topic`` as a static topic (RocketMQ 5 logic queues, as ``mqadmin updateStaticTopic``) of
@@ -343,7 +347,7 @@ class EmbeddedRocketMQ:
         dict may hold body or bodyBase64, tags, keys, properties, broker and queueId. Returns msgId, brokerName,
         queueId and queueOffset of each."""
         return self.command("produce", topic=topic, messages=messages, batch=batch,
-                            **({"namespace": namespace} if namespace else {}))
+                            **_given(namespace=namespace))
 
     def produce_bulk(self, topic: str, count: int, body_size: int = 100, *, tags: list[str] | None = None,
                      key_prefix: str = "key-", timeout: float = 600.0) -> dict:
@@ -367,7 +371,7 @@ class EmbeddedRocketMQ:
     def search_offset(self, topic: str, broker: str, queue_id: int, timestamp: int,
                       boundary: str | None = None) -> int:
         return self.command("searchOffset", topic=topic, broker=broker, queueId=queue_id, timestamp=timestamp,
-                            **({"boundary": boundary} if boundary else {}))
+                            **_given(boundary=boundary))
 
     def query_consumer_offset(self, group: str, topic: str, broker: str, queue_id: int) -> int:
         return self.command("queryConsumerOffset", group=group, topic=topic, broker=broker, queueId=queue_id)

@@ -9,6 +9,7 @@ import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
+from types import MappingProxyType
 from typing import Any, Callable, Iterable, Iterator, Mapping, Protocol, Sequence
 
 from rmq_spark.client import hints
@@ -16,7 +17,7 @@ from rmq_spark.client.defaults import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_PULL_DE
 from rmq_spark.client.errors import (RETRYABLE, BrokerError, BrokerUnavailableError, RocketMQError,
                                      UnsupportedError)
 from rmq_spark.client.gathering import MessageCollector
-from rmq_spark.client.model import (DEFAULT_GROUP, DEFAULT_PRODUCER_GROUP, EVERY_MESSAGE, SLOT, FilterExpression,
+from rmq_spark.client.model import (DEFAULT_GROUP, Boundary, DEFAULT_PRODUCER_GROUP, EVERY_MESSAGE, SLOT, FilterExpression,
                                     HalfMessage, Message, MessageQueue, MessageType, OutgoingMessage, PullResult,
                                     SendResult, TopicRoute)
 from rmq_spark.client.namespaces import NO_NAMESPACE, Namespace
@@ -46,12 +47,23 @@ class Call(Protocol):
     def cancel(self) -> None: ...
 
 
+class HeldCall(Call, Protocol):
+    """A held pull in flight (``hold_async``): it also tells when it has ended."""
+
+    def add_done_callback(self, fn: Callable[[], None]) -> None:
+        """Call ``fn()`` once the call has ended (at once if it has), on the thread that ended it."""
+
+
+# the default of a per-queue mapping: no queue (read-only, so a shared default)
+NONE_PER_QUEUE: Mapping[MessageQueue, Any] = MappingProxyType({})
+
+
 class Answers(dict):
     """A fan-out's answers per queue. ``failed`` holds each queue whose broker could not answer now, with why;
     ``replica`` the queues answered by a slave (which may lag behind its master)."""
 
-    def __init__(self, answers: Mapping[MessageQueue, Any] = (), failed: Mapping[MessageQueue, RocketMQError] = (),
-                 replica: Iterable[MessageQueue] = ()):
+    def __init__(self, answers: Mapping[MessageQueue, Any] = NONE_PER_QUEUE,
+                 failed: Mapping[MessageQueue, RocketMQError] = NONE_PER_QUEUE, replica: Iterable[MessageQueue] = ()):
         super().__init__(answers)
         self.failed: dict[MessageQueue, RocketMQError] = dict(failed)
         self.replica: set[MessageQueue] = set(replica)
@@ -132,7 +144,7 @@ class BaseClient:
     def _max_offset_call(self, mq: MessageQueue) -> Call:
         raise NotImplementedError
 
-    def _search_offset_call(self, mq: MessageQueue, timestamp: int, boundary: str) -> Call:
+    def _search_offset_call(self, mq: MessageQueue, timestamp: int, boundary: Boundary) -> Call:
         raise NotImplementedError
 
     def _consumer_offset_call(self, group: str, mq: MessageQueue) -> Call:
@@ -153,10 +165,10 @@ class BaseClient:
         hold it until messages arrive (long polling)."""
         raise NotImplementedError
 
-    def hold_async(self, mq: MessageQueue, offset: int, *, group: str, hold_ms: int) -> Call:
+    def hold_async(self, mq: MessageQueue, offset: int, *, group: str, hold_ms: int) -> HeldCall:
         """A pull of one message at ``offset`` (the queue's end) that the server holds until a message arrives or
-        ``hold_ms`` pass; the call has ``add_done_callback(fn)``, which calls ``fn()`` once it has ended."""
-        return self.pull_async(mq, offset, 1, group=group, suspend_ms=hold_ms)
+        ``hold_ms`` pass. UnsupportedError where the transport cannot tell when a pull has ended."""
+        raise UnsupportedError(f"{type(self).__name__} cannot hold pulls")
 
     def send_async(self, mq: MessageQueue, messages: Sequence[OutgoingMessage], *,
                    group: str = DEFAULT_PRODUCER_GROUP, sys_flag: int = 0) -> Call:
@@ -189,6 +201,12 @@ class BaseClient:
     def topics(self) -> list[str]:
         """Every topic known to the cluster."""
         raise UnsupportedError(f"{type(self).__name__} cannot list topics")
+
+    def create_topic(self, topic: str, queues: int = 4, *, broker_names: Iterable[str] | None = None,
+                     seed_topic: str = "TBW102") -> None:
+        """Create or update ``topic`` with ``queues`` read/write queues on the masters of the cluster (found
+        through ``seed_topic``'s route, or the given brokers)."""
+        raise UnsupportedError(f"{type(self).__name__} cannot create topics")
 
     def live_brokers(self) -> set[str]:
         """The names of the broker groups registered with the name servers now (at least one member up)."""
@@ -253,7 +271,7 @@ class BaseClient:
                     self._lookup_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="rmq-route")
                 pending = self._lookups[topic] = self._lookup_pool.submit(self._lookup_in_background, topic)
                 wait = 0.0 if self.outages.is_down(NAME_SERVERS) else ROUTE_WAIT_S
-        if pending is None:
+        if cached is None or pending is None:  # (both or neither)
             return self._lookup(topic)
         try:
             return pending.result(timeout=wait)
@@ -354,12 +372,11 @@ class BaseClient:
         """The offset after the last message (exclusive end), per queue."""
         return self._gather("max offsets", mqs, self._max_offset_call, partial=partial)
 
-    def search_offsets(self, mqs: Iterable[MessageQueue], timestamp: int, boundary: str = "lower", *,
+    def search_offsets(self, mqs: Iterable[MessageQueue], timestamp: int, boundary: Boundary = Boundary.LOWER, *,
                        partial: bool = False) -> Answers:
-        """Per queue, the offset of the first (``lower``) or last (``upper``) message stored at or after / at or
+        """Per queue, the offset of the first (``LOWER``) or last (``UPPER``) message stored at or after / at or
         before ``timestamp`` ms, as the broker's SEARCH_OFFSET_BY_TIMESTAMP defines it."""
-        if boundary not in ("lower", "upper"):
-            raise ValueError(f"boundary must be 'lower' or 'upper', not {boundary!r}")
+        boundary = Boundary(boundary)
         answers = self._gather("offsets by timestamp", mqs,
                                lambda mq: self._search_offset_call(mq, int(timestamp), boundary), partial=partial)
         near = sorted(mq for mq, v in answers.items() if isinstance(v, NearOffset))
@@ -371,13 +388,13 @@ class BaseClient:
         return out
 
     def _boundaries(self, near: Mapping[MessageQueue, NearOffset], mqs: list[MessageQueue], timestamp: int,
-                    boundary: str, partial: bool) -> Answers:
+                    boundary: Boundary, partial: bool) -> Answers:
         """The boundary offsets of ``mqs``, whose broker answered an offset near the time (``time_search``)."""
         firsts = self.min_offsets(mqs, partial=partial)
         ends = self.max_offsets([mq for mq in mqs if mq in firsts], partial=partial)
         out = Answers(failed={**firsts.failed, **ends.failed})
         # the last message stored at or before the time is the one before the first stored after it
-        after = timestamp if boundary == "lower" else timestamp + 1
+        after = timestamp if boundary is Boundary.LOWER else timestamp + 1
         for mq in ends:
             try:
                 found = first_stored_at_or_after(self, mq, after, near[mq].offset, firsts[mq], ends[mq])
@@ -386,7 +403,7 @@ class BaseClient:
                     raise
                 out.failed[mq] = e
                 continue
-            out[mq] = found if boundary == "lower" else max(found - 1, firsts[mq])
+            out[mq] = found if boundary is Boundary.LOWER else max(found - 1, firsts[mq])
         return out
 
     def query_consumer_offsets(self, group: str, mqs: Iterable[MessageQueue], *, partial: bool = False) -> Answers:
@@ -433,7 +450,7 @@ class BaseClient:
     def max_offset(self, mq: MessageQueue) -> int:
         return self.max_offsets([mq])[mq]
 
-    def search_offset(self, mq: MessageQueue, timestamp: int, boundary: str = "lower") -> int:
+    def search_offset(self, mq: MessageQueue, timestamp: int, boundary: Boundary = Boundary.LOWER) -> int:
         return self.search_offsets([mq], timestamp, boundary)[mq]
 
     def query_consumer_offset(self, group: str, mq: MessageQueue) -> int | None:

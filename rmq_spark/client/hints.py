@@ -10,7 +10,7 @@ NOT_REMOTING = "the server does not support this request; check the address poin
 NO_PULL_API = ("this server has no pull API: it is not an rmq-spark pull gateway (the stock RocketMQ proxy "
                "implements only the push and simple consumer calls of apache.rocketmq.v2, not PullMessage, "
                "UpdateOffset, GetOffset or QueryOffset). Read over the remoting protocol with option nameServer set "
-               "to the cluster's name servers, or run the pull gateway beside the cluster (jvm-shim/GATEWAY.md) and "
+               "to the cluster's name servers, or run the pull gateway beside the cluster (jvm-shim/gateway/README.md) and "
                "point option endpoint at it")
 NOT_GRPC = ("check that endpoint is the host:port of a RocketMQ v2 gRPC pull gateway and that it is up; a name "
             "server or broker address goes in option nameServer instead")
@@ -36,3 +36,6 @@ LITE_TOPIC = ("a LiteTopic (message.type=LITE, RocketMQ 5.5): its messages are k
               "subscriptions, not read or written by queue offset, which is how rmq-spark reads and writes; consume "
               "it with RocketMQ 5.5's LiteTopic consumers, or use a topic of another message.type")
 TIMER_OFF = "the broker does not deliver timer messages: enable timerWheelEnable on the brokers, or drop deliverTimeMs"
+MESSAGE_TYPE = ("the topic's message.type does not take this kind of message (RocketMQ 5's proxy checks it): rows with "
+                "a shardingKey are FIFO, rows with a deliverTimeMs DELAY, others NORMAL; create the topic with that "
+                "message.type or MIXED, or write rows of the topic's type")

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Iterable, final
 
 from rmq_spark.client.unique_ids import new_unique_id
 
@@ -35,6 +35,7 @@ LOGIC_BROKER_PREFIX = "__syslo__"
 LOGIC_BROKER = LOGIC_BROKER_PREFIX + "global__"
 
 
+@final  # equality is by exact class
 @dataclass(frozen=True, order=True)
 class MessageQueue:
     """One queue of a topic on one broker; the unit of ordering and of offsets."""
@@ -42,6 +43,7 @@ class MessageQueue:
     topic: str
     broker_name: str
     queue_id: int
+    _hash: int = field(init=False, repr=False, compare=False)
 
     # The stream driver looks up a thousand queues in a dozen maps per trigger: the hash is computed once, and
     # equality compares fields directly. Pickles carry the three fields only (a str hash differs per process).
@@ -52,7 +54,7 @@ class MessageQueue:
         return self._hash
 
     def __eq__(self, other: object) -> bool:
-        if other.__class__ is not MessageQueue:
+        if type(other) is not MessageQueue:
             return NotImplemented
         return (self._hash == other._hash and self.queue_id == other.queue_id
                 and self.broker_name == other.broker_name and self.topic == other.topic)
@@ -276,6 +278,14 @@ class Message:
     sys_flag: int = 0
     commit_log_offset: int = 0
     body_crc: int = 0
+
+
+class Boundary(str, enum.Enum):
+    """Which offset a search by time answers: the first message stored at or after the time (``LOWER``), or the
+    last stored at or before it (``UPPER``), as SEARCH_OFFSET_BY_TIMESTAMP's boundary type."""
+
+    LOWER = "lower"
+    UPPER = "upper"
 
 
 class MessageType(enum.Enum):

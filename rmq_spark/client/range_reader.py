@@ -17,13 +17,16 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Iterator, Protocol
+from typing import TYPE_CHECKING, Callable, Iterator, Protocol
 
 from rmq_spark.client.defaults import DEFAULT_PULL_DEPTH, DEFAULT_RETRY_TIMEOUT
 from rmq_spark.client.core_errors import package_error
 from rmq_spark.client.errors import RETRYABLE
 from rmq_spark.client.model import EVERY_MESSAGE, SLOT, FilterExpression, MessageQueue, PullResult
 from rmq_spark.compiled import BlockGatherer, DataLostError, RangeCursor, RefusedError, Step, UnavailableError
+
+if TYPE_CHECKING:  # base.py builds its range readers from this module
+    from rmq_spark.client.base import BaseClient
 
 _NO_LIMIT = 1 << 62
 
@@ -56,7 +59,7 @@ class SharedPulls:
 
     native = False
 
-    def __init__(self, client, mq: MessageQueue, *, group: str, expression: FilterExpression) -> None:
+    def __init__(self, client: BaseClient, mq: MessageQueue, *, group: str, expression: FilterExpression) -> None:
         self._client, self._mq, self._group, self._expression = client, mq, group, expression
 
     def pull_async(self, offset: int, max_nums: int) -> _Pending:
@@ -71,8 +74,11 @@ class ChunkBuilder(Protocol):
     the answer frames of a v2 pull (gRPC), each with the window of queue offsets ``[low, high)`` that belongs to
     the range."""
 
-    rows: int
-    nbytes: int
+    @property
+    def rows(self) -> int: ...
+
+    @property
+    def nbytes(self) -> int: ...
 
     def add(self, block: bytes, low: int, high: int, offset_delta: int = 0) -> None: ...
 
@@ -174,10 +180,10 @@ class RangeReader:
             try:
                 for tag, offset, count in cursor.next_pulls():
                     pending[tag] = pulls.pull_async(offset, count)
-                tag = cursor.head
-                if tag is None:
+                head = cursor.head
+                if head is None:
                     return False
-                result = pending.pop(tag).result()
+                result = pending.pop(head).result()
                 verdict = self._judge(result)
             except RETRYABLE as e:
                 verdict = cursor.failed(str(e))
@@ -190,7 +196,7 @@ class RangeReader:
         return self._cursor.judge(r.status, r.next_begin_offset, r.min_offset, r.max_offset, r.first_offset,
                                   len(r.body))
 
-    def _settle(self, step: Step, cancel) -> Step:
+    def _settle(self, step: Step, cancel: Callable[[list[int]], None]) -> Step:
         """Follow ``step`` through the gap check and the wait it may ask for. Returns a ``Take`` or a ``Skip``."""
         cursor = self._cursor
         while True:
@@ -215,4 +221,5 @@ class RangeReader:
             case Step.Take(low=low, high=high, body=body) if body is not None:
                 builder.add(body, low, high)
             case Step.Take(low=low, high=high):
+                assert result is not None, "a Take without the core's block keeps a judged answer"
                 RangeChunk(result.body, low, high, result.frames, result.offset_delta).append_to(builder)

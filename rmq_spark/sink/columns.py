@@ -2,13 +2,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator, Sequence
+from typing import Any, Iterator, Sequence
 
 import pyarrow as pa
 
 from rmq_spark.client.model import OutgoingMessage, PROPERTY_UNIQ_KEY
 from rmq_spark.client.unique_ids import new_unique_id
 from rmq_spark.options import OptionError
+from rmq_spark.sink.row_rules import COLUMN_RULES, RowRule, check_rows
 
 # column -> the Spark types it accepts (simpleString)
 WRITABLE = {
@@ -75,7 +76,7 @@ class Rows:
     """One Arrow batch as messages (each with its sharding key, which routes it) plus their topics and explicit
     queues, all in row order (None where a row has no value)."""
 
-    topics: list[str | None]
+    topics: list[str]
     messages: list[OutgoingMessage]
     queues: list[tuple[str | None, int | None]] | None
 
@@ -104,10 +105,10 @@ def _properties(pairs, uniq: str) -> dict[str, str]:
 
 
 def to_rows(batch: pa.RecordBatch, default_topic: str | None) -> Rows:
-    """The messages of ``batch``, each with a new UNIQ_KEY; ValueError names a row without a body or topic."""
+    """The messages of ``batch``, each with a new UNIQ_KEY (its rows keep ``row_rules.COLUMN_RULES``)."""
     n = batch.num_rows
-    bodies = _column(batch, "body")
-    nothing = [None] * n
+    nothing: list[Any] = [None] * n
+    bodies: list[Any] = _column(batch, "body") or nothing  # (row_rules: no null body reaches here)
     topics = _column(batch, "topic") or [default_topic] * n
     tags = _column(batch, "tags") or nothing
     keys = _column(batch, "keys") or nothing
@@ -118,21 +119,22 @@ def to_rows(batch: pa.RecordBatch, default_topic: str | None) -> Rows:
     messages = []
     for i in range(n):
         body = bodies[i]
-        if body is None:
-            raise ValueError(f"row {i} of the batch has a null body: every message needs one (filter the nulls or "
-                             "coalesce them to an empty value)")
-        if topics[i] is None:
-            raise ValueError(f"row {i} of the batch has a null topic: fill it, or drop the column and set option "
-                             "topic")
         messages.append(OutgoingMessage(
             body=body.encode("utf-8") if isinstance(body, str) else body, tags=tags[i] or None, keys=_keys(keys[i]),
             properties=_properties(props[i], new_unique_id()), flag=flags[i] or 0, deliver_time_ms=times[i],
             sharding_key=shards[i]))
-    brokers = _column(batch, "brokerName")
-    return Rows(topics, messages, list(zip(brokers, _column(batch, "queueId"))) if brokers is not None else None)
+    brokers, queue_ids = _column(batch, "brokerName"), _column(batch, "queueId")  # (check_columns: both or neither)
+    return Rows(topics, messages,
+                list(zip(brokers, queue_ids)) if brokers is not None and queue_ids is not None else None)
 
 
-def iter_rows(batches: Iterator[pa.RecordBatch], default_topic: str | None) -> Iterator[Rows]:
+def iter_rows(batches: Iterator[pa.RecordBatch], default_topic: str | None, partition: int,
+              rules: Sequence[RowRule] = ()) -> Iterator[Rows]:
+    """The Rows of each non-empty batch of Spark partition ``partition``; InvalidRowError for rows that break
+    ``COLUMN_RULES`` or ``rules``, before any row of their batch is yielded."""
+    batches = iter(batches)
+    rules = (*COLUMN_RULES, *rules)
     for batch in batches:
         if batch.num_rows:
+            check_rows(batch, batches, rules, partition)
             yield to_rows(batch, default_topic)

@@ -31,6 +31,7 @@ from rmq_spark.client.errors import (BrokerUnavailableError, DataLossError, Rock
                                      UnsupportedError)
 from rmq_spark.client.model import MessageQueue, OutgoingMessage
 from rmq_spark.client.system_topics import CONNECTOR_TOPIC_PREFIX
+from rmq_spark.errors import CommitError
 from rmq_spark.sink.row_keys import ROW_KEY_PROPERTY, batch_prefix
 
 log = logging.getLogger(__name__)
@@ -40,11 +41,6 @@ RECORDS_TOPIC_PREFIX = CONNECTOR_TOPIC_PREFIX + "commits_"  # + producerGroup: t
 HOME_SUFFIX = "_commit_home"  # the fingerprint of the home's broker group name
 LEGACY_MARKER_SUFFIX = "_commits"  # releases before the records topic kept the marker as this group's offset
 RECORD_VERSION = 1
-
-
-class CommitError(RocketMQError):
-    """Ending a batch's half messages did not finish: some may be committed. Restarting the query completes the
-    batch exactly once (streaming); a batch write must be checked."""
 
 
 def records_topic(producer_group: str) -> str:
@@ -308,7 +304,9 @@ class CommitRecords:
         wanted: dict[str, set[str]] = defaultdict(set)
         for t, b in pairs:
             wanted[t].add(b)
-        out, readable, missing = set(), set(), []
+        out: set[MessageQueue] = set()
+        readable: set[MessageQueue] = set()
+        missing: list[str] = []
         for t, brokers in sorted(wanted.items()):
             route = self.client.route(t)
             if not brokers <= {q.broker_name for q in route.queues}:

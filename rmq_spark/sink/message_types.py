@@ -7,6 +7,7 @@ from rmq_spark.client.base import BaseClient
 from rmq_spark.client.lite_topics import lite_refusal
 from rmq_spark.client.model import MessageType, OutgoingMessage
 from rmq_spark.options import OptionError
+from rmq_spark.sink.transaction_check import refuse_unended_transactions
 
 # what makes a row of each kind, and how to write it as another
 _WHY = {
@@ -32,11 +33,12 @@ def refuse_timers(client: BaseClient, topic: str) -> None:
 
 class TopicTypes:
     """The message.type of each topic a task writes to, asked once per topic (None where the broker has none:
-    nothing to check)."""
+    nothing to check); in a transactional write (of ``group``), also whether the topic's servers end transactions."""
 
-    def __init__(self, client: BaseClient, *, transactional: bool) -> None:
+    def __init__(self, client: BaseClient, *, transactional: bool, group: str) -> None:
         self._client = client
         self._transactional = transactional
+        self._group = group
         self._types: dict[str, MessageType | None] = {}
         self._taken: set[tuple[str, MessageType]] = set()
 
@@ -57,4 +59,6 @@ class TopicTypes:
             raise OptionError(f"topic {topic!r} has message.type={declared.value}, which does not take {kind.value} "
                               f"messages: {why}. Create the topic with message.type={kind.value} or MIXED, or "
                               f"{other}")
+        if kind is MessageType.TRANSACTION:
+            refuse_unended_transactions(self._client, topic, self._group)
         self._taken.add((topic, kind))

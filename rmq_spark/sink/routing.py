@@ -2,9 +2,12 @@
 picks it, so Java and Spark producers of one key agree), an explicit brokerName/queueId, or round robin."""
 from __future__ import annotations
 
+import pyarrow as pa
+
 from rmq_spark.client.base import BaseClient
 from rmq_spark.client.errors import TopicNotFoundError
 from rmq_spark.client.model import MessageQueue
+from rmq_spark.sink.row_rules import RowRule
 
 
 def java_string_hash(s: str) -> int:
@@ -20,6 +23,10 @@ def queue_for_key(key: str, queues: list[MessageQueue]) -> MessageQueue:
     """SelectMessageQueueByHash: ``abs(hashCode % n)`` (Java's remainder) over the topic's write queues in route
     order, which equals ``abs(hashCode) % n``."""
     return queues[abs(java_string_hash(key)) % len(queues)]
+
+
+def _named(topic: str, broker: str | None, queue_id: int | None) -> MessageQueue:
+    return MessageQueue(topic, broker or "", -1 if queue_id is None else queue_id)
 
 
 class Router:
@@ -46,15 +53,27 @@ class Router:
             self._queues[topic] = queues
         return queues
 
+    def named_queues(self, default_topic: str | None) -> RowRule:
+        """The rule that a row naming a queue (brokerName, queueId) names one of its topic's writable queues now."""
+        def bad(batch: pa.RecordBatch) -> int:
+            names = batch.schema.names
+            if "brokerName" not in names:
+                return 0
+            n = len(batch)
+            topics = batch.column("topic").to_pylist() if "topic" in names else [default_topic] * n
+            named = zip(topics, batch.column("brokerName").to_pylist(), batch.column("queueId").to_pylist())
+            return sum(1 for topic, broker, queue_id in named
+                       if topic is not None and (broker is not None or queue_id is not None)
+                       and _named(topic, broker, queue_id) not in self.write_queues(topic))
+        return RowRule("a brokerName and queueId that are not one of the writable queues of their topic now",
+                       "name a queue of the topic's route (mqadmin topicRoute), or leave both null to spread the "
+                       "rows round robin", bad)
+
     def route(self, topic: str, sharding_key: str | None = None, broker: str | None = None,
               queue_id: int | None = None) -> MessageQueue:
         queues = self.write_queues(topic)
         if broker is not None or queue_id is not None:
-            mq = MessageQueue(topic, broker or "", -1 if queue_id is None else queue_id)
-            if mq not in queues:
-                raise ValueError(f"row names queue {broker}/{queue_id} of topic {topic!r}, which is not one of its "
-                                 "writable queues now: " + ", ".join(q.key for q in queues))
-            return mq
+            return _named(topic, broker, queue_id)  # one of ``queues``: rows keep ``named_queues`` first
         if sharding_key is not None:
             return queue_for_key(sharding_key, queues)
         mq = queues[self._next % len(queues)]

@@ -118,8 +118,10 @@ class Sender:
         """Wait for ``send``; send it again after a transient failure (the broker may have stored the first try:
         at-least-once) until brokerRetryTimeoutMs has passed since the first failure."""
         while True:
+            call = send.call
+            assert call is not None, "a send is started before it is waited for"
             try:
-                result = send.call.result()
+                result = call.result()
                 break
             except RETRYABLE as e:
                 send.retries = send.retries or Retries(self._retry_timeout)
@@ -142,3 +144,6 @@ class _Failed:
 
     def result(self):
         raise self._error
+
+    def cancel(self) -> None:
+        """Nothing is in flight."""

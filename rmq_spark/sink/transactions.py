@@ -17,7 +17,7 @@ import logging
 from collections import defaultdict
 from typing import Callable, Sequence, TypeVar
 
-from rmq_spark.client.base import BaseClient
+from rmq_spark.client.base import BaseClient, Call
 from rmq_spark.client.errors import BrokerBusyError, RETRYABLE
 from rmq_spark.client.model import HalfMessage, MessageQueue
 from rmq_spark.sink.commit_records import CommitError, CommitRecords, Step, pairs_of
@@ -49,7 +49,7 @@ def end_halves(client: BaseClient, halves: Sequence[HalfMessage], *, commit: boo
     position = {mq: 0 for mq in per_queue}
     retries = {mq: Retries(retry_timeout) for mq in per_queue}
     while position:
-        calls = []
+        calls: list[tuple[MessageQueue, Call | Exception]] = []
         for mq, i in position.items():
             half = per_queue[mq][i]
             try:

@@ -12,9 +12,10 @@ from rmq_spark.client.errors import RocketMQError
 from rmq_spark.client.model import HalfMessage
 from rmq_spark.client_pool import new_client, shared_client
 from rmq_spark.options import OptionError, SinkOptions, check_topic_name
-from rmq_spark.sink.columns import Rows, iter_rows
+from rmq_spark.sink.columns import iter_rows
 from rmq_spark.sink.message_types import TopicTypes
 from rmq_spark.sink.routing import Router
+from rmq_spark.sink.row_rules import RowRule, counter
 from rmq_spark.sink.sender import Sender
 from rmq_spark.sink.commit_records import CommitRecords, records_topic
 from rmq_spark.sink.row_keys import ROW_KEY_PROPERTY, row_key
@@ -54,16 +55,13 @@ def _micro_batch() -> int:
     return int(value)
 
 
-def _refuse_timers(rows: Rows) -> None:
-    """OptionError for a timer row in a streaming exactly-once write: the broker keeps a committed timer message in
-    its timer topic until its time, so a recovery after a crash would not find it in its queue and commit it again."""
-    for i, message in enumerate(rows.messages):
-        if message.deliver_time_ms is not None:
-            raise OptionError(f"row {i} of the batch has a deliverTimeMs (a timer message), which a streaming query "
-                              "with deliveryGuarantee=exactly_once cannot write: the broker holds a committed timer "
-                              "message aside until its time, so the recovery of a batch cut by a crash would not see "
-                              "it and would commit it again. Write timer rows with deliveryGuarantee=at_least_once "
-                              "(or a batch df.write), or leave deliverTimeMs null")
+# The broker keeps a committed timer message in its timer topic until its time, so the recovery of a streaming
+# exactly-once batch cut by a crash would not find it in its queue and would commit it again.
+TIMER_ROWS = RowRule(
+    "a deliverTimeMs (a timer message), which a streaming query with deliveryGuarantee=exactly_once cannot write",
+    "the broker holds a committed timer message aside until its time, so the recovery of a batch cut by a crash "
+    "would not see it and would commit it again. Write timer rows with deliveryGuarantee=at_least_once (or a batch "
+    "df.write), or leave deliverTimeMs null", counter("deliverTimeMs", null=False))
 
 
 def write_task(options: SinkOptions, batches: Iterator[pa.RecordBatch], batch_id: int | None = None) -> SinkCommit:
@@ -75,21 +73,21 @@ def write_task(options: SinkOptions, batches: Iterator[pa.RecordBatch], batch_id
         router = Router(client, start=partition)
         sender = Sender(client, options.producer_group, transactional=eo,
                         retry_timeout=options.broker_retry_timeout)
-        types = TopicTypes(client, transactional=eo)
-        keyed = eo and batch_id is not None  # a streaming exactly-once batch, whose commit a restart may recover
+        types = TopicTypes(client, transactional=eo, group=options.producer_group)
+        # a streaming exactly-once batch, whose commit a restart may recover: its rows are keyed
+        keyed_batch = batch_id if eo else None
         keys: list[str] = []
-        for rows in iter_rows(batches, options.topic):
-            if keyed:
-                _refuse_timers(rows)
+        rules = (router.named_queues(options.topic), *((TIMER_ROWS,) if keyed_batch is not None else ()))
+        for rows in iter_rows(batches, options.topic, partition, rules):
             explicit = rows.queues
             for i, message in enumerate(rows.messages):
                 topic = rows.topics[i]
                 named = explicit[i] if explicit is not None else (None, None)
                 mq = router.route(topic, message.sharding_key, *named)
                 types.check(topic, message)
-                if keyed:
-                    keys.append(row_key(options.producer_group, batch_id, topic, message,
-                                        None if named[0] is None else named))
+                if keyed_batch is not None:
+                    keys.append(row_key(options.producer_group, keyed_batch, topic, message,
+                                        None if named[0] is None else (mq.broker_name, mq.queue_id)))
                     message.properties[ROW_KEY_PROPERTY] = keys[-1]
                 elif eo:
                     keys.append("")
@@ -99,7 +97,7 @@ def write_task(options: SinkOptions, batches: Iterator[pa.RecordBatch], batch_id
 
 
 def _halves(messages: Sequence[WriterCommitMessage | None]) -> list[tuple[str, HalfMessage]]:
-    out = []
+    out: list[tuple[str, HalfMessage]] = []
     for m in sorted((m for m in messages if isinstance(m, SinkCommit)), key=lambda m: m.partition):
         out.extend(m.halves)
     return out
@@ -151,6 +149,7 @@ class RocketMQStreamWriter(DataSourceStreamArrowWriter):
         if not halves:
             return
         o = self.options
+        assert o.topic is not None, "halves come from exactly-once writes, which __init__ gave a topic"
         with new_client(o) as client:  # fresh routes, and reads on masters (no suggestion of a slave kept)
             outcome = commit_batch(CommitRecords(client, o.producer_group, o.topic), batchId, halves,
                                    o.broker_retry_timeout)

@@ -8,9 +8,15 @@ from typing import Iterable, Iterator, Sequence
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
 
+from rmq_spark.client.base import BaseClient
+from rmq_spark.client.model import Boundary, MessageQueue
 from rmq_spark.client_pool import new_client
-from rmq_spark.source.offsets import OffsetResolver, QueueRange, check_named, plan_partitions
-from rmq_spark.options import ByTimestamp, OptionError, SourceOptions, SpecificOffsets
+from rmq_spark.source.offset_reader import OffsetResolver
+from rmq_spark.source.offset_specs import check_named
+from rmq_spark.source.offsets import QueueRange
+from rmq_spark.source.range_calculator import plan_partitions
+from rmq_spark.options import OptionError, SourceOptions
+from rmq_spark.source.offset_specs import ByTimestamp, SpecificOffsets
 from rmq_spark.source.partition_reader import read_range
 from rmq_spark.source.planning import check_filter, compacted_topics, plan_ranges, resolve_queues
 from rmq_spark.source.pushdown import Narrowing, push
@@ -110,11 +116,11 @@ def _check_order(o: SourceOptions, starts: dict, ends: dict) -> None:
                               "starting and ending options")
 
 
-def _time_bounds(client, queues, time_range_ms: tuple[int, int]) -> dict:
+def _time_bounds(client: BaseClient, queues: list[MessageQueue], time_range_ms: tuple[int, int]) -> dict:
     """Per queue, the offsets [first stored at or after lo, first stored at or after hi) of a time range."""
     lo_ms, hi_ms = time_range_ms
     if lo_ms <= 0 and hi_ms >= 2 ** 63 - 1:
         return {}
-    lows = client.search_offsets(queues, lo_ms, "lower") if lo_ms > 0 else {}
-    highs = client.search_offsets(queues, hi_ms, "lower") if hi_ms < 2 ** 63 - 1 else {}
+    lows = client.search_offsets(queues, lo_ms, Boundary.LOWER) if lo_ms > 0 else {}
+    highs = client.search_offsets(queues, hi_ms, Boundary.LOWER) if hi_ms < 2 ** 63 - 1 else {}
     return {mq: (lows.get(mq, 0), highs.get(mq, 2 ** 63 - 1)) for mq in queues}

@@ -10,6 +10,7 @@ import time
 from dataclasses import replace
 from typing import Iterable
 
+from rmq_spark.client.base import BaseClient, HeldCall
 from rmq_spark.client.errors import RETRYABLE, RocketMQError, UnsupportedError
 from rmq_spark.client.model import MessageQueue, PullResult
 from rmq_spark.client.outages import RETRY_DOWN_S
@@ -33,8 +34,9 @@ class _Hold:
 
     __slots__ = ("mq", "offset", "call", "outcome", "ended_at")
 
-    def __init__(self, mq: MessageQueue, offset: int, call) -> None:
-        self.mq, self.offset, self.call = mq, offset, call
+    def __init__(self, mq: MessageQueue, offset: int, call: HeldCall) -> None:
+        self.mq, self.offset = mq, offset
+        self.call: HeldCall | None = call
         self.outcome: PullResult | BaseException | None = None
         self.ended_at = 0.0
 
@@ -43,7 +45,7 @@ class HeldPulls:
     """One held pull per queue at the offset it was armed with. ``rung()`` takes the queues whose hold ended since
     it was last asked; a hold that ended quietly (nothing came before it timed out) is armed again instead."""
 
-    def __init__(self, client, group: str, hold_ms: int = HOLD_MS) -> None:
+    def __init__(self, client: BaseClient, group: str, hold_ms: int = HOLD_MS) -> None:
         self._client, self._group, self._hold_ms = client, group, hold_ms
         self._held: dict[MessageQueue, _Hold] = {}
         self._ended: collections.deque[_Hold] = collections.deque()  # appended by the calls' threads
@@ -111,6 +113,7 @@ class HeldPulls:
                 continue
             if isinstance(result, BaseException):
                 raise result
+            assert result is not None, "an ended hold keeps what it answered"
             self._refused.pop(mq, None)  # the broker takes holds of the queue again
             if result.status is PullStatus.NO_NEW_MSG and result.next_begin_offset == offset \
                     and result.max_offset in (-1, offset):  # -1: the transport does not report it

@@ -8,6 +8,7 @@ import logging
 import threading
 from typing import Callable, Iterable, Mapping
 
+from rmq_spark.client.base import BaseClient
 from rmq_spark.client.errors import RocketMQError
 from rmq_spark.client.model import MessageQueue
 from rmq_spark.client.outages import broker_group, master_of
@@ -18,7 +19,7 @@ log = logging.getLogger(__name__)
 class OffsetStore:
     """Next-offset-to-consume per queue for ``group``; thread-safe."""
 
-    def __init__(self, client, group: str) -> None:
+    def __init__(self, client: BaseClient, group: str) -> None:
         self.client = client
         self.group = group
         self._table: dict[MessageQueue, int] = {}
@@ -47,7 +48,7 @@ class OffsetStore:
         try:
             stored = self.client.query_consumer_offsets(self.group, todo, partial=True)
         except RocketMQError as e:
-            log.warning("could not read the offsets of group %r (will try again at the next commit): %s", self.group, e)
+            log.warning("could not read the offsets of group %r (tried again in a few seconds): %s", self.group, e)
             return
         with self._lock:
             for mq, offset in stored.items():
@@ -59,22 +60,26 @@ class OffsetStore:
     def settled(self) -> bool:
         """Whether every offset held was loaded from the brokers first and is stored."""
         with self._lock:
-            return self._loaded.issuperset(self._table) and all(
-                self._persisted.get(mq) == o for mq, o in self._table.items())
+            loaded = self._loaded.issuperset(self._table)
+        return loaded and not self.unstored()
+
+    def unstored(self) -> dict[MessageQueue, int]:
+        """The offsets held that the brokers have not stored yet."""
+        with self._lock:
+            return {mq: o for mq, o in self._table.items() if self._persisted.get(mq) != o}
 
     def persist_all(self) -> bool:
         """Send every offset that changed since the last successful persist, each to its broker's master; True
         when all were stored. Offsets whose master is unavailable stay pending, tried again every few seconds (the
         outage is logged once); it never raises."""
-        with self._lock:
-            changed = {mq: o for mq, o in self._table.items() if self._persisted.get(mq) != o}
+        changed = self.unstored()
         due = {mq: changed[mq] for mq in self._due(list(changed), master_of)}
         if not due:
             return not changed
         try:
             stored = self.client.update_consumer_offsets(self.group, due, partial=True)
         except RocketMQError as e:
-            log.warning("could not mirror %d offsets of group %r to the brokers (will retry at the next commit): "
+            log.warning("could not mirror %d offsets of group %r to the brokers (tried again in a few seconds): "
                         "%s", len(due), self.group, e)
             return False
         with self._lock:

@@ -6,6 +6,7 @@ from typing import Iterator
 
 import pyarrow as pa
 
+from rmq_spark.client.base import BaseClient
 from rmq_spark.source.arrow_decoder import ArrowBatchDecoder
 from rmq_spark.client.model import SLOT
 from rmq_spark.client.range_reader import RangeReader
@@ -31,7 +32,7 @@ def read_range(options: SourceOptions, qr: QueueRange, columns: tuple[str, ...] 
         yield from _read(client, options, qr, columns)
 
 
-def _read(client, options: SourceOptions, qr: QueueRange, columns: tuple[str, ...]) -> Iterator[pa.RecordBatch]:
+def _read(client: BaseClient, options: SourceOptions, qr: QueueRange, columns: tuple[str, ...]) -> Iterator[pa.RecordBatch]:
     reader = RangeReader(client, qr.queue, qr.start, qr.end, depth=options.pull_depth, group=options.pull_group,
                          expression=options.filter, fail_on_data_loss=options.fail_on_data_loss,
                          retry_timeout=options.broker_retry_timeout, sparse=qr.sparse)

@@ -6,7 +6,7 @@ import logging
 import re
 from typing import Iterable, Mapping, Sequence
 
-from rmq_spark.client.base import outside
+from rmq_spark.client.base import BaseClient, outside
 from rmq_spark.client.errors import (RETRYABLE, AuthError, BrokerUnavailableError, DataLossError, InvalidFilterError,
                                      TopicNotFoundError, UnsupportedError)
 from rmq_spark.client.lite_topics import refuse_lite
@@ -53,7 +53,7 @@ def check_assigned(options: SourceOptions, routes: Mapping[str, TopicRoute | Non
         raise OptionError(f"option assign names queues that do not exist: {'; '.join(missing)}")
 
 
-def query_topics(client, options: SourceOptions) -> list[str]:
+def query_topics(client: BaseClient, options: SourceOptions) -> list[str]:
     """The topics the options name, or those of the name server's list that match topicPattern, sorted: never a
     system topic (those the brokers create for their cluster and themselves included) nor a connector topic."""
     if options.topic_pattern is None:
@@ -69,7 +69,7 @@ def query_topics(client, options: SourceOptions) -> list[str]:
 _UNREADABLE_MATCHES: set[str] = set()
 
 
-def first_route(client, topic: str, options: SourceOptions) -> TopicRoute | None:
+def first_route(client: BaseClient, topic: str, options: SourceOptions) -> TopicRoute | None:
     """The route of a topic the query has not read before. For a topic the options name, an error names the bad
     input (no such topic, no readable queue); a topicPattern match without a route now (deleted since the topic
     list was read, or its brokers all away) is None: left out until a later list and route show it; so is one that
@@ -102,14 +102,14 @@ def first_route(client, topic: str, options: SourceOptions) -> TopicRoute | None
     return route
 
 
-def topic_queues(client, topic: str, options: SourceOptions) -> list[MessageQueue]:
+def topic_queues(client: BaseClient, topic: str, options: SourceOptions) -> list[MessageQueue]:
     """The readable queues of one topic now (``first_route``'s errors; none for a pattern's topic without a
     route)."""
     route = first_route(client, topic, options)
     return route.read_queues() if route is not None else []
 
 
-def resolve_queues(client, options: SourceOptions) -> list[MessageQueue]:
+def resolve_queues(client: BaseClient, options: SourceOptions) -> list[MessageQueue]:
     """Every readable queue of the query's topics (only the assigned ones with option assign), sorted. A batch
     cannot wait: an assigned queue that is not in the route now is an error."""
     found = [mq for topic in query_topics(client, options) for mq in topic_queues(client, topic, options)]
@@ -123,14 +123,14 @@ def resolve_queues(client, options: SourceOptions) -> list[MessageQueue]:
     return sorted(mq for mq in found if reads_queue(options, mq))
 
 
-def check_filter(client, options: SourceOptions, queues: Iterable[MessageQueue]) -> None:
+def check_filter(client: BaseClient, options: SourceOptions, queues: Iterable[MessageQueue]) -> None:
     """OptionError naming subExpression when a broker of the queues cannot filter by it (a SQL92 expression that
     does not compile, or brokers without enablePropertyFilter), asked of each broker once, before anything is read.
     A broker that does not answer now is not asked."""
     o = options
     if not o.filter.filters:
         return
-    first = {}
+    first: dict[str, MessageQueue] = {}
     for mq in sorted(queues):
         first.setdefault(mq.broker_name, mq)
     for mq in first.values():
@@ -144,7 +144,7 @@ def check_filter(client, options: SourceOptions, queues: Iterable[MessageQueue])
             continue
 
 
-def compacted_topics(client, topics: Iterable[str]) -> frozenset[str]:
+def compacted_topics(client: BaseClient, topics: Iterable[str]) -> frozenset[str]:
     """The topics whose cleanup policy is COMPACTION (offsets sparse by design). A transport or user that cannot
     read topic attributes counts none as compacted (logged)."""
     out = set()

@@ -1,11 +1,15 @@
-"""How far a streaming query is behind the brokers, from its progress (the PySpark source API has no custom
-metrics; the source reports the brokers' latest offsets through reportLatestOffset instead)."""
+"""How far a streaming query is behind the brokers, and how many messages it skipped, from its progress (the PySpark
+source API has no custom metrics: the source reports the brokers' latest offsets through reportLatestOffset, and
+beside them, under ``SKIPPED_KEY``, the messages it skipped under failOnDataLoss=false)."""
 from __future__ import annotations
 
 import json
 import logging
 from dataclasses import dataclass
 from typing import Any, Mapping
+
+from rmq_spark.source.offset_specs import is_annotation
+from rmq_spark.source.skipped import SKIPPED_KEY
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +37,7 @@ def source_lag(source_progress: Mapping[str, Any]) -> Lag | None:
     if not latest:
         return None
     behind = [max(0, int(off) - int(end.get(topic, {}).get(key, 0)))
-              for topic, queues in latest.items() for key, off in queues.items()]
+              for topic, queues in latest.items() if not is_annotation(topic) for key, off in queues.items()]
     if not behind:
         return None
     return Lag(sum(behind), min(behind), sum(behind) / len(behind), max(behind), len(behind))
@@ -45,11 +49,25 @@ def query_lag(progress: Mapping[str, Any]) -> list[Lag | None]:
     return [source_lag(s) for s in progress.get("sources", [])]
 
 
+def source_skipped(source_progress: Mapping[str, Any]) -> int:
+    """The messages one entry of ``progress["sources"]`` skipped since its query started (0 when none)."""
+    skipped = _as_dict(source_progress.get("latestOffset")).get(SKIPPED_KEY, {})
+    return sum(int(n) for queues in skipped.values() for n in queues.values())
+
+
+def query_skipped(progress: Mapping[str, Any]) -> list[int]:
+    """The messages every source of a query progress skipped under failOnDataLoss=false (deleted by retention
+    before they were read) since the query started, as of the trigger's planning."""
+    return [source_skipped(s) for s in _as_dict(progress).get("sources", [])]
+
+
 def lag_listener():
-    """A StreamingQueryListener that logs each rocketmq source's lag after every trigger:
-    ``spark.streams.addListener(rmq_spark.source.progress.lag_listener())``. Its lines go to logger ``rmq_spark.source.progress``
-    at INFO; where the application configured no logging (no handler on the way to the root logger), it prints them
-    to stderr itself, since asking for the listener is asking for its lines."""
+    """A StreamingQueryListener that logs each rocketmq source's lag after every trigger, and, as a warning, the
+    messages a source skipped under failOnDataLoss=false since the last trigger:
+    ``spark.streams.addListener(rmq_spark.source.progress.lag_listener())``. Its lines go to logger
+    ``rmq_spark.source.progress`` (the lag at INFO); where the application configured no logging (no handler on the
+    way to the root logger), it prints them to stderr itself, since asking for the listener is asking for its
+    lines."""
     from pyspark.sql.streaming import StreamingQueryListener
 
     if not log.hasHandlers():
@@ -60,15 +78,26 @@ def lag_listener():
         log.setLevel(logging.INFO)
 
     class LagListener(StreamingQueryListener):
+        def __init__(self) -> None:
+            super().__init__()
+            self.skipped: dict[tuple[str, int], int] = {}  # (query id, source) -> skipped messages last reported
+
         def onQueryStarted(self, event):
             pass
 
         def onQueryProgress(self, event):
-            for lag in query_lag(event.progress.json):
+            p = event.progress
+            query = p.name or p.id
+            for lag in query_lag(p.json):
                 if lag is not None:
                     log.info("query %s batch %d: %d messages behind (per queue min %d, avg %.1f, max %d)",
-                             event.progress.name or event.progress.id, event.progress.batchId, lag.total,
-                             lag.min, lag.avg, lag.max)
+                             query, p.batchId, lag.total, lag.min, lag.avg, lag.max)
+            for source, total in enumerate(query_skipped(p.json)):
+                more = total - self.skipped.get((p.id, source), 0)
+                if more > 0:
+                    log.warning("query %s batch %d: %d messages skipped (deleted before they were read, "
+                                "failOnDataLoss=false), %d since the query started", query, p.batchId, more, total)
+                self.skipped[(p.id, source)] = total
 
         def onQueryIdle(self, event):
             pass
@@ -77,3 +106,4 @@ def lag_listener():
             pass
 
     return LagListener()
+

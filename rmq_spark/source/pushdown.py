@@ -18,6 +18,8 @@ from rmq_spark.source.offsets import QueueRange
 from rmq_spark.options import SourceOptions
 
 _INF = 2 ** 63 - 1
+# the filters that may narrow the plan: a column compared with a value (any other, Not among them, is Spark's)
+_COMPARISONS = (EqualTo, GreaterThan, GreaterThanOrEqual, LessThan, LessThanOrEqual, In)
 
 
 @dataclass(frozen=True)
@@ -73,6 +75,9 @@ def push(filters: list[Filter], options: SourceOptions) -> tuple[Narrowing, list
     n = Narrowing()
     rest: list[Filter] = []
     for f in filters:
+        if not isinstance(f, _COMPARISONS):
+            rest.append(f)
+            continue
         col = f.attribute[0] if len(f.attribute) == 1 else None
         handled = True
         values = (f.value,) if isinstance(f, EqualTo) else tuple(f.value) if isinstance(f, In) else None
@@ -87,7 +92,7 @@ def push(filters: list[Filter], options: SourceOptions) -> tuple[Narrowing, list
                 handled = False
         elif col == "queueId" and values is not None and all(isinstance(v, int) for v in values):
             n = dataclasses.replace(n, queue_ids=_intersect(n.queue_ids, values))
-        elif col == "queueOffset" and isinstance(getattr(f, "value", None), int) and not isinstance(f, In):
+        elif col == "queueOffset" and isinstance(f.value, int) and not isinstance(f, In):
             lo, hi = n.offset_range
             v = f.value
             bounds = {EqualTo: (v, v + 1), GreaterThan: (v + 1, _INF), GreaterThanOrEqual: (v, _INF),
@@ -99,12 +104,12 @@ def push(filters: list[Filter], options: SourceOptions) -> tuple[Narrowing, list
         elif col == "storeTimestamp" and type(f) in (GreaterThan, GreaterThanOrEqual, LessThan, LessThanOrEqual,
                                                       EqualTo):
             floor_ms, ceil_ms = _ms(f.value, ceil=False), _ms(f.value, ceil=True)
-            if floor_ms is not None:
+            if floor_ms is not None and ceil_ms is not None:  # (a datetime: both)
                 lo, hi = n.time_range_ms
-                bounds = {GreaterThan: (floor_ms + 1, _INF),
+                window = {GreaterThan: (floor_ms + 1, _INF),
                           GreaterThanOrEqual: (ceil_ms, _INF), LessThan: (0, ceil_ms),
                           LessThanOrEqual: (0, floor_ms + 1), EqualTo: (ceil_ms, floor_ms + 1)}[type(f)]
-                n = dataclasses.replace(n, time_range_ms=(max(lo, bounds[0]), min(hi, bounds[1])))
+                n = dataclasses.replace(n, time_range_ms=(max(lo, window[0]), min(hi, window[1])))
             rest.append(f)  # narrowed through the time index, re-checked by Spark
             continue
         else:

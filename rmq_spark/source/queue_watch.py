@@ -17,7 +17,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from concurrent.futures import wait as futures_wait
 from typing import Any, Callable, Iterable, TypeVar
 
-from rmq_spark.client.base import NAME_SERVERS, ROUTE_WAIT_S
+from rmq_spark.client.base import NAME_SERVERS, ROUTE_WAIT_S, BaseClient
 from rmq_spark.client.errors import (RETRYABLE, RequestTimeoutError, RocketMQError, TopicNotFoundError,
                                      UnsupportedError)
 from rmq_spark.client.model import MessageQueue, TopicRoute
@@ -38,7 +38,7 @@ REFUSES = "its master is away and its slave refuses pulls (slaveReadEnable=false
 class QueueWatch:
     """Polls the routes and the latest offsets of the query's topics."""
 
-    def __init__(self, client, options: SourceOptions) -> None:
+    def __init__(self, client: BaseClient, options: SourceOptions) -> None:
         self.client, self.options = client, options
         self._routes: dict[str, TopicRoute | None] = {}  # None: the topic has no route now
         self._queues: list[MessageQueue] | None = None  # queues(), until the routes change
@@ -112,7 +112,7 @@ class QueueWatch:
         """Apply the background read of the routes if it ends within ``wait`` seconds and no routes read after it
         started were applied meanwhile (what it raised is raised here); whether it did."""
         reading = self._reading
-        if not futures_wait([reading], timeout=wait).done:
+        if reading is None or not futures_wait([reading], timeout=wait).done:
             return False
         self._reading = None
         routes = reading.result()
@@ -269,7 +269,8 @@ class QueueWatch:
         name server's list, not readable now, or silent) it is unavailable."""
         current = self.queue_set
         known = known.keys() if isinstance(known, dict) else set(known)
-        unavailable, vanished = set(), set()
+        unavailable: set[MessageQueue] = set()
+        vanished: set[MessageQueue] = set()
         if current.issuperset(known) and self.silent.isdisjoint(known) and self.latest.keys() >= known:
             return unavailable, vanished  # every one is in the routes and answered
         fresh: dict[str, TopicRoute | None] = {}

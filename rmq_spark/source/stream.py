@@ -7,8 +7,8 @@ of the query keeps going. Data loss is only what a live broker proves."""
 from __future__ import annotations
 
 import logging
-import math
 import time
+from dataclasses import dataclass
 from typing import Iterable, Iterator, Sequence
 
 import pyarrow as pa
@@ -16,34 +16,44 @@ from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadMaxRows, ReadMinRows,
                                               SupportsTriggerAvailableNow)
 
+from rmq_spark.source.admission import TriggerLimits, admit, capped
 from rmq_spark.source.batch import partitions_of, read_partition
+from rmq_spark.client.base import BaseClient
 from rmq_spark.client.errors import RETRYABLE, RocketMQError, UnsupportedError
 from rmq_spark.client.model import MessageQueue
 from rmq_spark.client_pool import new_client
+from rmq_spark.source.group_check import GroupCheck
+from rmq_spark.source.offset_mirror import OffsetMirror
 from rmq_spark.source.offset_store import OffsetStore
-from rmq_spark.source.offsets import (OffsetResolver, check_named, entering_spec, offsets_from_json, offsets_to_json,
-                               recorded_start)
-from rmq_spark.options import OptionError, SourceOptions
+from rmq_spark.source.offset_reader import OffsetResolver
+from rmq_spark.source.offset_specs import check_named, entering_spec
+from rmq_spark.source.offsets import offsets_from_json, offsets_to_json, recorded_start
+from rmq_spark.options import SourceOptions
 from rmq_spark.source.planning import plan_ranges, query_topics
 from rmq_spark.source.queue_watch import QueueWatch
 from rmq_spark.source.schema import COLUMNS
+from rmq_spark.source.skipped import SkippedMessages
 from rmq_spark.source.vanished import VanishedQueues
 
 log = logging.getLogger(__name__)
 
 
-def prorate(start: dict[MessageQueue, int], latest: dict[MessageQueue, int], limit: int) -> dict[MessageQueue, int]:
-    """End offsets that read at most about ``limit`` messages, each queue getting a share proportional to its
-    backlog (as Spark's Kafka source does); every queue with a backlog advances by at least one."""
-    backlog = {mq: max(0, latest[mq] - start.get(mq, latest[mq])) for mq in latest}
-    total = sum(backlog.values())
-    if total <= limit:
-        return dict(latest)
-    end = {}
-    for mq, size in backlog.items():
-        share = math.floor(limit * size / total) if size else 0
-        end[mq] = start.get(mq, latest[mq]) + min(size, max(share, 1 if size else 0))
-    return end
+@dataclass(frozen=True)
+class PlannedEnd:
+    """An end this reader returned, as Spark will hand it back (``offsets``) and parsed (``parsed``)."""
+
+    offsets: dict
+    parsed: dict[MessageQueue, int]
+
+
+@dataclass(frozen=True)
+class Answered:
+    """An answer that holds while the versions of what it was made from stay the same: ``latestOffset`` found
+    nothing to read from ``offsets`` (and nothing pending) at the queue watch's version, or ``reportLatestOffset``
+    returned ``offsets`` at the watch's and the skipped counts' versions."""
+
+    offsets: dict
+    versions: tuple[int, ...]
 
 
 class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -53,27 +63,27 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options: SourceOptions, columns: tuple[str, ...] = COLUMNS) -> None:
         self.options = options
         self.columns = columns
-        self._client = None
+        self._client: BaseClient | None = None
         self._watch: QueueWatch | None = None
         self._vanished: VanishedQueues | None = None
-        self._store: OffsetStore | None = None
+        self._store: OffsetMirror | None = None
         self._cap: dict[MessageQueue, int] | None = None  # Trigger.AvailableNow target
         self._last_batch_at = time.monotonic()
         self._initial: dict | None = None  # the initial offsets this process resolved (never mirrored)
         self._initial_offsets: dict[MessageQueue, int] | None = None  # the same, parsed
-        self._group_checked = False
+        self._group_check: GroupCheck | None = None
         self._unavailable: set[MessageQueue] = set()  # the queues the last planned end waits for
-        # (start, watch version) of the last call that found nothing to read and left nothing pending: the same
-        # start at the same version has the same answer
-        self._idle: tuple[dict, int] | None = None
-        self._reported: tuple[int, dict] | None = None  # (watch version, reportLatestOffset's answer)
-        # the last two ends returned, and parsed: Spark hands them back as the next start, to partitions() and
-        # to commit()
-        self._planned: list[tuple[dict, dict[MessageQueue, int]]] = []
+        self._limits = TriggerLimits(options.max_messages_per_trigger, options.min_messages_per_trigger,
+                                     options.max_trigger_delay_ms)
+        self._idle: Answered | None = None  # the last start with nothing to read: the same start, the same answer
+        self._skipped = SkippedMessages()
+        self._reported: Answered | None = None  # reportLatestOffset's last answer
+        # the last two ends returned: Spark hands them back as the next start, to partitions() and to commit()
+        self._planned: list[PlannedEnd] = []
 
     # -- driver-side state, built lazily ----------------------------------------------------------------------
     @property
-    def client(self):
+    def client(self) -> BaseClient:
         if self._client is None:
             self._client = new_client(self.options)
         return self._client
@@ -91,15 +101,29 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self._vanished
 
     @property
-    def store(self) -> OffsetStore | None:
-        if self._store is None and self.options.commit_offsets_to_broker and self.options.consumer_group:
-            self._store = OffsetStore(self.client, self.options.consumer_group)
+    def store(self) -> OffsetMirror | None:
+        o = self.options
+        if self._store is None and o.commit_offsets_to_broker and o.consumer_group:
+            # stop() waits for the update in flight and the one pending
+            self._store = OffsetMirror(OffsetStore(self.client, o.consumer_group),
+                                       flush_timeout=2 * o.request_timeout_ms / 1000)
         return self._store
+
+    @property
+    def group_check(self) -> GroupCheck:
+        if self._group_check is None:
+            self._group_check = GroupCheck(self.client, self.options, self._topics)
+        return self._group_check
+
+    def _topics(self) -> list[str]:
+        """The query's topics: the watch's when it has them (no name-server request), else the options'."""
+        watched = self._watch.topics() if self._watch is not None else None
+        return watched if watched is not None else query_topics(self.client, self.options)
 
     # -- Spark's stream reader API ------------------------------------------------------------------------------
     def initialOffset(self) -> dict:
         if self._initial is None:
-            self._check_group()
+            self.group_check.check()
             self.watch.poll(force=True)
             for note in check_named(self.options.starting, self.watch.queues(), waits=True):
                 log.warning("rocketmq source: %s; if that broker group is stopped or restarting, the queue starts "
@@ -125,7 +149,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         watch = self.watch
         watch.poll()
-        if self._idle is not None and self._idle[1] == watch.version and self._idle[0] == start:
+        if self._idle is not None and self._idle.versions == (watch.version,) and self._idle.offsets == start:
             return start
         self._idle = None
         begin, recorded = self._parsed(start), recorded_start(start)
@@ -141,65 +165,58 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._log_lag(end, watch.latest)
         elif not first:
             if self._settled(limit):
-                self._idle = (start, watch.version)
+                self._idle = Answered(start, (watch.version,))
             return start  # the same JSON string: no batch
         # The first batch's end records its start, even when nothing moved (Spark runs a first batch anyway): a
         # replay of an uncommitted batch 0 gets a fresh initialOffset(), which may resolve elsewhere by then, and
         # partitions() prefers the recorded start.
         out = offsets_to_json(end, start=begin if first else None)
-        self._planned = [(out, end), *self._planned[:1]]
+        self._planned = [PlannedEnd(out, end), *self._planned[:1]]
         return out
 
     def _parsed(self, offsets: dict) -> dict[MessageQueue, int]:
         """``offsets_from_json(offsets)``, without parsing again an end this reader planned."""
-        for out, parsed in self._planned:
-            if out == offsets:
-                return dict(parsed)
+        for planned in self._planned:
+            if planned.offsets == offsets:
+                return dict(planned.parsed)
         return offsets_from_json(offsets)
 
     def _settled(self, limit: ReadLimit) -> bool:
         """Whether the answer to the same start stays the same until the watch sees a change: no queue waited
         for, no offsets left to mirror, and a limit that does not depend on the time."""
-        o = self.options
         return (not self._unavailable and isinstance(limit, (ReadAllAvailable, ReadMaxRows))
-                and o.min_messages_per_trigger is None
-                and (self._store is None or (self._group_checked and self._store.settled())))
+                and not self._limits.time_dependent
+                and (self._store is None or (self.group_check.passed and self._store.settled())))
 
     def _end(self, begin: dict[MessageQueue, int], limit: ReadLimit) -> dict[MessageQueue, int]:
         """The end of the next batch from ``begin`` under ``limit`` and the trigger options."""
-        target = self._targets(begin)
-        end = dict(target)
-        moving = {mq: o for mq, o in target.items() if o >= begin.get(mq, o)}  # reset queues pass through as is
-        if not isinstance(limit, ReadAllAvailable) and moving:
-            o = self.options
-            backlog = sum(o_ - begin.get(mq, o_) for mq, o_ in moving.items())
-            waited = (time.monotonic() - self._last_batch_at) * 1000
-            if (o.min_messages_per_trigger and backlog < o.min_messages_per_trigger
-                    and waited < o.max_trigger_delay_ms and self._cap is None):
-                end.update({mq: begin.get(mq, t) for mq, t in moving.items()})
-                return end
-            max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else o.max_messages_per_trigger
-            if max_rows:
-                end.update(prorate(begin, moving, max_rows))
-        return end
+        waited_ms = (time.monotonic() - self._last_batch_at) * 1000
+        return admit(begin, self._targets(begin), limit, self._limits, waited_ms=waited_ms,
+                     available_now=self._cap is not None)
 
     def reportLatestOffset(self) -> dict | None:
         watch = self._watch
         if watch is None or not watch.latest:
             return None
-        if self._reported is None or self._reported[0] != watch.version:
-            self._reported = (watch.version, offsets_to_json(watch.latest))
-        return self._reported[1]
+        versions = (watch.version, self._skipped.version)
+        if self._reported is None or self._reported.versions != versions:
+            self._reported = Answered({**offsets_to_json(watch.latest), **self._skipped.report()}, versions)
+        return self._reported.offsets
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         recorded = recorded_start(end)
         begin = recorded if recorded is not None else self._parsed(start)
         finish = self._parsed(end)
         moved = {mq: o for mq, o in finish.items() if mq in begin and o != begin[mq]}
-        # A broker that does not answer now is checked for data loss by the task, when it pulls.
-        mins = self.client.min_offsets(list(moved), partial=True) if moved else {}
+        # No GET_MIN_OFFSET on the batch's path by default: each task checks for data loss when it pulls, and names
+        # the queue, the offsets gone and failOnDataLoss as planning would. A reset queue asks where it starts now;
+        # under failOnDataLoss=false every queue does, so that the driver counts what is skipped (skipped.py).
+        asked = [mq for mq, o in moved.items() if o < begin[mq] or not self.options.fail_on_data_loss]
+        mins = self.client.min_offsets(asked, partial=True) if asked else {}
+        gaps = self._gaps(moved)
         ranges = plan_ranges(begin, moved, mins, fail_on_data_loss=self.options.fail_on_data_loss,
-                             sparse_topics=self.watch.sparse_topics, gaps=self._gaps(moved))
+                             sparse_topics=self.watch.sparse_topics, gaps=gaps)
+        self._skipped.count(begin, moved, ranges, gaps)
         return partitions_of(ranges, self.options)
 
     def _gaps(self, queues: Iterable[MessageQueue]) -> dict[MessageQueue, list[tuple[int, int]]]:
@@ -223,7 +240,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def stop(self) -> None:
         if self._client is not None:
             if self._store is not None:
-                self._store.persist_all()
+                self._store.close()
             if self._watch is not None:
                 self._watch.close()
             self._client.close()
@@ -252,7 +269,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if mq in unavailable or mq in drained or (latest < b and mq in watch.replica):
                 target[mq] = b  # wait for the broker (a lagging slave: for it to catch up)
             elif self._cap is not None:
-                target[mq] = max(min(latest, self._cap.get(mq, b)), b) if latest >= b else latest
+                target[mq] = capped(latest, b, self._cap.get(mq, b))
             else:
                 target[mq] = latest
         new = ([mq for mq in watch.readable() if mq not in begin] if not begin.keys() >= watch.queue_set else [])
@@ -283,48 +300,12 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                      "max %d)", sum(behind), min(behind), sum(behind) / len(behind), max(behind))
 
     # -- the consumer group mirror -----------------------------------------------------------------------------
-    def _check_group(self) -> None:
-        """Refuse a consumer group that other applications consume with (its offsets would be overwritten),
-        unless allowSharedConsumerGroup is set. Checked once, before anything is mirrored."""
-        o = self.options
-        if self._group_checked or not o.commit_offsets_to_broker:
-            return
-        if o.allow_shared_consumer_group:
-            self._group_checked = True
-            return
-        who = f"the check of consumer group {o.consumer_group!r} for other consumers"
-        if not self.client.outages.due(who):
-            return  # it failed a moment ago: asked again every few seconds, not at every call
-        try:
-            watched = self._watch.topics() if self._watch is not None else None  # no name-server request
-            topics = watched if watched is not None else query_topics(self.client, o)
-            consumers = self.client.online_consumers(o.consumer_group, topics)
-        except UnsupportedError as e:
-            log.warning("rocketmq source: cannot check whether consumer group %r has other consumers (%s)",
-                        o.consumer_group, e)
-            consumers = []
-        except RocketMQError as e:
-            self.client.outages.down(who, "checked again before offsets are mirrored", e)
-            return
-        self.client.outages.up(who)
-        if consumers:
-            raise OptionError(
-                f"consumer group {o.consumer_group!r} has {len(consumers)} online consumer(s) "
-                f"({', '.join(consumers[:5])}{' ...' if len(consumers) > 5 else ''}): another application consumes "
-                "with it, and mirroring this query's offsets would overwrite its progress. Use a consumerGroup of "
-                "its own for this query, set commitOffsetsToBroker=false, or set allowSharedConsumerGroup=true")
-        self._group_checked = True
-
     def _mirror(self, committed: dict[MessageQueue, int], recorded: dict[MessageQueue, int] | None) -> None:
-        """Record the end of a batch Spark has committed and mirror what changed to the consumer group, never
-        moving a group's offset back (never raises for an unreachable broker: the offsets stay pending). A first
-        batch that read nothing (its end is the start it recorded) mirrors nothing: no message was read yet."""
+        """Hand the end of a batch Spark has committed to the mirror, which sends what changed to the consumer group
+        in the background, never moving a group's offset back (an unreachable broker's offsets stay pending). A
+        first batch that read nothing (its end is the start it recorded) mirrors nothing: no message was read yet."""
         store = self.store
         if store is None or not committed or recorded == committed:
             return
-        self._check_group()
-        if not self._group_checked:
-            return
-        store.load(committed)
-        store.update_all(committed)
-        store.persist_all()
+        if self.group_check.check():
+            store.submit(committed)

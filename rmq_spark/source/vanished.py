@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 from typing import Mapping
 
-from rmq_spark.client.base import Answers
+from rmq_spark.client.base import Answers, BaseClient
 from rmq_spark.client.errors import RocketMQError
 from rmq_spark.client.model import MessageQueue
 from rmq_spark.client.outages import master_of
@@ -25,7 +25,7 @@ SLAVE = "only a slave answered, which may lag behind its master"
 class VanishedQueues:
     """What the driver has proven about the queues of a query that are no longer in the route."""
 
-    def __init__(self, client, options: SourceOptions) -> None:
+    def __init__(self, client: BaseClient, options: SourceOptions) -> None:
         self.client, self.options = client, options
         self._drained: dict[MessageQueue, int] = {}  # proven read to its end, at this offset
         self._waiting: set[MessageQueue] = set()  # out of the route, neither proven drained nor lost

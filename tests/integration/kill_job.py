@@ -2,7 +2,8 @@
 
 usage: python kill_job.py NAME_SERVER ENDPOINT SOURCE_TOPIC GROUP OUT_DIR CHECKPOINT (TARGET GUARANTEE
        PRODUCER_GROUP CHECKPOINT)...
-One query reads SOURCE_TOPIC through the gRPC gateway ENDPOINT into Parquet files in OUT_DIR, mirroring its offsets
+One query reads SOURCE_TOPIC through the gRPC gateway ENDPOINT (or the name server when ENDPOINT is "-") into
+Parquet files in OUT_DIR, mirroring its offsets
 to consumer group GROUP. For each target, one more query reads SOURCE_TOPIC through the name server and writes
 each message to TARGET through the rocketmq sink with deliveryGuarantee GUARANTEE, marked with its source position
 in property ``src``. Every query reads from the earliest offsets in small micro-batches, until killed.
@@ -19,10 +20,12 @@ from pyspark.sql import functions as F
 
 
 def copy_writer(spark, endpoint: str, topic: str, group: str, out_dir: str, checkpoint: str,
-                starting: str = "earliest", limit: int = 400):
+                starting: str = "earliest", limit: int = 400, name_server: str | None = None):
     """The Parquet query, up to its trigger, at most ``limit`` messages a batch (the test runs its last,
-    available-now part in its own session)."""
-    df = (spark.readStream.format("rocketmq").option("endpoint", endpoint).option("topic", topic)
+    available-now part in its own session); through ``name_server`` when ``endpoint`` is "-"."""
+    reader = spark.readStream.format("rocketmq")
+    reader = reader.option("nameServer", name_server) if endpoint == "-" else reader.option("endpoint", endpoint)
+    df = (reader.option("topic", topic)
           .option("startingOffsets", starting).option("consumerGroup", group)
           .option("maxMessagesPerTrigger", str(limit)).load())
     return (df.select("brokerName", "queueId", "queueOffset", "body", "msgId").writeStream.format("parquet")
@@ -48,7 +51,7 @@ def main() -> None:
     spark = (SparkSession.builder.master("local[2,4]").appName("rmq-spark-kills")
              .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
-    queries = [copy_writer(spark, endpoint, source, group, out_dir, checkpoint)]
+    queries = [copy_writer(spark, endpoint, source, group, out_dir, checkpoint, name_server=name_server)]
     queries += [sink_writer(spark, name_server, source, *targets[i:i + 4]) for i in range(0, len(targets), 4)]
     for query in queries:
         query.trigger(processingTime="100 milliseconds").start()

@@ -109,6 +109,16 @@ def test_timestamps_select_by_store_time(spark, rocketmq, transport, loaded):
                                       or m["storeTimestamp"] >= between])
 
 
+def test_a_starting_time_past_the_messages_fails_unless_the_strategy_is_latest(spark, rocketmq, transport, loaded):
+    topic, java, _ = loaded
+    future = str(max(m["storeTimestamp"] for m in java) + 60_000)
+    with pytest.raises(Exception, match=r"option startingTimestamp: no message is stored at or after the time in "
+                                        r".*startingOffsetsByTimestampStrategy=latest"):
+        _read(spark, rocketmq, transport, topic, startingTimestamp=future).collect()
+    assert _read(spark, rocketmq, transport, topic, startingTimestamp=future,
+                 startingOffsetsByTimestampStrategy="latest").count() == 0
+
+
 def test_committed_offsets_with_fallback(spark, rocketmq, transport, loaded):
     topic, java, _ = loaded
     group = f"batch-committed-{topic}"[:100]

@@ -89,3 +89,31 @@ def test_the_kafka_ratios_compare_engine_cpu_per_message_against_their_targets()
     full = found[("engine CPU per message", "spark-batch", "spark-kafka-tuned")]
     assert full["ratio"] == 2.5 / 1.6 and full["met"] is False
     assert ratios(rows[:2]) == []  # no Kafka line measured: no ratios
+
+
+def test_the_latency_ratios_compare_steady_percentiles_against_their_targets():
+    """Pure arithmetic, no broker: ours (with a consumer group) over Spark's Kafka source tuned per percentile,
+    against issue 37's targets (p50 <= 0.75, p99 <= 0.65); a line that failed or measured no steady state gives
+    none. The report's one table of ratios holds both anchors' with their targets."""
+    from benchmarks.versus_kafka import all_ratios, latency_md, latency_ratios, ratios_md
+
+    ours = {"latency_ms": {"p50": 150.0, "p90": 200.0, "p99": 330.0, "max": 400.0}}
+    theirs = {"latency_ms": {"p50": 200.0, "p90": 300.0, "p99": 480.0, "max": 900.0}}
+    found = {r["measure"]: r for r in latency_ratios(ours, theirs)}
+    assert found["latency p50"]["ratio"] == 0.75 and found["latency p50"]["met"] is True
+    assert found["latency p99"]["ratio"] == 330 / 480 and found["latency p99"]["met"] is False
+    assert latency_ratios(ours, {"error": "the Kafka line failed"}) == []
+    assert [r["measure"] for r in latency_ratios(ours, {"latency_ms": {"p50": float("nan"), "p99": 480.0}})] == [
+        "latency p99"]
+    phases = {k: {"p50": 1.0, "p90": 2.0} for k in ("addBatch", "walCommit", "triggerExecution")}
+    lines = {name: {**r, "messages": 10, "sent": 10, "phases_ms": phases}
+             for name, r in (("rocketmq", ours), ("spark-kafka-tuned", theirs))}
+    latency = {"rate": 20_000, "seconds": 30, "rounds": [
+        {"order": list(lines), "lines": lines, "ratios": latency_ratios(ours, theirs)}]}
+    row = "| 1 | rocketmq then spark-kafka-tuned | rocketmq | 150 | 200 | 330 | 400 | 10 of 10 |"
+    assert row in latency_md(latency)
+    rows = [{"line": "spark-batch", "msgs_per_s": 500_000}, {"line": "java-litepull", "msgs_per_s": 400_000}]
+    table = ratios_md(all_ratios(rows, latency))  # one table: both anchors, each ratio with its target
+    assert "| msgs/s | spark-batch | java-litepull | 1.25 | >= 1.2 | yes |" in table
+    assert ("| latency p99 (round 1: rocketmq first) | rocketmq | spark-kafka-tuned | 0.69 | <= 0.65 | NOT MET |"
+            in table)

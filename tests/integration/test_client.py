@@ -9,6 +9,7 @@ import pytest
 
 from rmq_spark.client import (ConnectionLostError, FilterExpression, MessageQueue, OutgoingMessage, PullStatus,
                               RemotingClient, TopicNotFoundError)
+from rmq_spark.client.model import Boundary
 from rmq_spark.client.grpc.client import GrpcClient
 from tests.conftest import TRANSPORTS, new_client
 
@@ -120,9 +121,9 @@ def test_offsets_by_timestamp_agree_with_the_java_admin_tool(rocketmq, client, t
     stored = [m.store_timestamp for m in client.read_range(mq, 0, client.max_offset(mq))]
     probes = sorted({stored[0] - 1000, stored[0], stored[7], stored[-1], stored[-1] + 1000})
     for ts in probes:
-        for boundary in ("lower", "upper") if _remoting(client) else ("lower",):  # v2 QueryOffset: lower only
+        for boundary in tuple(Boundary) if _remoting(client) else (Boundary.LOWER,):  # v2 QueryOffset: lower only
             assert client.search_offset(mq, ts, boundary) == \
-                rocketmq.search_offset(topic, "broker-a", 0, ts, boundary), (ts, boundary)
+                rocketmq.search_offset(topic, "broker-a", 0, ts, boundary.value), (ts, boundary)
     if not _remoting(client):
         return
     assert client.earliest_store_time(mq) == rocketmq.earliest_store_time(topic, "broker-a", 0) == stored[0]

@@ -10,8 +10,10 @@ import time
 import pytest
 
 from rmq_spark.client import DataLossError, MessageQueue, RemotingClient
+from rmq_spark.source.progress import query_skipped
 from rmq_spark_testing.embedded import EmbeddedRocketMQ
 from tests.conftest import transport_options, unique_topic
+from tests.integration.streaming import Collect, start_query, wait_for
 
 TOPIC = "Shrinking"
 
@@ -52,6 +54,46 @@ def test_batch_source_fails_or_skips(spark, shrunk):
         _read(spark, mq).collect()
     rows = _read(spark, mq, failOnDataLoss="false").select("queueOffset").collect()
     assert sorted(r[0] for r in rows) == list(range(low, high))
+
+
+def test_a_stream_reports_the_messages_it_skipped_in_its_progress(spark, shrunk, tmp_path):
+    mq, low, high = shrunk
+    # two batches: [0, low), skipped at planning, and [low, high), whose progress reports the first one's count
+    query = (spark.readStream.format("rocketmq").option("nameServer", mq.name_server).option("topic", TOPIC)
+             .option("startingOffsets", f'{{"{TOPIC}": {{"broker-a/0": 0}}}}').option("failOnDataLoss", "false")
+             .option("maxMessagesPerTrigger", str(low)).load()
+             .writeStream.format("noop").option("checkpointLocation", str(tmp_path / "checkpoint"))
+             .trigger(availableNow=True).start())
+    assert query.awaitTermination(120) and query.exception() is None
+    progress = query.recentProgress
+    assert sum(p.numInputRows for p in progress) == high - low
+    assert query_skipped(progress[-1].json) == [low]
+
+
+def test_a_stream_task_names_the_loss_as_planning_did(spark, shrunk, tmp_path):
+    """A micro-batch is planned without GET_MIN_OFFSET (issue 37 item 3): its task finds the loss when it pulls, and
+    its error names what planning's did (the queue, the offsets gone, the first one held, failOnDataLoss);
+    failOnDataLoss=false skips to the first held offset."""
+    mq, low, high = shrunk
+    start = {"startingOffsets": f'{{"{TOPIC}": {{"broker-a/0": 0}}}}'}
+    q = start_query(spark, mq, "remoting", TOPIC, Collect(), tmp_path / "fail", **start)
+    try:
+        with pytest.raises(Exception) as failed:
+            q.awaitTermination(120)
+            raise AssertionError("the stream read past the lost messages")
+    finally:
+        q.stop()
+    text = str(failed.value)
+    assert "planPartitions" not in text and "partition_reader.py" in text, f"not raised by the task: {text[:2000]}"
+    assert re.search(rf"{TOPIC}:broker-a/0: messages \[0, \d+\) are gone from the broker \(its first available "
+                     rf"offset is {low}\); they were deleted before they were read\. Set failOnDataLoss=false", text), text
+    sink = Collect()
+    q = start_query(spark, mq, "remoting", TOPIC, sink, tmp_path / "skip", failOnDataLoss="false", **start)
+    try:
+        wait_for(lambda: len(sink) >= high - low, 120, "the messages still held", q)
+    finally:
+        q.stop()
+    assert sorted(o for _, _, o in sink.keys) == list(range(low, high))
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""The standalone pull gateway is safe by default (jvm-shim/GATEWAY.md): it binds loopback and refuses another
+"""The standalone pull gateway is safe by default (jvm-shim/gateway/README.md): it binds loopback and refuses another
 address without caller authentication, takes secrets from files only, answers an unknown key and a wrong signature
 alike, refuses a replayed signature, grants each user only its topics and groups, and bounds a GZIP send's body."""
 from __future__ import annotations

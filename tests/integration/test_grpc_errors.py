@@ -23,7 +23,7 @@ def test_the_stock_proxy_routes_but_has_no_pull_api(with_proxy):
                      lambda: client.query_consumer_offset("g", mq), lambda: client.update_consumer_offset("g", mq, 1)):
             with pytest.raises(RocketMQError, match="UNIMPLEMENTED.*this server has no pull API") as e:
                 call()
-            assert "nameServer" in str(e.value) and "GATEWAY.md" in str(e.value)
+            assert "nameServer" in str(e.value) and "gateway/README.md" in str(e.value)
 
 
 def test_a_spark_read_through_the_stock_proxy_says_what_to_do(spark, with_proxy):

@@ -49,12 +49,13 @@ END = 10_000  # the batch limit of the runs to the end: one batch where the job'
 
 class KillJob:
     """kill_job.py in its own process group (the Python driver, its Spark JVM and the JVM's Python workers), to be
-    SIGKILLed together as when the driver's host dies; its output goes to ``log`` (a pipe nobody reads while it runs
+    SIGKILLed together as when the driver's host dies; its copy query reads through ``rocketmq``'s gateway, or its
+    name server when it has none; its output goes to ``log`` (a pipe nobody reads while it runs
     could fill and stall it)."""
 
     def __init__(self, rocketmq, log: Path, source: str, group: str, out: Path, checkpoint: Path, *sinks: tuple):
         env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
-        args = [rocketmq.name_server, rocketmq.gateway, source, group, out, checkpoint,
+        args = [rocketmq.name_server, getattr(rocketmq, "gateway", None) or "-", source, group, out, checkpoint,
                 *(part for sink in sinks for part in sink)]
         self.log = log
         with open(log, "w") as f:

@@ -138,7 +138,7 @@ def test_a_streaming_exactly_once_write_keys_each_row_by_its_micro_batch(spark, 
 
 
 @pytest.mark.parametrize("columns, error", [
-    ("body STRING, whatever STRING", "no column 'whatever'"),
+    ("body STRING, whatever STRING", r"\[ROCKETMQ_INVALID_OPTION\] the rocketmq sink has no column 'whatever'"),
     ("body STRING, queueOffset BIGINT", "column 'queueOffset' describes a message the broker stored"),
     ("body STRING, Tags STRING", "did you mean 'tags'"),
     ("body INT", "column 'body' is INT"),
@@ -148,6 +148,14 @@ def test_a_streaming_exactly_once_write_keys_each_row_by_its_micro_batch(spark, 
 def test_bad_columns_are_named(spark, rocketmq, topic, columns, error):
     df = spark.createDataFrame([], columns)
     with pytest.raises(Exception, match=error):
+        _write(df, rocketmq, topic)
+
+
+def test_bad_rows_fail_the_write_naming_their_spark_partition_and_count(spark, rocketmq, topic):
+    # ids 5..9 are partition 1: two of its rows have no body
+    df = spark.range(0, 10, numPartitions=2).select(
+        F.when(F.col("id").isin(6, 8), None).otherwise(F.col("id").cast("string")).alias("body"))
+    with pytest.raises(Exception, match=r"\[ROCKETMQ_INVALID_ROW\] 2 rows of Spark partition 1 have a null body"):
         _write(df, rocketmq, topic)
 
 

@@ -1,5 +1,5 @@
 """Smoke tests of the connector on stock RocketMQ (a name server and two broker groups, each its own JVM): a batch
-read, a stream with its offsets mirrored to a consumer group, a timestamp start and an exactly-once streaming write
+read, a stream with its offsets mirrored to a consumer group, a stream whose driver is SIGKILLed, a timestamp start and an exactly-once streaming write
 read back by RocketMQ's Java consumer, and the recovery of one cut by a driver crash; on 4.x also the refusal of
 timer rows and ACL 1.0 (a second cluster). One cluster per version for the module, a topic per test; the versions are
 RMQ_SPARK_STOCK_SMOKE (comma separated, default 4.9.7: the 4.x paths of the client), e.g. 4.9.7,5.5.0."""
@@ -16,11 +16,16 @@ import pytest
 from rmq_spark.client.model import Credentials, OutgoingMessage
 from rmq_spark.client.remoting.client import RemotingClient
 from rmq_spark.sink.writers import RocketMQStreamWriter
-from tests.integration.streaming import Collect, assert_exactly_once, start_query, wait_for
+from tests.integration import kill_job
+from tests.integration.streaming import (Collect, assert_exactly_once, remove_torn_first_write, start_query,
+                                         wait_for)
+from tests.integration.test_kills import KillJob, _run_to_end
 from tests.integration.test_sink_recovery import BODIES, _crash_inside_commit, _replay, _settled, _tasks, _visible
 from tests.integration.test_sink_recovery import _options as _sink_options
 from tests.stock.loads import send_numbered
+from tests.support.checkpoints import logged
 from tests.support.stock_cluster import StockCluster
+from tests.support.waiting import wait_until
 
 VERSIONS = [v.strip() for v in os.environ.get("RMQ_SPARK_STOCK_SMOKE", "4.9.7").split(",") if v.strip()]
 PER_QUEUE = 5
@@ -80,8 +85,9 @@ def test_starting_timestamp_reads_only_what_was_stored_at_or_after_it(spark, sto
         "brokerName", "queueId", "queueOffset", "storeTimestamp").collect()
     assert sorted((r[0], r[1], r[2]) for r in rows) == sorted(
         (mq.broker_name, mq.queue_id, ends[mq] + i) for mq in ends for i in range(PER_QUEUE))
-    # a timestamp past every message starts at the end, not at the last message
-    later = _read(spark, stock, smoke_topic, startingTimestamp=str(int(time.time() * 1000) + 60_000)).count()
+    # a timestamp past every message starts at the end (strategy latest), not at the last message
+    later = _read(spark, stock, smoke_topic, startingTimestamp=str(int(time.time() * 1000) + 60_000),
+                  startingOffsetsByTimestampStrategy="latest").count()
     assert later == 0
 
 
@@ -113,6 +119,25 @@ def test_a_stream_delivers_each_message_once_and_mirrors_its_offsets(spark, stoc
         finally:
             query.stop()
     assert_exactly_once(sink, stock, smoke_topic)
+
+
+def test_a_stream_killed_with_sigkill_restarts_and_delivers_each_message_once(spark, stock, smoke_topic, tmp_path):
+    """The query's driver process group (its Spark JVM and Python workers) SIGKILLed after a committed batch, then
+    run to the end from its checkpoint: the Parquet copy holds every message the Java consumer reads, once."""
+    sent = send_numbered(stock.name_server, smoke_topic, 150)  # 600: two batches of the job's 400
+    out, checkpoint, group = tmp_path / "out", tmp_path / "checkpoint", f"g-{smoke_topic}"
+    job = KillJob(stock, tmp_path / "job.log", smoke_topic, group, out, checkpoint)
+    try:
+        wait_until(lambda: len(logged(checkpoint, "commits")) >= 1, 180, "a committed batch", job.alive)
+    finally:
+        job.kill()
+    remove_torn_first_write(checkpoint)
+    sent += send_numbered(stock.name_server, smoke_topic, PER_QUEUE)
+    _run_to_end(kill_job.copy_writer(spark, "-", smoke_topic, group, str(out), str(checkpoint), limit=10_000,
+                                     name_server=stock.name_server))
+    keys = [(r["brokerName"], r["queueId"], r["queueOffset"]) for r in spark.read.parquet(str(out)).collect()]
+    assert len(keys) == len(set(keys)) == sent, "a message was delivered twice or not at all"
+    assert set(keys) == {(m["brokerName"], m["queueId"], m["queueOffset"]) for m in stock.consume(smoke_topic)}
 
 
 def test_an_exactly_once_streaming_write_is_read_back_by_the_java_consumer(spark, stock, smoke_topic, tmp_path):

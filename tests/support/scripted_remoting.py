@@ -2,7 +2,8 @@
 name server and broker at once (GET_ROUTEINFO_BY_TOPIC names itself as the one broker), and answers GET_MIN_OFFSET
 and PULL_MESSAGE from a Python fake of the client's calls (``pull_async``, ``min_offset``), so that a
 ``RemotingClient`` reads the same scripted queue that the Python driver reads through ``SharedPulls``: short
-answers, filters, deleted heads, outages, error codes. RocketMQ itself is the integration tests' job.
+answers, filters, deleted heads, outages, error codes. Other requests get a fixed answer by code, if given
+one. RocketMQ itself is the integration tests' job.
 
 The fake's answers map to the broker's: a PullResult to its response code, remark and header fields; a
 ConnectionLostError to a closed connection; another RocketMQError to its code and remark."""
@@ -31,8 +32,10 @@ class ScriptedRemoting:
     """Serves ``fake`` (an object with ``pull_async(mq, offset, max_nums, **subscription)`` answering pendings of
     PullResult, and ``min_offset(mq)``) for queues ``broker_name``/0..``queues``-1 of any topic."""
 
-    def __init__(self, fake, *, broker_name: str = "broker-a", queues: int = 1) -> None:
+    def __init__(self, fake, *, broker_name: str = "broker-a", queues: int = 1,
+                 fixed: dict[int, RemotingCommand] | None = None) -> None:
         self.fake, self.broker_name, self.queues = fake, broker_name, queues
+        self.fixed = dict(fixed or {})  # a fixed answer per request code
         self._peer = Peer(self._serve)
         self.address = self._peer.address
 
@@ -62,6 +65,9 @@ class ScriptedRemoting:
                      "queueDatas": [{"brokerName": self.broker_name, "readQueueNums": self.queues,
                                      "writeQueueNums": self.queues, "perm": 6}]}
             return RemotingCommand(code=codes.SUCCESS, body=json.dumps(route).encode())
+        if request.code in self.fixed:
+            fixed = self.fixed[request.code]
+            return RemotingCommand(code=fixed.code, remark=fixed.remark, ext_fields=dict(fixed.ext_fields))
         mq = MessageQueue(ext.get("topic", ""), self.broker_name, int(ext.get("queueId", 0)))
         try:
             if request.code == codes.GET_MIN_OFFSET:

@@ -9,6 +9,9 @@ a test can SIGKILL a broker and restart it on its store::
         cluster.restart("broker-a")                       # same port and store, waits until it registered again
         messages = cluster.consume("Orders")              # RocketMQ's Java pull consumer
 
+    with StockCluster(tmp_path, proxy=True) as cluster:  # and RocketMQ 5's proxy (ProxyStartup, cluster mode)
+        cluster.proxy_address                             # its remoting port: name server and broker to a client
+
 Every process runs in its own process group with its logs in its directory under ``root``; ``close`` SIGKILLs them
 all, and each dies with the thread that started it (PR_SET_PDEATHSIG) should the test process itself be killed.
 """
@@ -34,6 +37,7 @@ CLUSTER = "DefaultCluster"
 HOST = "127.0.0.1"
 NAMESRV_MAIN = "org.apache.rocketmq.namesrv.NamesrvStartup"
 BROKER_MAIN = "org.apache.rocketmq.broker.BrokerStartup"
+PROXY_MAIN = "org.apache.rocketmq.proxy.ProxyStartup"
 MQADMIN_MAIN = "org.apache.rocketmq.tools.command.MQAdminStartup"
 READER_MAIN = "org.rmqspark.shim.ReadTopic"
 _PR_SET_PDEATHSIG = 1
@@ -61,7 +65,16 @@ BROKER_DEFAULTS: Mapping[str, str] = {
 }
 
 
-class StockClusterError(EmbeddedClusterError):
+# A test proxy: few threads (its defaults scale with the cores), no thread dumps in its log.
+PROXY_DEFAULTS: Mapping[str, object] = {
+    "rocketmqMQClientNum": 1, "enablePrintJstack": False, "grpcThreadPoolNums": 2,
+    "remotingSendMessageThreadPoolNums": 2, "remotingPullMessageThreadPoolNums": 4,
+    "remotingUpdateOffsetThreadPoolNums": 2, "remotingDefaultThreadPoolNums": 2,
+    "remotingHeartbeatThreadPoolNums": 1, "remotingTopicRouteThreadPoolNums": 1,
+}
+
+
+class StockClusterError(EmbeddedClusterError, condition="ROCKETMQ_STOCK_CLUSTER"):
     """A stock RocketMQ process did not start, register or unregister in time, or the Java consumer failed."""
 
 
@@ -92,7 +105,7 @@ class StockProcess:
     def output(self, lines: int = 40) -> str:
         """The last lines of its console and of RocketMQ's own logs, for an error message."""
         parts = []
-        main_logs = ("broker.log", "namesrv.log", "rocketmq.log")  # 5.x's main logs, and 4.x's one (_LOGBACK)
+        main_logs = ("broker.log", "namesrv.log", "proxy.log", "rocketmq.log")  # 5.x's, and 4.x's one (_LOGBACK)
         for log in [self.dir / "console.log", *(p for p in sorted((self.dir / "logs").rglob("*.log"))
                                                 if p.name in main_logs)]:
             if log.is_file():
@@ -103,11 +116,13 @@ class StockProcess:
 
 class StockCluster:
     """A name server and one master per broker group (brokerId 0), RocketMQ ``version`` from Maven Central, on free
-    loopback ports, stores and logs under ``root``. ``broker_config`` adds or overrides broker.conf entries."""
+    loopback ports, stores and logs under ``root``. ``broker_config`` adds or overrides broker.conf entries. With
+    ``proxy`` (5.x only), RocketMQ 5's proxy in front of them, in cluster mode: its remoting port is
+    ``proxy_address``, its gRPC port ``proxy_grpc_address``."""
 
     def __init__(self, root: Path, *, version: str = "5.5.0", brokers: tuple[str, ...] = ("broker-a", "broker-b"),
                  heap: str = "256m", broker_config: Mapping[str, str] | None = None,
-                 ready_timeout: float = 90.0) -> None:
+                 ready_timeout: float = 90.0, proxy: bool = False) -> None:
         self.root = Path(root)
         self.version = version
         self.heap = heap
@@ -116,12 +131,25 @@ class StockCluster:
         self.namesrv = StockProcess("namesrv", server_port(), self.root / "namesrv")
         # listen port p; RocketMQ also binds p - 2 (the "fast" remoting server) and p + 1 (HA, for slaves)
         self.brokers = {name: StockProcess(name, server_port(-2, 1), self.root / name) for name in brokers}
+        self.proxy = StockProcess("proxy", server_port(), self.root / "proxy") if proxy else None
+        self._proxy_grpc_port = server_port() if proxy else 0
         self._home = self.root / "rocketmq-home"
         self._client: RemotingClient | None = None
 
     @property
     def name_server(self) -> str:
         return self.namesrv.address
+
+    @property
+    def proxy_address(self) -> str:
+        """The proxy's remoting port (host:port), which a client takes for its name server."""
+        if self.proxy is None:
+            raise StockClusterError("this cluster has no proxy: start it with proxy=True")
+        return self.proxy.address
+
+    @property
+    def proxy_grpc_address(self) -> str:
+        return f"{HOST}:{self._proxy_grpc_port}"
 
     # -- lifecycle -------------------------------------------------------------------------------------------
     def start(self) -> "StockCluster":
@@ -138,6 +166,8 @@ class StockCluster:
                 self._start_broker(broker)
             for name in self.brokers:
                 self.wait_registered(name)
+            if self.proxy is not None:
+                self._start_proxy()
         except BaseException:
             self.close()
             raise
@@ -145,7 +175,7 @@ class StockCluster:
 
     def close(self) -> None:
         """SIGKILL every process of the cluster (their stores are the test's) and wait until none runs."""
-        for p in [*self.brokers.values(), self.namesrv]:
+        for p in [*([self.proxy] if self.proxy else []), *self.brokers.values(), self.namesrv]:
             if p.proc is not None:
                 kill_group(p.proc)
                 p.proc = None
@@ -244,12 +274,37 @@ class StockCluster:
             "brokerIP1": HOST, "brokerIP2": HOST, "listenPort": str(b.port), "haListenPort": str(b.port + 1),
             "storePathRootDir": str(store), "storePathCommitLog": str(store / "commitlog"), **self.broker_config})
 
-    def _launch(self, p: StockProcess, main_class: str, config: Mapping[str, str]) -> None:
+    def _start_proxy(self) -> None:
+        """ProxyStartup in cluster mode with a plain rmq-proxy.json, as operators start it; wait until its remoting
+        port answers a route (rewritten to point at itself) for every broker group."""
+        p = self.proxy
         p.dir.mkdir(parents=True, exist_ok=True)
-        conf = p.dir / ("broker.conf" if main_class == BROKER_MAIN else "namesrv.conf")
-        conf.write_text("".join(f"{k}={v}\n" for k, v in config.items()))
-        cmd = java_command(self.version, main_class, "-c", str(conf), heap=self.heap, home=p.dir,
-                           rocketmq_home=self._home)
+        conf = p.dir / "rmq-proxy.json"
+        conf.write_text(json.dumps({
+            "rocketMQClusterName": CLUSTER, "namesrvAddr": self.name_server, "proxyMode": "cluster",
+            "remotingListenPort": p.port, "grpcServerPort": self._proxy_grpc_port,
+            "remotingAccessAddr": HOST, "localServeAddr": HOST, "proxyName": "stock-proxy",
+            **PROXY_DEFAULTS}, indent=2))
+        self._launch(p, PROXY_MAIN, conf, "-pc", str(conf), "-pm", "cluster")
+        with RemotingClient(p.address, request_timeout=5.0, connect_timeout=2.0) as client:
+            def routes_through_it() -> bool:
+                try:
+                    groups = [client.route(name, refresh=True).broker(name) for name in self.brokers]
+                except RocketMQError:
+                    return False
+                return all(g is not None and g.master_address == p.address for g in groups)
+            self._wait(routes_through_it, f"the proxy at {p.address} to route every broker group", p)
+
+    def _launch(self, p: StockProcess, main_class: str, conf: Path | Mapping[str, str], *args: str) -> None:
+        """Start ``main_class`` as ``p``: with a config map, written as ``p``'s .conf file and passed by ``-c``;
+        with a path, the file already written, and ``args`` for the command line."""
+        p.dir.mkdir(parents=True, exist_ok=True)
+        if not isinstance(conf, Path):
+            config, conf = conf, p.dir / ("broker.conf" if main_class == BROKER_MAIN else "namesrv.conf")
+            conf.write_text("".join(f"{k}={v}\n" for k, v in config.items()))
+            args = ("-c", str(conf))
+        cmd = java_command(self.version, main_class, *args, heap=self.heap, home=p.dir, rocketmq_home=self._home,
+                           proxy=self.proxy is not None)
         with open(p.dir / "console.log", "a") as console:
             p.proc = subprocess.Popen(cmd, cwd=p.dir, stdin=subprocess.DEVNULL, stdout=console,
                                       stderr=subprocess.STDOUT, start_new_session=True,

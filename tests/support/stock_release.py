@@ -20,28 +20,32 @@ JDK17_ACCESS = ("--add-opens=java.base/java.nio=ALL-UNNAMED", "--add-opens=java.
 _COMPLETE = ".complete"
 
 
-def release_jars(version: str) -> Path:
+def release_jars(version: str, *, proxy: bool = False) -> Path:
     """The directory of every runtime jar of RocketMQ ``version`` (name server, broker, admin tools and the Java
-    client), copied from Maven Central by ``jvm-shim/stock/pom.xml`` on first use; EmbeddedClusterError with
-    Maven's last lines when the version does not resolve."""
-    target = CACHE / version
+    client; with ``proxy`` also RocketMQ 5's proxy), copied from Maven Central by ``jvm-shim/stock/pom.xml`` on
+    first use; EmbeddedClusterError with Maven's last lines when the version does not resolve."""
+    name = f"{version}-proxy" if proxy else version
+    target = CACHE / name
     if (target / _COMPLETE).is_file():
         return target
     CACHE.mkdir(parents=True, exist_ok=True)
-    with open(CACHE / f"{version}.lock", "w") as lock:  # another test process may be resolving it
+    with open(CACHE / f"{name}.lock", "w") as lock:  # another test process may be resolving it
         fcntl.flock(lock, fcntl.LOCK_EX)
         if (target / _COMPLETE).is_file():
             return target
-        staging = Path(tempfile.mkdtemp(prefix=f"{version}-", dir=CACHE))
+        staging = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=CACHE))
         proc = subprocess.run([require_tool("mvn", MAVEN), "-q", "-B", "-f", str(STOCK_POM),
-                               f"-Drocketmq.version={version}", "dependency:copy-dependencies",
+                               f"-Drocketmq.version={version}", *(["-Drocketmq.proxy"] if proxy else []),
+                               "dependency:copy-dependencies",
                                f"-DoutputDirectory={staging}", "-DincludeScope=runtime"],
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        if proc.returncode != 0 or not any(staging.glob(f"rocketmq-broker-{version}.jar")):
+        wanted = f"rocketmq-{'proxy' if proxy else 'broker'}-{version}.jar"
+        if proc.returncode != 0 or not any(staging.glob(wanted)):
             shutil.rmtree(staging, ignore_errors=True)
             tail = "\n".join(proc.stdout.splitlines()[-30:])
-            raise EmbeddedClusterError(f"the jars of RocketMQ {version} could not be resolved from Maven Central "
-                                       f"(exit {proc.returncode}); is {version} a released version?\n{tail}")
+            raise EmbeddedClusterError(f"the jars of RocketMQ {version}{' with its proxy' if proxy else ''} could not "
+                                       f"be resolved from Maven Central (exit {proc.returncode}); is {version} a "
+                                       f"released version{' of 5.x (4.x has no proxy)' if proxy else ''}?\n{tail}")
         (staging / _COMPLETE).touch()
         shutil.rmtree(target, ignore_errors=True)
         staging.rename(target)
@@ -56,6 +60,9 @@ def java(classpath: str, main_class: str, *args: str, heap: str, home: Path,
             *([f"-Drocketmq.home.dir={rocketmq_home}"] if rocketmq_home else []), "-cp", classpath, main_class, *args]
 
 
-def java_command(version: str, main_class: str, *args: str, heap: str, home: Path, rocketmq_home: Path) -> list[str]:
-    """The command that runs ``main_class`` of RocketMQ ``version``'s released jars (see ``java``)."""
-    return java(f"{release_jars(version)}/*", main_class, *args, heap=heap, home=home, rocketmq_home=rocketmq_home)
+def java_command(version: str, main_class: str, *args: str, heap: str, home: Path, rocketmq_home: Path,
+                 proxy: bool = False) -> list[str]:
+    """The command that runs ``main_class`` of RocketMQ ``version``'s released jars (with ``proxy``, the set that
+    has the proxy; see ``java``)."""
+    return java(f"{release_jars(version, proxy=proxy)}/*", main_class, *args, heap=heap, home=home,
+                rocketmq_home=rocketmq_home)

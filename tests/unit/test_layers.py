@@ -1,4 +1,4 @@
-"""The transports are siblings: neither imports the other; what they share lives in client/ (model, base,
+"""The layers: the transports are siblings, neither imports the other, what they share lives in client/ (model, base,
 errors)."""
 from __future__ import annotations
 
@@ -33,3 +33,10 @@ def test_a_transport_does_not_import_the_other(package, other):
     crossing = {f: sorted(n for n in names if n.startswith(f"rmq_spark.client.{other}"))
                 for f, names in imports.items()}
     assert not {f: n for f, n in crossing.items() if n}, f"client/{package} imports client/{other}"
+
+
+def test_the_client_imports_nothing_above_itself():
+    """The client stands on its own: rmq_spark.errors re-exports its errors, never the other way round."""
+    above = {f: sorted(n for n in names if not n.startswith(("rmq_spark.client", "rmq_spark.compiled")))
+             for f, names in _imports(CLIENT).items()}
+    assert not {f: n for f, n in above.items() if n}, "client/ imports modules above it"

@@ -90,8 +90,8 @@ def test_each_error_of_the_core_becomes_one_of_the_package_with_its_text():
     assert set(native.CoreError.__subclasses__()) == set(expected)
     for core, package in expected.items():
         error = package_error(core("what went wrong"))
-        assert type(error) is package and str(error) == "what went wrong"
-        assert str(package_error(core("x"), "said otherwise")) == "said otherwise"
+        assert type(error) is package and str(error) == f"[{package.condition}] what went wrong"
+        assert str(package_error(core("x"), "said otherwise")) == f"[{package.condition}] said otherwise"
 
 
 def test_a_malformed_frame_is_a_protocol_error_naming_the_fault():

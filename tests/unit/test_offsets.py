@@ -8,9 +8,10 @@ from hypothesis import given, strategies as st
 
 from rmq_spark.client.errors import BrokerUnavailableError
 from rmq_spark.client.model import MessageQueue
-from rmq_spark.source.offsets import (QueueRange, canonical_json, check_named, entering_spec, group_ranges, offsets_from_json,
-                               offsets_to_json, plan_partitions, recorded_start, split_ranges)
-from rmq_spark.options import Committed, Edge, OptionError, SpecificOffsets, parse_options
+from rmq_spark.source.offsets import QueueRange, canonical_json, offsets_from_json, offsets_to_json, recorded_start
+from rmq_spark.source.range_calculator import group_ranges, plan_partitions, split_ranges
+from rmq_spark.options import OptionError, parse_options
+from rmq_spark.source.offset_specs import Committed, Edge, SpecificOffsets, check_named, entering_spec
 
 
 def mq(b, q, t="T"):
@@ -144,3 +145,11 @@ def test_a_queue_entering_a_stream_late_starts_where_the_start_options_name_it()
                                "consumerGroup": "g", "startingOffsetsFallback": "latest"}, streaming=True).starting
     assert entering_spec(committed) == Committed("g", Edge.LATEST)
     assert entering_spec(Edge.LATEST) is Edge.EARLIEST
+
+
+def test_offsets_copied_from_a_query_progress_skip_its_skipped_counts():
+    end = {mq("broker-a", 0): 9}
+    reported = {**offsets_to_json(end), "$skipped": {"T": {"broker-a/0": 40}}}  # reportLatestOffset's latestOffset
+    assert offsets_from_json(json.dumps(reported)) == end
+    options = parse_options({"nameServer": "ns:9876", "topic": "T", "startingOffsets": json.dumps(reported)})
+    assert options.starting.offsets == end

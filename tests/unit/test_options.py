@@ -11,8 +11,9 @@ import pytest
 
 from rmq_spark.client.model import FilterExpression, MessageQueue
 from rmq_spark.option_table import OPTIONS, Scope, default, reference_markdown
-from rmq_spark.options import (ByTimestamp, Committed, Edge, OptionError, SourceOptions,
-                               SpecificOffsets, parse_duration_ms, parse_options, parse_sink_options)
+from rmq_spark.options import OptionError, SourceOptions, parse_options, parse_sink_options
+from rmq_spark.option_values import parse_duration_ms
+from rmq_spark.source.offset_specs import ByTimestamp, Committed, Edge, SpecificOffsets
 
 BASE = {"nameserver": "127.0.0.1:9876", "topic": "T"}
 
@@ -123,7 +124,9 @@ def test_offset_options_are_parsed_once_into_typed_specs():
     # precedence as in Spark's Kafka source: timestamp, then per-queue timestamps, then offsets
     o = parse_options({**BASE, "startingOffsets": "earliest", "startingOffsetsByTimestamp": '{"T": {"broker-a/0": 5}}',
                        "startingTimestamp": "9"})
-    assert o.starting == ByTimestamp("startingTimestamp", timestamp=9)
+    assert o.starting == ByTimestamp("startingTimestamp", timestamp=9, strict=True)  # Kafka's default: error
+    o = parse_options({**BASE, "startingTimestamp": "9", "startingOffsetsByTimestampStrategy": "Latest"})
+    assert o.starting == ByTimestamp("startingTimestamp", timestamp=9, strict=False)
     o = parse_options({**BASE, "endingOffsets": "latest", "endingOffsetsByTimestamp": '{"T": {"broker-a/0": 5}}'})
     assert o.ending == ByTimestamp("endingOffsetsByTimestamp", per_queue={mq: 5}, default=Edge.LATEST)
 

@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 import json
+import logging
 import subprocess
 import sys
+import types
 
-from rmq_spark.source.progress import query_lag
+from rmq_spark.source.progress import lag_listener, query_lag, query_skipped
 
 
 def test_lag_per_source_from_latest_and_end_offsets():
@@ -33,3 +35,37 @@ listener.onQueryProgress(types.SimpleNamespace(progress=types.SimpleNamespace(js
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "rmq_spark.source.progress: query q batch 3: 4 messages behind" in out.stderr
+
+
+def _progress(batch: int, latest: dict, end: dict) -> dict:
+    return {"name": "q", "id": "i", "batchId": batch,
+            "sources": [{"endOffset": json.dumps(end), "latestOffset": json.dumps(latest)}]}
+
+
+def test_skipped_messages_are_read_from_the_progress_and_are_not_a_topic_of_the_lag():
+    latest = {"T": {"b/0": 14}, "$skipped": {"T": {"b/0": 30, "b/1": 2}}}
+    progress = _progress(4, latest, {"T": {"b/0": 10}})
+    assert query_skipped(json.dumps(progress)) == [32]
+    (lag,) = query_lag(progress)
+    assert (lag.total, lag.queues) == (4, 1)
+    assert query_skipped(_progress(4, {"T": {"b/0": 1}}, {})) == [0]
+
+
+def test_the_lag_listener_warns_when_more_messages_were_skipped(caplog):
+    listener = lag_listener()
+
+    def report(batch: int, skipped: int) -> None:
+        p = _progress(batch, {"T": {"b/0": 5}, "$skipped": {"T": {"b/0": skipped}}}, {"T": {"b/0": 5}})
+        listener.onQueryProgress(types.SimpleNamespace(progress=types.SimpleNamespace(
+            json=json.dumps(p), **{k: p[k] for k in ("name", "id", "batchId")})))
+
+    with caplog.at_level(logging.INFO, "rmq_spark.source.progress"):
+        report(1, 30)
+        report(2, 30)
+        report(3, 42)
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warned == [
+        "query q batch 1: 30 messages skipped (deleted before they were read, failOnDataLoss=false), 30 since the "
+        "query started",
+        "query q batch 3: 12 messages skipped (deleted before they were read, failOnDataLoss=false), 42 since the "
+        "query started"]

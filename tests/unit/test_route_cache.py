@@ -126,5 +126,5 @@ def test_the_group_check_after_the_start_takes_the_watched_topics():
     reader._client = client = _GroupCheck()
     reader._watch = watch = QueueWatch(client, options)
     watch._routes, watch._listed = {"T1": _route("broker-a")}, True  # the watch has read its routes
-    reader._check_group()  # as _mirror() asks it while the first check has not succeeded
+    reader.group_check.check()  # as _mirror() asks it while the first check has not succeeded
     assert client.asked == [["T1"]]

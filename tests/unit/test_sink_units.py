@@ -9,9 +9,10 @@ from rmq_spark.client.errors import BrokerBusyError, BrokerUnavailableError, Req
 from rmq_spark.client.model import (BrokerData, HalfMessage, MessageQueue, MessageType, OutgoingMessage, QueueData,
                                     TopicRoute)
 from rmq_spark.options import OptionError, parse_sink_options
-from rmq_spark.sink.columns import check_columns, to_rows
+from rmq_spark.errors import InvalidRowError
+from rmq_spark.sink.columns import check_columns, iter_rows, to_rows
 from rmq_spark.sink.message_types import TopicTypes
-from rmq_spark.sink.routing import java_string_hash, queue_for_key
+from rmq_spark.sink.routing import Router, java_string_hash, queue_for_key
 from rmq_spark.sink import writers
 from rmq_spark.sink.commit_records import CommitError, CommitRecord, Step, fingerprint, on_masters
 from rmq_spark.sink.row_keys import row_key
@@ -70,8 +71,38 @@ def test_rows_become_messages_with_reserved_properties_dropped():
     assert b.wire_properties()["TIMER_DELIVER_MS"] == "5"
     assert rows.topics == ["topic-a", "topic-a"] and rows.queues is None
     assert [m.message_type for m in rows.messages] == [MessageType.NORMAL, MessageType.DELAY]
-    with pytest.raises(ValueError, match="row 1 of the batch has a null body"):
-        to_rows(pa.RecordBatch.from_pydict({"body": ["x", None]}), "t")
+
+
+def test_bad_rows_are_counted_over_the_whole_partition_and_named_by_it():
+    good, bad = pa.RecordBatch.from_pydict({"body": ["x"]}), pa.RecordBatch.from_pydict({"body": ["x", None, None]})
+    batches = iter([good, bad, good, bad, pa.RecordBatch.from_pydict({"body": [None]})])
+    rows = iter_rows(batches, "t", 4)
+    assert [m.body for m in next(rows).messages] == [b"x"]
+    with pytest.raises(InvalidRowError, match=r"^\[ROCKETMQ_INVALID_ROW\] 5 rows of Spark partition 4 have a null "
+                                              r"body: every message needs one") as caught:
+        next(rows)
+    assert (caught.value.partition, caught.value.count) == (4, 5)
+    assert next(batches, None) is None  # read to its end to count
+    topics = pa.RecordBatch.from_pydict({"body": ["x", "y"], "topic": ["t", None]})
+    with pytest.raises(InvalidRowError, match="1 row of Spark partition 0 has a null topic: fill it"):
+        list(iter_rows(iter([topics]), "t", 0))
+
+
+class _Routes:
+    def route(self, topic: str) -> TopicRoute:
+        return TopicRoute(topic, (BrokerData("broker-a", {0: "h:1"}),), (QueueData("broker-a", 2, 2, 6),))
+
+
+def test_rows_naming_a_queue_their_topic_does_not_have_are_counted_and_named():
+    router = Router(_Routes())
+    named = pa.RecordBatch.from_pydict({"body": ["a", "b", "c", "d"],
+                                        "brokerName": ["broker-a", "broker-b", None, None],
+                                        "queueId": pa.array([1, 0, None, 5], pa.int32())})
+    with pytest.raises(InvalidRowError, match="2 rows of Spark partition 3 have a brokerName and queueId that are "
+                                              "not one of the writable queues of their topic now"):
+        list(iter_rows(iter([named]), "t", 3, [router.named_queues("t")]))
+    rows = next(iter_rows(iter([named.slice(0, 1), named.slice(2, 1)]), "t", 3, [router.named_queues("t")]))
+    assert router.route("t", None, *rows.queues[0]) == MessageQueue("t", "broker-a", 1)
 
 
 def test_keyed_rows_carry_their_sharding_key_which_a_properties_value_cannot_set():
@@ -96,7 +127,7 @@ class _Typed:
 
 def test_a_topic_takes_messages_of_its_type_a_mixed_one_all_and_an_untyped_one_is_not_checked():
     client = _Typed({"F": MessageType.FIFO, "M": MessageType.MIXED, "U": None})
-    types = TopicTypes(client, transactional=False)
+    types = TopicTypes(client, transactional=False, group="pg")
     keyed, plain = OutgoingMessage(b"k", sharding_key="k"), OutgoingMessage(b"p")
     for topic, message in (("F", keyed), ("F", keyed), ("M", keyed), ("M", plain), ("U", plain), ("U", keyed)):
         types.check(topic, message)
@@ -104,7 +135,7 @@ def test_a_topic_takes_messages_of_its_type_a_mixed_one_all_and_an_untyped_one_i
     with pytest.raises(OptionError, match="topic 'F' has message.type=FIFO, which does not take NORMAL messages"):
         types.check("F", plain)
     with pytest.raises(OptionError, match="does not take TRANSACTION .*deliveryGuarantee=at_least_once"):
-        TopicTypes(client, transactional=True).check("F", keyed)
+        TopicTypes(client, transactional=True, group="pg").check("F", keyed)
 
 
 def test_row_keys_name_batch_and_content_never_the_task():
@@ -215,7 +246,9 @@ def test_a_streaming_exactly_once_write_refuses_timer_rows_before_sending(monkey
                                   "producerGroup": "g"})
     batch = pa.RecordBatch.from_pydict({"body": ["a", "b"], "deliverTimeMs": pa.array([None, 5], pa.int64())})
     monkeypatch.setattr(writers.Router, "route", lambda *a: pytest.fail("a row was routed"))
-    with pytest.raises(OptionError, match="row 1 of the batch has a deliverTimeMs.*deliveryGuarantee=exactly_once.*at_least_once"):
+    with pytest.raises(InvalidRowError, match="1 row of Spark partition 0 has a deliverTimeMs .a timer message., "
+                                              "which a streaming query with deliveryGuarantee=exactly_once cannot "
+                                              "write.*at_least_once"):
         writers.write_task(options, iter([batch]), batch_id=4)
 
 

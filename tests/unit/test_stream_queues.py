@@ -17,6 +17,7 @@ from rmq_spark.client.model import BrokerData, MessageQueue, QueueData, TopicRou
 from rmq_spark.client.outages import OutageLog
 from rmq_spark.options import OptionError, parse_options
 from rmq_spark.source.queue_watch import QueueWatch
+from rmq_spark.source.skipped import SKIPPED_KEY
 from rmq_spark.source.stream import RocketMQStreamReader
 
 TOPIC = "T"
@@ -39,6 +40,8 @@ class _Cluster:
         self.ends = dict(ends)
         self.slave_ends: dict[MessageQueue, int] | None = None
         self.committed: dict[MessageQueue, int] = {}
+        self.mins: dict[MessageQueue, int] = {}  # first offsets above 0: retention deleted the messages below
+        self.min_asked: list[MessageQueue] = []
         self.outages = OutageLog(logging.getLogger("test"))
 
     def route(self, topic: str, refresh: bool = False) -> TopicRoute:
@@ -73,7 +76,9 @@ class _Cluster:
                        replica=[m for m in mqs if m in self.slave_ends])
 
     def min_offsets(self, mqs, partial=False) -> Answers:
-        return Answers({m: 0 for m in mqs})
+        mqs = list(mqs)
+        self.min_asked += mqs
+        return Answers({m: self.mins.get(m, 0) for m in mqs})
 
     def query_consumer_offsets(self, group, mqs, partial=False) -> Answers:
         return Answers({m: self.committed.get(m) for m in mqs})
@@ -177,3 +182,46 @@ def test_a_queue_named_in_startingOffsets_that_its_broker_group_does_not_have_is
     reader = _reader(cluster, startingOffsets='{"T": {"broker-a/5": 1}}')
     with pytest.raises(OptionError, match="names queue broker-a/5 of topic 'T', which does not exist"):
         reader.initialOffset()
+
+
+def test_messages_skipped_under_failOnDataLoss_false_are_counted_on_the_driver_and_reported(caplog):
+    cluster = _Cluster({A: 2}, {mq(0): 5, mq(1): 5})
+    reader = _reader(cluster, failOnDataLoss="false")
+    first = reader.initialOffset()
+    end = reader.latestOffset(first, ALL)
+    assert SKIPPED_KEY not in reader.reportLatestOffset()  # nothing skipped yet
+    cluster.mins = {mq(0): 3, mq(1): 7}  # retention deleted [0, 3) of queue 0 and all of queue 1's range
+    with caplog.at_level(logging.WARNING):
+        ranges = [(r.queue, r.start, r.end) for p in reader.partitions(first, end) for r in p.ranges]
+    assert ranges == [(mq(0), 3, 5)]
+    assert "8 messages were skipped planning this batch" in caplog.text
+    assert reader.reportLatestOffset()[SKIPPED_KEY] == {TOPIC: {f"{A}/0": 3, f"{A}/1": 5}}
+    cluster.ends = {mq(0): 9, mq(1): 9}
+    reader.watch.poll(force=True)
+    later = reader.latestOffset(end, ALL)
+    reader.partitions(end, later)  # [5, 9) of queue 1: its first offset is 7
+    reported = reader.reportLatestOffset()
+    assert reported[SKIPPED_KEY] == {TOPIC: {f"{A}/0": 3, f"{A}/1": 7}}
+    assert reported[TOPIC] == {f"{A}/0": 9, f"{A}/1": 9}
+
+
+def test_planning_a_batch_asks_no_broker_for_first_offsets_but_a_reset_queue_does():
+    """The early data-loss check is off the batch's path (issue 37 item 3): the task checks when it pulls. Only a
+    queue whose end fell below its offset (reset) asks where it now starts."""
+    cluster = _Cluster({A: 2}, {mq(0): 5, mq(1): 5})
+    reader = _reader(cluster)
+    first = reader.initialOffset()
+    end = reader.latestOffset(first, ALL)
+    cluster.ends[mq(1)] = 9
+    reader.watch.poll(force=True)
+    later = reader.latestOffset(end, ALL)
+    asked = len(cluster.min_asked)  # resolving startingOffsets=earliest asked; planning must not
+    assert [(r.queue, r.start, r.end) for p in reader.partitions(first, end) for r in p.ranges] == [
+        (mq(0), 0, 5), (mq(1), 0, 5)]
+    assert [(r.queue, r.start, r.end) for p in reader.partitions(end, later) for r in p.ranges] == [(mq(1), 5, 9)]
+    assert cluster.min_asked[asked:] == []
+    cluster.ends[mq(0)] = 2  # queue 0 was recreated
+    reader.watch.poll(force=True)
+    with pytest.raises(DataLossError, match=r"broker's end offset 2 is below offset 5"):
+        reader.partitions(later, reader.latestOffset(later, ALL))
+    assert cluster.min_asked[asked:] == [mq(0)]

@@ -26,7 +26,7 @@ class Metadata:
     def __init__(self, credentials: Credentials | None, client_version: str, namespace: str = "") -> None:
         self._credentials = credentials
         client_id = f"{socket.gethostname()}@{os.getpid()}@{uuid.uuid4().hex[:8]}"
-        self._static = (("x-mq-protocol", "v2"), ("x-mq-language", "PYTHON"),
+        self._static: tuple[tuple[str, str], ...] = (("x-mq-protocol", "v2"), ("x-mq-language", "PYTHON"),
                         ("x-mq-client-version", client_version), ("x-mq-client-id", client_id))
         if namespace:
             self._static += (("x-mq-namespace", namespace),)

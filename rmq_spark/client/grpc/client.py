@@ -9,7 +9,7 @@ import grpc
 import grpc.experimental
 
 from rmq_spark.client import hints
-from rmq_spark.client.base import BaseClient
+from rmq_spark.client.base import BaseClient, HeldCall
 from rmq_spark.client.addresses import host_port
 from rmq_spark.client.defaults import DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_REQUEST_TIMEOUT
 from rmq_spark.client.core_errors import package_error
@@ -18,7 +18,7 @@ from rmq_spark.client.grpc import messages, status
 from rmq_spark.client.grpc.auth import Metadata
 from rmq_spark.client.grpc.v2 import definition_pb2 as pb
 from rmq_spark.client.grpc.v2 import service_pb2 as svc
-from rmq_spark.client.model import (DEFAULT_GROUP, DEFAULT_PRODUCER_GROUP, EVERY_MESSAGE, PERM_READ, PERM_WRITE, SLOT,
+from rmq_spark.client.model import (DEFAULT_GROUP, Boundary, DEFAULT_PRODUCER_GROUP, EVERY_MESSAGE, PERM_READ, PERM_WRITE, SLOT,
                                     BrokerData, Credentials, FilterExpression, MessageQueue, MessageType,
                                     OutgoingMessage, PullResult, QueueData, SendResult, TopicRoute)
 from rmq_spark.client.namespaces import NO_NAMESPACE, Namespace
@@ -50,7 +50,7 @@ def _queue(mq: MessageQueue) -> pb.MessageQueue:
     return pb.MessageQueue(topic=pb.Resource(name=mq.topic), id=mq.queue_id, broker=pb.Broker(name=mq.broker_name))
 
 
-def message_type_of(accepts: Iterable[int]) -> MessageType | None:
+def message_type_of(accepts: Iterable[pb.MessageType]) -> MessageType | None:
     """A topic's message.type from the message types its queues accept (a MIXED topic's accept all four); None
     when they name none."""
     kinds = {_MESSAGE_TYPES[t] for t in accepts if t in _MESSAGE_TYPES}
@@ -63,7 +63,7 @@ def route_from_queues(topic: str, endpoint: str, queues: Iterable[pb.MessageQueu
     """A TopicRoute from QueryRoute's queues: per broker, the leading run of readable / writable queue ids, and
     the topic's message type from the types they accept."""
     perms: dict[str, dict[int, int]] = {}
-    accepts: set[int] = set()
+    accepts: set[pb.MessageType] = set()
     for q in queues:
         perms.setdefault(q.broker.name, {})[q.id] = _PERMS.get(q.permission, 0)
         accepts.update(q.accept_message_types)
@@ -86,6 +86,7 @@ class PendingGrpcPull:
     """A PullMessage call in flight (the call starts when this is made); ``result()`` reads its stream."""
 
     __slots__ = ("queue", "offset", "max_nums", "_client", "_call")
+    replica = False  # the gateway picks the broker group's member
 
     def __init__(self, client: "GrpcClient", queue: MessageQueue, offset: int, max_nums: int, call) -> None:
         self.queue, self.offset, self.max_nums = queue, offset, max_nums
@@ -204,7 +205,7 @@ class GrpcClient(BaseClient):
     def _open(self) -> grpc.Channel:
         if self._channel is None:
             frame = self.max_message_bytes + FRAME_HEADROOM
-            options = [("grpc.max_receive_message_length", frame),
+            options: list[tuple[str, int | str]] = [("grpc.max_receive_message_length", frame),
                        ("grpc.max_send_message_length", frame), ("grpc.enable_http_proxy", 0),
                        ("grpc.initial_reconnect_backoff_ms", 200), ("grpc.max_reconnect_backoff_ms", 2000),
                        # gRPC core's lower bound of a connection attempt, i.e. the connect timeout
@@ -225,7 +226,8 @@ class GrpcClient(BaseClient):
                 self._channel = grpc.insecure_channel(target, options=options)
         return self._channel
 
-    def _method(self, name: str, response, *, stream: bool = False) -> Callable:
+    def _method(self, name: str, response, *,
+                stream: bool = False) -> grpc.UnaryUnaryMultiCallable | grpc.UnaryStreamMultiCallable:
         """The callable of method ``name``; its answers parsed as ``response``, or left as bytes for None."""
         fn = self._methods.get(name)
         if fn is None:
@@ -268,7 +270,7 @@ class GrpcClient(BaseClient):
                                "nameServer")
 
     # -- per-queue requests (the fan-out is BaseClient's) ----------------------------------------------------
-    def _offset_call(self, mq: MessageQueue, policy: int, what: str, timestamp: int | None = None) -> GrpcCall:
+    def _offset_call(self, mq: MessageQueue, policy: pb.QueryOffsetPolicy, what: str, timestamp: int | None = None) -> GrpcCall:
         request = svc.QueryOffsetRequest(message_queue=_queue(mq), query_offset_policy=policy)
         if timestamp is not None:
             request.timestamp.FromMilliseconds(int(timestamp))
@@ -285,10 +287,10 @@ class GrpcClient(BaseClient):
     def _max_offset_call(self, mq: MessageQueue) -> GrpcCall:
         return self._offset_call(mq, pb.END, "max offset")
 
-    def _search_offset_call(self, mq: MessageQueue, timestamp: int, boundary: str) -> GrpcCall:
-        if boundary != "lower":
+    def _search_offset_call(self, mq: MessageQueue, timestamp: int, boundary: Boundary) -> GrpcCall:
+        if boundary is not Boundary.LOWER:
             raise UnsupportedError(f"the v2 API of {self.endpoint} searches offsets by time at the lower boundary "
-                                   f"only, not {boundary!r}")
+                                   f"only, not {boundary.value!r}")
         return self._offset_call(mq, pb.TIMESTAMP, "offset by timestamp", timestamp)
 
     def _consumer_offset_call(self, group: str, mq: MessageQueue) -> GrpcCall:
@@ -331,7 +333,7 @@ class GrpcClient(BaseClient):
             raise self.rpc_error(e, f"pull of {mq} at offset {offset}") from None
         return PendingGrpcPull(self, mq, offset, max_nums, call)
 
-    def hold_async(self, mq: MessageQueue, offset: int, *, group: str, hold_ms: int) -> PendingGrpcPull:
+    def hold_async(self, mq: MessageQueue, offset: int, *, group: str, hold_ms: int) -> HeldCall:
         """Not over gRPC: a PullMessage stream that carries a message ends only once its reader has read it, so
         its end cannot ring a bell; the stream driver asks such queues on its clock instead."""
         raise UnsupportedError("held pulls are not offered over gRPC")

@@ -19,8 +19,11 @@ from rmq_spark.client.remoting.versions import is_v4
 from rmq_spark.client.time_search import NearOffset
 from rmq_spark.compiled import PullStatus, first_offset, pull_status
 
+
 def _queue_fields(mq: MessageQueue) -> dict[str, str]:
-    return {"topic": mq.topic, "queueId": str(mq.queue_id)}
+    """A queue's header fields. ``bname`` (RocketMQ 5's RpcRequestHeader) names the broker group: brokers ignore it,
+    the RocketMQ 5 proxy forwards the request to that group's master by it and refuses a request without it."""
+    return {"topic": mq.topic, "queueId": str(mq.queue_id), "bname": mq.broker_name}
 
 
 def pull_request(mq: MessageQueue, group: str, offset: int, max_nums: int, *,
@@ -122,8 +125,10 @@ def consumer_list_request(group: str) -> RemotingCommand:
 
 
 def consumer_list(response: RemotingCommand, group: str, address: str) -> list[str]:
-    """The ids of a consumer list answer; the broker answers SYSTEM_ERROR "no consumer ..." for none."""
-    if response.code == codes.SYSTEM_ERROR and "no consumer" in (response.remark or ""):
+    """The ids of a consumer list answer; the broker answers SYSTEM_ERROR "no consumer ..." for none, the RocketMQ 5
+    proxy (which knows only its own clients) SYSTEM_ERROR with a NullPointerException on its "consumerGroupInfo"."""
+    remark = response.remark or ""
+    if response.code == codes.SYSTEM_ERROR and ("no consumer" in remark or '"consumerGroupInfo" is null' in remark):
         return []
     check(response, f"consumers of group {group!r}", address)
     data = parse_loose_json(response.body.decode("utf-8", "replace")) if response.body else {}

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import replace
-from typing import Callable, Iterable, Sequence, TypeVar
+from typing import Callable, Generic, Iterable, Sequence, TypeVar
 
 from rmq_spark.client.addresses import address_list
 from rmq_spark.client.base import BaseClient
@@ -11,7 +11,7 @@ from rmq_spark.client.core_errors import package_error
 from rmq_spark.client.defaults import DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_REQUEST_TIMEOUT
 from rmq_spark.client.errors import (AuthError, BrokerBusyError, BrokerError, BrokerUnavailableError,
                                      ConnectionLostError, TopicNotFoundError)
-from rmq_spark.client.model import (DEFAULT_GROUP, DEFAULT_PRODUCER_GROUP, EVERY_MESSAGE, MASTER_ID, SLOT, BrokerData,
+from rmq_spark.client.model import (DEFAULT_GROUP, Boundary, DEFAULT_PRODUCER_GROUP, EVERY_MESSAGE, MASTER_ID, SLOT, BrokerData,
                                     Credentials, FilterExpression, HalfMessage, MessageQueue, MessageType,
                                     OutgoingMessage, PullResult, TopicRoute)
 from rmq_spark.client.namespaces import NO_NAMESPACE, Namespace
@@ -19,7 +19,8 @@ from rmq_spark.client.range_reader import PullSession
 from rmq_spark.client.remoting import broker as req
 from rmq_spark.client.remoting import codes
 from rmq_spark.client.remoting import acl
-from rmq_spark.client.remoting.connection import ConnectionPool, DirectConnection, PendingRequest, pipe_failure
+from rmq_spark.client.remoting.connection import (ConnectionPool, DirectConnection, DirectPending, PendingRequest,
+                                                  pipe_failure)
 from rmq_spark.client.remoting.frame import RemotingCommand, command_of, request_template
 from rmq_spark.client.remoting.namesrv import NameServerClient
 from rmq_spark.client.remoting.send_codec import compressed_for_send
@@ -31,6 +32,7 @@ from rmq_spark.compiled import (BlockGatherer, Frame, MalformedError, PipeLostEr
 
 T = TypeVar("T")
 W = TypeVar("W", str, MessageQueue)
+P = TypeVar("P", PendingRequest, DirectPending)  # what a call waits on: a pooled connection's request or a direct one
 
 COMPACTION = ("cleanup.policy", "COMPACTION")
 MESSAGE_TYPE = "message.type"
@@ -38,16 +40,17 @@ _PULL_VARY = ("queueOffset", "maxMsgNums")
 HOLD_CHECK_S = 5.0  # how often a broker checks whether its held pulls have timed out (PullRequestHoldService)
 
 
-class RemotingCall:
+class RemotingCall(Generic[P]):
     """A request in flight to one broker; ``result()`` waits for the response and parses it. A broken connection,
     or a broker that no longer leads the logic queue asked for, makes the client look the topic's route up again
     before the next request."""
 
     __slots__ = ("_client", "_topic", "_pending", "_parse", "_address", "replica")
 
-    def __init__(self, client: "RemotingClient", topic: str, pending: PendingRequest,
+    def __init__(self, client: "RemotingClient", topic: str, pending: P,
                  parse: Callable[[RemotingCommand, str], T], address: str, replica: bool) -> None:
-        self._client, self._topic, self._pending, self._parse, self._address = client, topic, pending, parse, address
+        self._client, self._topic, self._parse, self._address = client, topic, parse, address
+        self._pending: P = pending
         self.replica = replica
 
     def result(self):
@@ -63,7 +66,7 @@ class RemotingCall:
     def cancel(self) -> None:
         self._pending.cancel()
 
-    def add_done_callback(self, fn: Callable[[], None]) -> None:
+    def add_done_callback(self: RemotingCall[PendingRequest], fn: Callable[[], None]) -> None:
         """``fn()`` once the answer is in (or the request failed): PendingRequest.add_done_callback."""
         self._pending.add_done_callback(fn)
 
@@ -78,15 +81,17 @@ class DirectPulls:
     def __init__(self, client: "RemotingClient", mq: MessageQueue, *, group: str, expression: FilterExpression) -> None:
         self._client, self._mq = client, mq
         self._wire = client.namespace.queue(mq)
-        self._kw = {"group": client.namespace.wrap(group), "expression": expression}
+        self._group, self._expression = client.namespace.wrap(group), expression
         self._conns: dict[str, DirectConnection] = {}
         self._conn: DirectConnection | None = None
         self._replica = False
         self._suggested = MASTER_ID
         # a logic queue's answers need their offsetDelta applied, which the native loop does not know
         self.native = not client._pool.signs and not mq.logic
-        self._template = request_template(req.pull_request(self._wire, offset=0, max_nums=0, **self._kw),
-                                          _PULL_VARY)
+        self._template = request_template(self._pull_request(0, 0), _PULL_VARY)
+
+    def _pull_request(self, offset: int, max_nums: int) -> RemotingCommand:
+        return req.pull_request(self._wire, self._group, offset, max_nums, expression=self._expression)
 
     def _connection(self) -> DirectConnection:
         """The connection to the member reads of the queue go to now: chosen again when it closed, the broker
@@ -133,14 +138,14 @@ class DirectPulls:
     def answer(self, offset: int, frame: Frame) -> PullResult:
         """The PullResult of a response to the pull at ``offset`` that the core left to Python (``Step.Answer``):
         raises the error an error code maps to."""
+        assert self._conn is not None, "an answer comes only over the connection run() chose"
         return self._client._pull_parse(self._mq, offset)(command_of(frame), self._conn.address)
 
-    def pull_async(self, offset: int, max_nums: int) -> RemotingCall:
+    def pull_async(self, offset: int, max_nums: int) -> RemotingCall[DirectPending]:
         client, mq = self._client, self._mq
         conn = self._connection()
         try:
-            pending = conn.send(req.pull_request(self._wire, offset=offset, max_nums=max_nums, **self._kw),
-                                client.request_timeout)
+            pending = conn.send(self._pull_request(offset, max_nums), client.request_timeout)
         except ConnectionLostError:
             client.invalidate_route(mq.topic)
             raise
@@ -222,7 +227,9 @@ class RemotingClient(BaseClient):
     def _wire(self, group: str, where: W) -> tuple[str, W]:
         """A group and a queue (or a topic) as the brokers know them: in the client's namespace."""
         ns = self.namespace
-        return ns.wrap(group), (ns.wrap(where) if isinstance(where, str) else ns.queue(where))
+        if isinstance(where, str):
+            return ns.wrap(group), ns.wrap(where)
+        return ns.wrap(group), ns.queue(where)
 
     def _read_address(self, mq: MessageQueue) -> tuple[str, bool]:
         """Where a read of ``mq`` goes (the member the broker last suggested, else the master, else a slave,
@@ -239,7 +246,7 @@ class RemotingClient(BaseClient):
         return address, address != members.master_address
 
     def _request(self, mq: MessageQueue, cmd: RemotingCommand, parse: Callable[[RemotingCommand, str], T], *,
-                 master: bool = False, timeout: float | None = None) -> RemotingCall:
+                 master: bool = False, timeout: float | None = None) -> RemotingCall[PendingRequest]:
         """Send ``cmd`` to a member of ``mq``'s broker group (the master with ``master``) and return at once."""
         if master:
             address = self._members(mq).master_address
@@ -265,9 +272,9 @@ class RemotingClient(BaseClient):
         return self._request(mq, req.offset_request(codes.GET_MAX_OFFSET, self.namespace.queue(mq), committed="true"),
                              lambda r, a: req.header_long(r, "offset", f"max offset of {mq}", a))
 
-    def _search_offset_call(self, mq: MessageQueue, timestamp: int, boundary: str) -> RemotingCall:
+    def _search_offset_call(self, mq: MessageQueue, timestamp: int, boundary: Boundary) -> RemotingCall:
         return self._request(mq, req.offset_request(codes.SEARCH_OFFSET_BY_TIMESTAMP, self.namespace.queue(mq),
-                                                    timestamp=str(timestamp), boundaryType=boundary.upper()),
+                                                    timestamp=str(timestamp), boundaryType=boundary.name),
                              lambda r, a: req.searched_offset(r, f"offset by timestamp of {mq}", a, logic=mq.logic))
 
     def _consumer_offset_call(self, group: str, mq: MessageQueue) -> RemotingCall:
@@ -333,9 +340,11 @@ class RemotingClient(BaseClient):
                 leaders.setdefault((mq.topic, self.route(mq.topic).serving_broker(mq)), []).append(mq)
         out = {}
         for (topic, _), queues in leaders.items():
-            call = self._request(queues[0], req.topic_config_request(self.namespace.wrap(topic), mapping=True),
-                                 lambda r, a, t=topic: req.mapping_items(r, t, a))
-            items = call.result()
+            def answer(r: RemotingCommand, a: str, t: str = topic) -> dict[int, list[req.MappingItem]]:
+                return req.mapping_items(r, t, a)
+
+            items = self._request(queues[0], req.topic_config_request(self.namespace.wrap(topic), mapping=True),
+                                  answer).result()
             for mq in queues:
                 gaps = self._gaps_between(topic, items.get(mq.queue_id, []))
                 if gaps:
@@ -414,7 +423,7 @@ class RemotingClient(BaseClient):
         return self._request(mq, cmd, self._pull_parse(mq, offset),
                              timeout=self.request_timeout + suspend_ms / 1000.0)
 
-    def hold_async(self, mq: MessageQueue, offset: int, *, group: str, hold_ms: int) -> RemotingCall:
+    def hold_async(self, mq: MessageQueue, offset: int, *, group: str, hold_ms: int) -> RemotingCall[PendingRequest]:
         """A pull at ``offset`` (the queue's end) that the master holds until a message arrives or ``hold_ms``
         pass (a slave, one acting as master included, is never asked: it learns of messages late, and a queue whose
         master is away is polled).

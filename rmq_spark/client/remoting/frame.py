@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Any
 from dataclasses import dataclass, field
 
 from rmq_spark.client.core_errors import package_error
@@ -105,8 +106,9 @@ def _quote_key(m: re.Match) -> str:
     return f'{m.group(1)}"{m.group(2)}"{m.group(3)}:'
 
 
-def parse_loose_json(text: str | bytes | bytearray | memoryview) -> object:
-    """Parse JSON that may carry fastjson's unquoted integer map keys (``{0:"a"}``); such keys become strings."""
+def parse_loose_json(text: str | bytes | bytearray | memoryview) -> Any:
+    """Parse JSON that may carry fastjson's unquoted integer map keys (``{0:"a"}``); such keys become strings.
+    Any JSON value, as ``json.loads``: the callers check the shape they read."""
     if not isinstance(text, str):
         try:
             text = str(text, "utf-8")

@@ -1,7 +1,8 @@
 """Name server requests: the route of a topic and the list of all topics, with failover over several addresses."""
 from __future__ import annotations
 
-from rmq_spark.client.errors import ConnectionLostError, RequestTimeoutError, RocketMQError, TopicNotFoundError
+from rmq_spark.client.errors import (ConnectionLostError, RequestTimeoutError, RocketMQError, TopicNotFoundError,
+                                     UnsupportedError)
 from rmq_spark.client.model import LOGIC_BROKER_PREFIX, BrokerData, QueueData, TopicRoute
 from rmq_spark.client.remoting import codes
 from rmq_spark.client.remoting.connection import ConnectionPool
@@ -55,7 +56,7 @@ class NameServerClient:
         """GET_BROKER_CLUSTER_INFO: (brokerAddrTable, clusterAddrTable)."""
         response, address = self._request(lambda: RemotingCommand(code=codes.GET_BROKER_CLUSTER_INFO),
                                           "cluster info")
-        check(response, "cluster info", address)
+        _check_routes_only(response, "cluster info", address, "which brokers are registered cannot be told")
         try:
             data = parse_loose_json(response.body.decode("utf-8")) if response.body else {}
             brokers, clusters = data.get("brokerAddrTable") or {}, data.get("clusterAddrTable") or {}
@@ -79,9 +80,21 @@ class NameServerClient:
         """Every topic the name server knows, sorted."""
         response, address = self._request(
             lambda: RemotingCommand(code=codes.GET_ALL_TOPIC_LIST_FROM_NAMESERVER), "topic list")
-        check(response, "topic list", address)
+        _check_routes_only(response, "topic list", address,
+                           "option topicPattern needs the topic list: name the topics (option topic or topics), or "
+                           "point nameServer at the cluster's name servers")
         data = parse_loose_json(response.body.decode("utf-8", "replace")) if response.body else {}
         return sorted(data.get("topicList") or [])
+
+
+def _check_routes_only(response: RemotingCommand, what: str, address: str, consequence: str) -> None:
+    """``check``, with UnsupportedError where the server does not serve the request: a RocketMQ 5 proxy's remoting
+    port answers routes as a name server does, and nothing else a name server serves."""
+    if response.code == codes.REQUEST_CODE_NOT_SUPPORTED:
+        raise UnsupportedError(f"{what}: the server at {address} answers routes but not this request (a RocketMQ 5 "
+                               f"proxy's remoting port serves routes only): {consequence}",
+                               code=response.code, remark=response.remark)
+    check(response, what, address)
 
 
 def parse_route(topic: str, body: bytes) -> TopicRoute:

@@ -35,6 +35,8 @@ def error_for(response: RemotingCommand, what: str, address: str) -> RocketMQErr
         cls, hint = MessageRejectedError, hints.TIMER_OFF
     elif "cannot find addr for broker" in remark:  # a static topic's leader that cannot reach an older item's group
         cls, hint = BrokerUnavailableError, hints.FORWARD
+    elif "TopicMessageType validate failed" in remark:  # the proxy's answer, under the code of a message too large
+        cls, hint = MessageRejectedError, hints.MESSAGE_TYPE
     if cls is BrokerError and ("signature" in remark.lower() or "authenticat" in remark.lower()):
         cls, hint = AuthError, "check accessKey/secretKey"
     elif cls is BrokerError and "AclException" in remark:  # RocketMQ 4.x answers an ACL refusal as SYSTEM_ERROR

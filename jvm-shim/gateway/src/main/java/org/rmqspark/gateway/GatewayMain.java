@@ -16,7 +16,7 @@ import java.nio.file.Files;
  * {@code READY {...}} line on stdout once it serves, then serves until SIGTERM or SIGINT (a graceful stop: no new
  * calls, running calls get a few seconds). Safe by default: it listens on loopback, refuses another address without
  * caller authentication, takes secrets from files or the environment only (never the command line, which other
- * users of the machine can read), and verifies the brokers' TLS certificates. See GATEWAY.md.
+ * users of the machine can read), and verifies the brokers' TLS certificates. See jvm-shim/gateway/README.md.
  */
 public final class GatewayMain {
     static final String BROKER_ACCESS_KEY_ENV = "RMQ_GATEWAY_BROKER_ACCESS_KEY";
@@ -29,7 +29,7 @@ public final class GatewayMain {
         "  --advertise HOST:PORT       address QueryRoute hands out (default: the one the caller used)",
         "  --tls-cert FILE --tls-key FILE   serve TLS with this PEM certificate chain and PKCS#8 key",
         "  --tls-client-ca FILE        require TLS client certificates signed by these PEM CAs (mutual TLS)",
-        "  --users-file FILE           JSON: callers, their secret keys and permissions (see GATEWAY.md)",
+        "  --users-file FILE           JSON: callers, their secret keys and permissions (see jvm-shim/gateway/README.md)",
         "  --broker-credentials-file FILE   JSON {\"accessKey\": ..., \"secretKey\": ...}: sign requests to the",
         "                              brokers (ACL); or the environment " + BROKER_ACCESS_KEY_ENV + " / "
             + BROKER_SECRET_KEY_ENV,

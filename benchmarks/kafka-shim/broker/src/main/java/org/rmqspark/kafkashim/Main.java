@@ -18,6 +18,7 @@ import java.nio.file.Path;
  *   create TOPIC PARTITIONS          → RESULT {}
  *   produce TOPIC COUNT BODY_SIZE    → RESULT {"sent":COUNT,"seconds":S}
  *   count TOPIC                      → RESULT {"messages":N,"partitions":P}
+ *   produceRate TOPIC RATE SECONDS BODY_SIZE → RESULT {"sent":N,"acked":N,"seconds":S}
  * </pre>
  */
 public final class Main {
@@ -58,6 +59,11 @@ public final class Main {
                     long count = Long.parseLong(cmd[2]);
                     double seconds = tools.produce(cmd[1], count, Integer.parseInt(cmd[3]));
                     return "RESULT {\"sent\":" + count + ",\"seconds\":" + seconds + "}";
+                case "produceRate":
+                    double[] r = tools.produceRate(cmd[1], Integer.parseInt(cmd[2]), Double.parseDouble(cmd[3]),
+                        Integer.parseInt(cmd[4]));
+                    return "RESULT {\"sent\":" + (long) r[0] + ",\"acked\":" + (long) r[1] + ",\"seconds\":" + r[2]
+                        + "}";
                 case "count":
                     long[] held = tools.count(cmd[1]);
                     return "RESULT {\"messages\":" + held[0] + ",\"partitions\":" + held[1] + "}";

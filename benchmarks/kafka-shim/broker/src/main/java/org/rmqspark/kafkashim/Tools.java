@@ -92,6 +92,51 @@ final class Tools implements AutoCloseable {
         return (System.nanoTime() - t0) / 1e9;
     }
 
+    /**
+     * Sends {@code rate} records a second for {@code seconds}, as jvm-shim's steady producer does for the latency
+     * line: every 10 ms the records due so far go to the next partition in turn, with the bodies and keys of
+     * {@link #produce}; no linger, so each tick's records leave at once. Each record's timestamp is its send time
+     * (CreateTime). Returns {sent, acknowledged, seconds}.
+     */
+    double[] produceRate(String topic, int rate, double seconds, int bodySize) throws Exception {
+        int partitions = partitions(topic);
+        Properties p = new Properties();
+        p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        p.put(ProducerConfig.LINGER_MS_CONFIG, "0");
+        AtomicReference<Exception> failure = new AtomicReference<>();
+        AtomicLong acked = new AtomicLong();
+        long tickNanos = 10_000_000L;
+        long start = System.nanoTime();
+        long end = start + (long) (seconds * 1e9);
+        long sent = 0;
+        try (KafkaProducer<byte[], byte[]> producer =
+                 new KafkaProducer<>(p, new ByteArraySerializer(), new ByteArraySerializer())) {
+            for (long tick = 0; System.nanoTime() < end && failure.get() == null; tick++) {
+                long due = (long) Math.floor(rate * ((tick + 1) * tickNanos) / 1e9);
+                int partition = (int) (tick % partitions);
+                for (; sent < due; sent++) {
+                    byte[] key = ("key-" + sent).getBytes(StandardCharsets.UTF_8);
+                    producer.send(new ProducerRecord<>(topic, partition, key, body(sent, bodySize)), (meta, e) -> {
+                        if (e != null) {
+                            failure.compareAndSet(null, e);
+                        } else {
+                            acked.incrementAndGet();
+                        }
+                    });
+                }
+                long wait = start + (tick + 1) * tickNanos - System.nanoTime();
+                if (wait > 0) {
+                    TimeUnit.NANOSECONDS.sleep(wait);
+                }
+            }
+            producer.flush();
+        }
+        if (failure.get() != null) {
+            throw failure.get();
+        }
+        return new double[] {sent, acked.get(), (System.nanoTime() - start) / 1e9};
+    }
+
     /** {messages held (sum of end minus start offsets), partitions}. */
     long[] count(String topic) throws Exception {
         int n = partitions(topic);
