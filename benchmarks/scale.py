@@ -7,6 +7,7 @@ Python process spends per minute.
 
     .venv/bin/python -m benchmarks.scale [--topics 125] [--queues-per-broker 4] [--seconds 60]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,10 +25,21 @@ from rmq_spark_testing.embedded import EmbeddedRocketMQ
 
 # Request codes that are not the query's: the trickle's sends and the shim's Java clients' heartbeats.
 NOT_THE_QUERY = {codes.SEND_MESSAGE, codes.SEND_MESSAGE_V2, codes.SEND_BATCH_MESSAGE, codes.HEART_BEAT}
-NAMES = {getattr(codes, name): name for name in (
-    "PULL_MESSAGE", "QUERY_CONSUMER_OFFSET", "UPDATE_CONSUMER_OFFSET", "SEARCH_OFFSET_BY_TIMESTAMP", "GET_MAX_OFFSET",
-    "GET_MIN_OFFSET", "GET_EARLIEST_MSG_STORETIME", "CHECK_CLIENT_CONFIG", "GET_CONSUMER_LIST_BY_GROUP",
-    "GET_TOPIC_CONFIG")}
+NAMES = {
+    getattr(codes, name): name
+    for name in (
+        "PULL_MESSAGE",
+        "QUERY_CONSUMER_OFFSET",
+        "UPDATE_CONSUMER_OFFSET",
+        "SEARCH_OFFSET_BY_TIMESTAMP",
+        "GET_MAX_OFFSET",
+        "GET_MIN_OFFSET",
+        "GET_EARLIEST_MSG_STORETIME",
+        "CHECK_CLIENT_CONFIG",
+        "GET_CONSUMER_LIST_BY_GROUP",
+        "GET_TOPIC_CONFIG",
+    )
+}
 _CLOCK = os.sysconf("SC_CLK_TCK")
 
 
@@ -52,8 +64,9 @@ def _percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
 
 
-def measure(topics: int, queues_per_broker: int, seconds: float, warmup: float, trickle_per_s: float,
-            trigger: str) -> dict:
+def measure(
+    topics: int, queues_per_broker: int, seconds: float, warmup: float, trickle_per_s: float, trigger: str
+) -> dict:
     run = f"scale{int(time.time()) % 100000}"
     with EmbeddedRocketMQ(brokers=2) as mq, tempfile.TemporaryDirectory() as checkpoint:
         names = [f"{run}-{i:03d}" for i in range(topics)]
@@ -62,10 +75,17 @@ def measure(topics: int, queues_per_broker: int, seconds: float, warmup: float, 
             mq.create_topic(name, queues=queues_per_broker)
         created_s = time.perf_counter() - t0
         spark = new_session("local[2]")
-        query = (spark.readStream.format("rocketmq").option("nameServer", mq.name_server)
-                 .option("topicPattern", f"{run}-.*").option("startingOffsets", "latest").load()
-                 .writeStream.format("noop").option("checkpointLocation", checkpoint)
-                 .trigger(processingTime=trigger).start())
+        query = (
+            spark.readStream.format("rocketmq")
+            .option("nameServer", mq.name_server)
+            .option("topicPattern", f"{run}-.*")
+            .option("startingOffsets", "latest")
+            .load()
+            .writeStream.format("noop")
+            .option("checkpointLocation", checkpoint)
+            .trigger(processingTime=trigger)
+            .start()
+        )
         stop = threading.Event()
 
         def trickle() -> None:
@@ -73,6 +93,7 @@ def measure(topics: int, queues_per_broker: int, seconds: float, warmup: float, 
             while not stop.wait(1.0 / trickle_per_s):
                 mq.produce(names[i % len(names)], [{"body": f"t{i}"}])
                 i += 1
+
         producer = threading.Thread(target=trickle, name="trickle", daemon=True)
         producer.start()
         try:
@@ -92,12 +113,17 @@ def measure(topics: int, queues_per_broker: int, seconds: float, warmup: float, 
     latest = [p["durationMs"].get("latestOffset", 0) for p in progress]
     trigger_ms = [p["durationMs"].get("triggerExecution", 0) for p in progress]
     return {
-        "queues": topics * queues_per_broker * 2, "topics": topics, "trigger": trigger,
+        "queues": topics * queues_per_broker * 2,
+        "topics": topics,
+        "trigger": trigger,
         "topicsCreatedSeconds": round(created_s, 1),
-        "windowSeconds": round(elapsed, 1), "triggers": len(progress),
+        "windowSeconds": round(elapsed, 1),
+        "triggers": len(progress),
         "latestOffsetMs": {"median": statistics.median(latest) if latest else None, "p90": _percentile(latest, 0.9)},
-        "triggerMs": {"median": statistics.median(trigger_ms) if trigger_ms else None,
-                      "p90": _percentile(trigger_ms, 0.9)},
+        "triggerMs": {
+            "median": statistics.median(trigger_ms) if trigger_ms else None,
+            "p90": _percentile(trigger_ms, 0.9),
+        },
         "brokerRequestsPerSecond": round(sum(query_codes.values()), 1),
         "byCode": {NAMES.get(code, str(code)): round(rate, 1) for code, rate in sorted(query_codes.items())},
         "driverPythonCpuSecondsPerMinute": round((cpu1 - cpu0) * 60 / elapsed, 2),
@@ -111,14 +137,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seconds", type=float, default=60.0, help="the measured window, after the warm-up")
     ap.add_argument("--warmup", type=float, default=20.0)
     ap.add_argument("--trickle", type=float, default=1.0, help="messages per second produced, over the topics")
-    ap.add_argument("--trigger", default="1 second",
-                    help="the query's processingTime trigger ('0 seconds': Spark's default, as fast as it can)")
+    ap.add_argument(
+        "--trigger",
+        default="1 second",
+        help="the query's processingTime trigger ('0 seconds': Spark's default, as fast as it can)",
+    )
     args = ap.parse_args(argv)
     result = measure(args.topics, args.queues_per_broker, args.seconds, args.warmup, args.trickle, args.trigger)
     print(json.dumps(result, indent=2))
-    targets = {"median latestOffset <= 5 ms": (result["latestOffsetMs"]["median"] or 0) <= 5,
-               "broker requests <= 50/s": result["brokerRequestsPerSecond"] <= 50,
-               "driver Python CPU <= 0.5 s/min": result["driverPythonCpuSecondsPerMinute"] <= 0.5}
+    targets = {
+        "median latestOffset <= 5 ms": (result["latestOffsetMs"]["median"] or 0) <= 5,
+        "broker requests <= 50/s": result["brokerRequestsPerSecond"] <= 50,
+        "driver Python CPU <= 0.5 s/min": result["driverPythonCpuSecondsPerMinute"] <= 0.5,
+    }
     for target, met in targets.items():
         print(f"{'met    ' if met else 'NOT met'}  {target}")
     return 0

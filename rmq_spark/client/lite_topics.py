@@ -1,5 +1,6 @@
 """RocketMQ 5.5's LiteTopic (message.type=LITE): its messages cannot be read or written by queue offset, so every
 use of one is refused by name, at planning and before a sink's first send."""
+
 from __future__ import annotations
 
 from rmq_spark.client import hints

@@ -1,5 +1,6 @@
 """The stream driver's discovery of new messages on the real broker: held pulls ring when a message arrives, and an
 idle watch asks no broker for offsets on a clock (issue 28)."""
+
 from __future__ import annotations
 
 import time
@@ -14,8 +15,9 @@ from tests.support.waiting import wait_until
 
 def _watch(rocketmq, topic: str) -> tuple[QueueWatch, RemotingClient]:
     client = RemotingClient(rocketmq.name_server)
-    return QueueWatch(client, parse_options({"nameServer": rocketmq.name_server, "topic": topic},
-                                            streaming=True)), client
+    return QueueWatch(
+        client, parse_options({"nameServer": rocketmq.name_server, "topic": topic}, streaming=True)
+    ), client
 
 
 def test_an_idle_watch_asks_no_offsets_and_a_message_rings_its_queue(rocketmq, topic):
@@ -39,6 +41,7 @@ def test_an_idle_watch_asks_no_offsets_and_a_message_rings_its_queue(rocketmq, t
         def seen() -> bool:
             watch.poll()
             return watch.latest[target] == 1
+
         wait_until(seen, 10, "the new message's offset")
         assert all(watch.latest[mq] == 0 for mq in queues if mq != target)
     finally:
@@ -66,6 +69,7 @@ def test_the_logic_queues_of_a_static_topic_are_held_at_their_leaders(rocketmq):
         def seen() -> bool:
             watch.poll()
             return sum(watch.latest[mq] for mq in queues) == 1
+
         wait_until(seen, 10, "the new message's logic offset")
     finally:
         watch.close()

@@ -1,6 +1,7 @@
 """LiteTopic (message.type=LITE, RocketMQ 5.5), created on the real embedded 5.5.0 brokers: its messages are kept per
 lite topic and consumed through lite subscriptions, not read by queue offset, so a batch read, a stream and a write
 are refused before anything is read or sent, with an error that names the topic and the feature."""
+
 from __future__ import annotations
 
 import uuid
@@ -24,8 +25,12 @@ def test_a_batch_read_is_refused_at_planning(spark, rocketmq, lite_topic):
 
 
 def test_a_stream_is_refused_at_planning(spark, rocketmq, lite_topic, tmp_path):
-    df = (spark.readStream.format("rocketmq").option("nameServer", rocketmq.name_server)
-          .option("topic", lite_topic).load())
+    df = (
+        spark.readStream.format("rocketmq")
+        .option("nameServer", rocketmq.name_server)
+        .option("topic", lite_topic)
+        .load()
+    )
     with pytest.raises(Exception, match=f"topic '{lite_topic}' {LITE}"):
         query = df.writeStream.format("noop").option("checkpointLocation", str(tmp_path)).start()
         try:
@@ -37,8 +42,13 @@ def test_a_stream_is_refused_at_planning(spark, rocketmq, lite_topic, tmp_path):
 def test_a_write_is_refused_before_its_first_send(spark, rocketmq, lite_topic):
     df = spark.createDataFrame([("x",)], "body string")
     with pytest.raises(Exception, match=f"topic '{lite_topic}' {LITE}"):
-        (df.write.format("rocketmq").mode("append").option("nameServer", rocketmq.name_server)
-         .option("topic", lite_topic).save())
+        (
+            df.write.format("rocketmq")
+            .mode("append")
+            .option("nameServer", rocketmq.name_server)
+            .option("topic", lite_topic)
+            .save()
+        )
     assert rocketmq.consume(lite_topic) == []
 
 

@@ -3,6 +3,7 @@ the broker group that leads it, which translates its logic offsets; the connecto
 and writes them by logic queue (brokerName ``__syslo__global__``, as RocketMQ's own clients name them), across a
 remapping that moves queues to another broker group (its gap of logic offsets is no data loss; the old leader's
 NOT_LEADER_FOR_QUEUE answer sends the client to the route again). The gRPC gateway refuses them."""
+
 from __future__ import annotations
 
 import base64
@@ -29,14 +30,20 @@ def static_topic(rocketmq) -> str:
 
 
 def _java(rocketmq, topic: str) -> list[tuple[str, int, int, bytes]]:
-    return sorted((m["brokerName"], m["queueId"], m["queueOffset"], base64.b64decode(m["bodyBase64"]))
-                  for m in rocketmq.consume(topic))
+    return sorted(
+        (m["brokerName"], m["queueId"], m["queueOffset"], base64.b64decode(m["bodyBase64"]))
+        for m in rocketmq.consume(topic)
+    )
 
 
 def _batch(spark, rocketmq, topic: str | None, **options) -> list[tuple[str, int, int, bytes]]:
     """A batch read of ``topic`` (None: the options name the queues)."""
-    df = (spark.read.format("rocketmq").option("nameServer", rocketmq.name_server)
-          .options(**({"topic": topic} if topic else {}), **options).load())
+    df = (
+        spark.read.format("rocketmq")
+        .option("nameServer", rocketmq.name_server)
+        .options(**({"topic": topic} if topic else {}), **options)
+        .load()
+    )
     return sorted((r.brokerName, r.queueId, r.queueOffset, bytes(r.body)) for r in df.collect())
 
 
@@ -54,16 +61,24 @@ def test_a_batch_read_gives_the_logic_queues_and_offsets(spark, rocketmq, static
 
 
 def test_offsets_json_names_logic_queues(spark, rocketmq, static_topic):
-    got = _batch(spark, rocketmq, None, startingOffsets=f'{{"{static_topic}": {{"{LOGIC}/1": 1}}}}',
-                 endingOffsets=f'{{"{static_topic}": {{"{LOGIC}/1": 2}}}}',
-                 assign=f'{{"{static_topic}": ["{LOGIC}/1"]}}')
+    got = _batch(
+        spark,
+        rocketmq,
+        None,
+        startingOffsets=f'{{"{static_topic}": {{"{LOGIC}/1": 1}}}}',
+        endingOffsets=f'{{"{static_topic}": {{"{LOGIC}/1": 2}}}}',
+        assign=f'{{"{static_topic}": ["{LOGIC}/1"]}}',
+    )
     assert got == [r for r in _java(rocketmq, static_topic) if r[1] == 1 and r[2] == 1]
 
 
 def test_a_batch_read_over_grpc_is_refused(spark, rocketmq, static_topic):
     df = spark.read.format("rocketmq").option("endpoint", rocketmq.gateway).option("topic", static_topic).load()
-    with pytest.raises(Exception, match=f"topic {static_topic} is a static topic \\(RocketMQ 5 logic queues\\), .*"
-                                        "read it over the remoting protocol \\(option nameServer\\)"):
+    with pytest.raises(
+        Exception,
+        match=f"topic {static_topic} is a static topic \\(RocketMQ 5 logic queues\\), .*"
+        "read it over the remoting protocol \\(option nameServer\\)",
+    ):
         df.collect()
 
 
@@ -112,8 +127,9 @@ def test_a_stream_across_a_remapping_delivers_each_message_once_and_mirrors_logi
     topic = _static(rocketmq)
     group = f"g-{topic}"
     sink = Collect()
-    q = start_query(spark, rocketmq, "remoting", topic, sink, tmp_path / "c", consumerGroup=group,
-                    pollNameServerIntervalMs="300")
+    q = start_query(
+        spark, rocketmq, "remoting", topic, sink, tmp_path / "c", consumerGroup=group, pollNameServerIntervalMs="300"
+    )
     try:
         wait_for(lambda: len(sink) == 8, 60, "the messages before the remapping", q)
         rocketmq.remap_static_topic(topic, ["broker-b"])
@@ -125,9 +141,15 @@ def test_a_stream_across_a_remapping_delivers_each_message_once_and_mirrors_logi
             ends[(b, i)] = max(ends.get((b, i), 0), o + 1)
         with RemotingClient(rocketmq.name_server) as client:
             queues = client.queues(topic)
-            wait_for(lambda: {(mq.broker_name, mq.queue_id): o for mq, o in
-                              client.query_consumer_offsets(group, queues).items()} == ends, 30,
-                     "the group's offsets of the logic queues", q)
+            wait_for(
+                lambda: (
+                    {(mq.broker_name, mq.queue_id): o for mq, o in client.query_consumer_offsets(group, queues).items()}
+                    == ends
+                ),
+                30,
+                "the group's offsets of the logic queues",
+                q,
+            )
     finally:
         q.stop()
 
@@ -135,8 +157,13 @@ def test_a_stream_across_a_remapping_delivers_each_message_once_and_mirrors_logi
 def test_a_write_goes_to_the_logic_queues(spark, rocketmq):
     topic = _static(rocketmq, messages=0)
     df = spark.createDataFrame([(f"w{i}", f"k{i % 3}") for i in range(12)], "body string, shardingKey string")
-    (df.write.format("rocketmq").mode("append").option("nameServer", rocketmq.name_server)
-     .option("topic", topic).save())
+    (
+        df.write.format("rocketmq")
+        .mode("append")
+        .option("nameServer", rocketmq.name_server)
+        .option("topic", topic)
+        .save()
+    )
     got = rocketmq.consume(topic)
     assert sorted(base64.b64decode(m["bodyBase64"]) for m in got) == sorted(f"w{i}".encode() for i in range(12))
     assert {m["brokerName"] for m in got} == {LOGIC}
@@ -148,9 +175,16 @@ def test_a_write_goes_to_the_logic_queues(spark, rocketmq):
 
 def test_an_exactly_once_batch_write_goes_to_the_logic_queues(spark, rocketmq):
     topic = _static(rocketmq, messages=0)
-    (spark.createDataFrame([(f"e{i}",) for i in range(10)], "body string").write.format("rocketmq").mode("append")
-     .option("nameServer", rocketmq.name_server).option("topic", topic).option("deliveryGuarantee", "exactly_once")
-     .option("producerGroup", f"pg-{topic}").save())
+    (
+        spark.createDataFrame([(f"e{i}",) for i in range(10)], "body string")
+        .write.format("rocketmq")
+        .mode("append")
+        .option("nameServer", rocketmq.name_server)
+        .option("topic", topic)
+        .option("deliveryGuarantee", "exactly_once")
+        .option("producerGroup", f"pg-{topic}")
+        .save()
+    )
     got = rocketmq.consume(topic)
     assert sorted(base64.b64decode(m["bodyBase64"]) for m in got) == sorted(f"e{i}".encode() for i in range(10))
     assert {m["brokerName"] for m in got} == {LOGIC}
@@ -161,12 +195,21 @@ def test_an_exactly_once_stream_is_refused_before_it_sends(spark, rocketmq, stat
     (it waited brokerRetryTimeoutMs for a broker queue that no broker serves, then failed)."""
     source = tmp_path / "in"
     spark.createDataFrame([("e",)], "body string").write.json(str(source))
-    writer = (spark.readStream.schema("body string").json(str(source)).writeStream.format("rocketmq")
-              .option("nameServer", rocketmq.name_server).option("topic", static_topic)
-              .option("deliveryGuarantee", "exactly_once").option("producerGroup", f"pg-{static_topic}")
-              .option("checkpointLocation", str(tmp_path / "c")).trigger(availableNow=True))
-    with pytest.raises(Exception, match=f"topic '{static_topic}' is a static topic .*write it at_least_once, or "
-                                        "exactly_once from a batch"):
+    writer = (
+        spark.readStream.schema("body string")
+        .json(str(source))
+        .writeStream.format("rocketmq")
+        .option("nameServer", rocketmq.name_server)
+        .option("topic", static_topic)
+        .option("deliveryGuarantee", "exactly_once")
+        .option("producerGroup", f"pg-{static_topic}")
+        .option("checkpointLocation", str(tmp_path / "c"))
+        .trigger(availableNow=True)
+    )
+    with pytest.raises(
+        Exception,
+        match=f"topic '{static_topic}' is a static topic .*write it at_least_once, or exactly_once from a batch",
+    ):
         q = writer.start()
         try:
             q.awaitTermination(60)

@@ -1,6 +1,7 @@
 """A static topic made and remapped by RocketMQ's own mqadmin (updateStaticTopic, remappingStaticTopic) on stock
 5.x processes: the client and the planner read every message by logic queue and logic offset, as RocketMQ's Java
 consumer sees them, across the remapping (its gap of logic offsets planned around, not lost)."""
+
 from __future__ import annotations
 
 import base64
@@ -19,8 +20,11 @@ def _read_all(client, topic: str) -> list[tuple[str, int, int, bytes]]:
     queues = client.queues(topic, refresh=True)
     firsts, ends = client.min_offsets(queues), client.max_offsets(queues)
     ranges = plan_ranges(firsts, ends, firsts, fail_on_data_loss=True, gaps=client.remapping_gaps(queues))
-    return sorted((m.broker_name, m.queue_id, m.queue_offset, m.body)
-                  for r in ranges for m in client.read_range(r.queue, r.start, r.end))
+    return sorted(
+        (m.broker_name, m.queue_id, m.queue_offset, m.body)
+        for r in ranges
+        for m in client.read_range(r.queue, r.start, r.end)
+    )
 
 
 def _send(client, topic: str, prefix: str) -> None:
@@ -37,11 +41,16 @@ def test_a_static_topic_is_read_by_logic_queue_across_a_remapping(stock_cluster,
         wait_until(lambda: client.route(topic, refresh=True).logic_queues, 30, "the static topic's route")
         _send(client, topic, "s")
         stock_cluster.mqadmin("remappingStaticTopic", "-t", topic, "-b", "broker-b")
-        wait_until(lambda: set(client.route(topic, refresh=True).logic_leaders.values()) == {"broker-b"}, 30,
-                   "the route after the remapping")
+        wait_until(
+            lambda: set(client.route(topic, refresh=True).logic_leaders.values()) == {"broker-b"},
+            30,
+            "the route after the remapping",
+        )
         _send(client, topic, "t")
         got = _read_all(client, topic)
-    java = sorted((m["brokerName"], m["queueId"], m["queueOffset"], base64.b64decode(m["bodyBase64"]))
-                  for m in stock_cluster.consume(topic))
+    java = sorted(
+        (m["brokerName"], m["queueId"], m["queueOffset"], base64.b64decode(m["bodyBase64"]))
+        for m in stock_cluster.consume(topic)
+    )
     assert len(got) == 16 and got == java
     assert max(offset for _, _, offset, _ in got) >= 10000  # a moved queue goes on at the next block

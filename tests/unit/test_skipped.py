@@ -19,8 +19,10 @@ def test_offsets_before_the_planned_start_are_counted():
 def test_a_remapped_logic_queues_gaps_are_not_skipped_messages():
     skipped = SkippedMessages()
     # [0, 10) planned as [0, 3) and [7, 10) around the gap [3, 7): nothing skipped
-    assert skipped.count({LOGIC: 0}, {LOGIC: 10}, [QueueRange(LOGIC, 0, 3), QueueRange(LOGIC, 7, 10)],
-                         {LOGIC: [(3, 7)]}) == 0
+    assert (
+        skipped.count({LOGIC: 0}, {LOGIC: 10}, [QueueRange(LOGIC, 0, 3), QueueRange(LOGIC, 7, 10)], {LOGIC: [(3, 7)]})
+        == 0
+    )
     # [10, 30) with [10, 12) deleted and the gap [12, 20): two skipped
     assert skipped.count({LOGIC: 10}, {LOGIC: 30}, [QueueRange(LOGIC, 20, 30)], {LOGIC: [(12, 20)]}) == 2
     assert skipped.report() == {"$skipped": {"T": {"__syslo__global__/0": 2}}}

@@ -1,6 +1,7 @@
 """A static topic's logic queues without a broker: the route's leaders (newest epoch), the ranges planned around a
 remapping's gap of logic offsets, and the rows of a logic queue gathered from blocks stored under a broker's queue
 (offsetDelta)."""
+
 from __future__ import annotations
 
 from rmq_spark.client.model import LOGIC_BROKER, MessageQueue
@@ -12,13 +13,15 @@ from tests.support.stored_messages import encode_stored_message
 
 # as a 5.x name server answers after logic queue 0 moved from broker-a (epoch 1) to broker-b (epoch 2), while
 # broker-a has not registered its new mapping yet (fastjson's integer keys)
-ROUTE = (b'{"brokerDatas":[{"brokerAddrs":{0:"127.0.0.1:1001"},"brokerName":"broker-a","cluster":"C"},'
-         b'{"brokerAddrs":{0:"127.0.0.1:1002"},"brokerName":"broker-b","cluster":"C"}],'
-         b'"queueDatas":[{"brokerName":"broker-a","perm":6,"readQueueNums":2,"topicSysFlag":0,"writeQueueNums":2},'
-         b'{"brokerName":"broker-b","perm":6,"readQueueNums":2,"topicSysFlag":0,"writeQueueNums":2}],'
-         b'"topicQueueMappingByBroker":{"broker-a":{"bname":"broker-a","currIdMap":{0:0,1:1},"epoch":1,'
-         b'"scope":"__global__","topic":"S","totalQueues":3},"broker-b":{"bname":"broker-b","currIdMap":{0:1,2:0},'
-         b'"epoch":2,"scope":"__global__","topic":"S","totalQueues":3}}}')
+ROUTE = (
+    b'{"brokerDatas":[{"brokerAddrs":{0:"127.0.0.1:1001"},"brokerName":"broker-a","cluster":"C"},'
+    b'{"brokerAddrs":{0:"127.0.0.1:1002"},"brokerName":"broker-b","cluster":"C"}],'
+    b'"queueDatas":[{"brokerName":"broker-a","perm":6,"readQueueNums":2,"topicSysFlag":0,"writeQueueNums":2},'
+    b'{"brokerName":"broker-b","perm":6,"readQueueNums":2,"topicSysFlag":0,"writeQueueNums":2}],'
+    b'"topicQueueMappingByBroker":{"broker-a":{"bname":"broker-a","currIdMap":{0:0,1:1},"epoch":1,'
+    b'"scope":"__global__","topic":"S","totalQueues":3},"broker-b":{"bname":"broker-b","currIdMap":{0:1,2:0},'
+    b'"epoch":2,"scope":"__global__","topic":"S","totalQueues":3}}}'
+)
 
 
 def logic(queue_id: int) -> MessageQueue:
@@ -52,4 +55,8 @@ def test_rows_of_a_logic_queue_carry_its_id_and_logic_offsets():
     decoder.add(new, 10000, 10001, 10000)  # the second record is past the window
     batch = decoder.flush().to_pydict()
     assert (batch["brokerName"], batch["queueId"], batch["queueOffset"], batch["body"]) == (
-        [LOGIC_BROKER] * 2, [0, 0], [4, 10000], [b"old", b"new0"])
+        [LOGIC_BROKER] * 2,
+        [0, 0],
+        [4, 10000],
+        [b"old", b"new0"],
+    )
