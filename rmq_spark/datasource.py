@@ -14,6 +14,7 @@ from pyspark.sql.types import StructType
 from rmq_spark.client_pool import new_client
 from rmq_spark.options import OptionError, SinkOptions, parse_options, parse_sink_options
 from rmq_spark.sink.columns import check_columns
+from rmq_spark.sink.commit_records import refuse_static_topics
 from rmq_spark.sink.message_types import refuse_timers
 from rmq_spark.sink.transaction_check import refuse_unended_transactions
 from rmq_spark.sink.writers import RocketMQStreamWriter, RocketMQWriter
@@ -55,6 +56,9 @@ class RocketMQDataSource(DataSource):
         _append_only(overwrite)
         options = parse_sink_options(self.options)
         _check_sink_columns(schema, options)
+        if options.exactly_once and options.topic is not None:
+            with new_client(options) as client:
+                refuse_static_topics(client, [options.topic])
         return RocketMQStreamWriter(options)
 
 

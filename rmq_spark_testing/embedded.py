@@ -350,6 +350,12 @@ class EmbeddedRocketMQ:
         ``queues`` logic queues over the running broker groups, and wait for its queue mapping in the route."""
         self.command("createStaticTopic", topic=topic, queues=queues)
 
+    def remap_static_topic(self, topic: str, brokers: list[str]) -> None:
+        """Move the logic queues of static topic ``topic`` onto broker groups ``brokers`` (as ``mqadmin
+        remappingStaticTopic``: a moved queue's logic offsets go on at the next block of 10,000 on its new leader),
+        and wait until the route shows them there."""
+        self.command("remapStaticTopic", topic=topic, brokers=list(brokers))
+
     def stop_broker(self, broker: str, broker_id: int = 0) -> None:
         """Stop the master (or slave ``broker_id``) of a broker group; it unregisters from the name server."""
         self.command("stopBroker", broker=broker, brokerId=broker_id)

@@ -8,15 +8,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from rmq_spark.client.grpc.messages import FLAG_PROPERTY
 from rmq_spark.client.grpc.v2.definition_pb2 import GZIP
-from tests.support.stored_messages import (
-    INNER_BATCH,
-    MAGIC_V2,
-    NEED_UNWRAP,
-    encode_batch_record,
-)
-from tests.support.stored_messages import (
-    encode_stored_message as rec,
-)
+from tests.support.stored_messages import INNER_BATCH, MAGIC_V2, NEED_UNWRAP, encode_batch_record
+from tests.support.stored_messages import encode_stored_message as rec
 from tests.unit.test_v2_columns import frame
 
 out = Path("native/fuzz/seeds/gather_block")

@@ -107,6 +107,17 @@ def unavailable(what: str, failed: Mapping[MessageQueue, RocketMQError]) -> Brok
     )
 
 
+def outside(gaps: Sequence[tuple[int, int]], start: int, end: int) -> list[tuple[int, int]]:
+    """The non-empty parts of ``[start, end)`` outside ``gaps`` (``remapping_gaps``)."""
+    out = []
+    for low, high in sorted(gaps):
+        if low > start:
+            out.append((start, min(low, end)))
+        start = max(start, high)
+    out.append((start, end))
+    return [(a, b) for a, b in out if b > a]
+
+
 class BaseClient:
     """The transport-neutral half of a RocketMQ client. Holds live connections, so it is never pickled: each
     process (driver, executor task) builds its own from the same settings."""
@@ -260,6 +271,12 @@ class BaseClient:
         says."""
         return self.route(topic).message_type
 
+    def remapping_gaps(self, mqs: Iterable[MessageQueue]) -> dict[MessageQueue, list[tuple[int, int]]]:
+        """Per logic queue of ``mqs`` (a static topic's) that was remapped, the logic offsets ``[first, end)`` no
+        message has (the scope between two mapping items), in order; nothing for other queues. This default: none
+        (a transport that does not serve static topics)."""
+        return {}
+
     def serves_reads(self, mq: MessageQueue, offset: int, group: str) -> bool:
         """Whether the broker member reads of ``mq`` go to now serves pulls (a slave may refuse them). A
         transport that cannot tell says True: its pulls are retried until the task's deadline."""
@@ -320,8 +337,6 @@ class BaseClient:
             cached = self._routes.get(topic)
         try:
             route = self._fetch_route(topic)
-            if route.logic_queues:
-                raise UnsupportedError(f"topic {topic!r} cannot be used: {hints.STATIC_TOPIC}")
         except RETRYABLE as e:
             if cached is None:
                 raise
@@ -553,22 +568,24 @@ class BaseClient:
     ) -> Iterator[Message]:
         """Every message of ``mq`` with ``start <= queueOffset < end`` that matches the filter, in order,
         with ``depth`` pulls in flight. A broker that goes away is waited for up to ``retry_timeout`` seconds;
-        ``sparse`` accepts gaps in the offsets (compaction topics)."""
-        reader = RangeReader(
-            self,
-            mq,
-            start,
-            end,
-            depth=depth,
-            group=group,
-            expression=expression,
-            fail_on_data_loss=fail_on_data_loss,
-            retry_timeout=retry_timeout,
-            sparse=sparse,
-        )
+        ``sparse`` accepts gaps in the offsets (compaction topics); a logic queue's remapping gaps are not read."""
+        parts = outside(self.remapping_gaps([mq]).get(mq, ()), start, end) if mq.logic else [(start, end)]
         collected = MessageCollector(
             mq, tags=expression.tags, max_body=self.max_message_bytes, topic=mq.topic if self.namespace else None
         )
-        for _ in reader.fill(collected):
-            yield from collected.take()
+        for low, high in parts:
+            reader = RangeReader(
+                self,
+                mq,
+                low,
+                high,
+                depth=depth,
+                group=group,
+                expression=expression,
+                fail_on_data_loss=fail_on_data_loss,
+                retry_timeout=retry_timeout,
+                sparse=sparse,
+            )
+            for _ in reader.fill(collected):
+                yield from collected.take()
         yield from collected.take()

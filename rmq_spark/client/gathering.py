@@ -10,6 +10,7 @@ import struct
 from collections.abc import Sequence
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from rmq_spark.client.core_errors import package_error
 from rmq_spark.client.defaults import DEFAULT_MAX_MESSAGE_BYTES
@@ -65,7 +66,9 @@ class Gatherer:
     """The native gatherer of ``columns`` for the chunks pulled from ``queue``: only messages inside each chunk's
     window of queue offsets that pass the tag re-check (``tags``: None, empty or containing ``*`` for every
     message); a compressed body may expand to ``max_body`` bytes. ``topic``: every row's topic instead of the one
-    its record names (a read in a namespace, whose records name the topic as the brokers know it)."""
+    its record names (a read in a namespace, whose records name the topic as the brokers know it). The rows of a
+    logic queue (a static topic's) carry its queue id and their logic offsets, not those of the broker's queue their
+    records were stored in."""
 
     def __init__(
         self,
@@ -81,6 +84,7 @@ class Gatherer:
         tag_set = sorted(tags) if tags and "*" not in tags else None
         native = [c for c in columns if c != "topic"] if self._topic is not None else list(columns)
         self.native = BlockGatherer(native, tag_set, broker_name=queue.broker_name, max_body=max_body)
+        self._logic = LogicOffsets(queue.queue_id) if queue.logic else None
 
     @property
     def rows(self) -> int:
@@ -92,14 +96,25 @@ class Gatherer:
         """Bytes of the chunks gathered since the last take."""
         return self.native.nbytes
 
-    def add(self, data: bytes | bytearray | memoryview, low: int | None = None, high: int | None = None) -> None:
-        """Gather one PULL_MESSAGE body's messages with ``low <= queueOffset < high``. ProtocolError
-        (MessageTooLargeError for a body past ``max_body``) for a block that does not read: nothing is gathered."""
+    def add(
+        self,
+        data: bytes | bytearray | memoryview,
+        low: int | None = None,
+        high: int | None = None,
+        offset_delta: int = 0,
+    ) -> None:
+        """Gather one PULL_MESSAGE body's messages with ``low <= queueOffset + offset_delta < high`` (the delta:
+        PullResult's). ProtocolError (MessageTooLargeError for a body past ``max_body``) for a block that does not
+        read: nothing is gathered."""
         block = block_bytes(data)
+        low = MIN_OFFSET if low is None else low - offset_delta
+        high = MAX_OFFSET if high is None else high - offset_delta
         try:
-            self.native.add(block, MIN_OFFSET if low is None else low, MAX_OFFSET if high is None else high)
+            self.native.add(block, low, high)
         except UnreadableError as e:
             raise package_error(e) from None
+        if self._logic is not None:
+            self._logic.note(self.native.rows, offset_delta)
 
     def add_frames(self, frames: Sequence[bytes], low: int, high: int) -> None:
         """Gather the messages of a gRPC pull's answer frames with ``low <= queueOffset < high``; the queue's topic
@@ -125,7 +140,46 @@ class Gatherer:
         got = {name: pa.array(column) for name, column in self.native.take()}
         if self._topic is not None:
             got["topic"] = pa.repeat(self._topic, rows)
+        if self._logic is not None:
+            self._logic.apply(got, rows)
         return got
+
+
+_INT64 = pa.int64()
+
+
+def int_scalar(value: int, kind: pa.DataType = _INT64) -> pa.Scalar:
+    """``value`` as an Arrow int32 or int64 scalar, made from its buffer (see ``string_scalar``)."""
+    fmt = "=i" if kind == pa.int32() else "=q"
+    return pa.Array.from_buffers(kind, 1, [None, pa.py_buffer(struct.pack(fmt, value))])[0]
+
+
+class LogicOffsets:
+    """The rows of a logic queue's gathered blocks: each block's records carry the queue id and offsets of the
+    broker queue they were stored in, and its offset delta turns them into the logic queue's."""
+
+    def __init__(self, queue_id: int) -> None:
+        self._queue_id = queue_id
+        self._runs: list[tuple[int, int]] = []  # (rows gathered so far, the delta of the rows since the last run)
+
+    def note(self, rows: int, offset_delta: int) -> None:
+        """The gatherer holds ``rows`` rows, those since the last note of ``offset_delta``."""
+        if self._runs and self._runs[-1][1] == offset_delta:
+            self._runs[-1] = (rows, offset_delta)
+        else:
+            self._runs.append((rows, offset_delta))
+
+    def apply(self, columns: dict[str, pa.Array], rows: int) -> None:
+        """Put the logic queue id and offsets into ``columns`` (the ``rows`` taken); the runs start again."""
+        runs, self._runs = self._runs, []
+        if "queueId" in columns:
+            columns["queueId"] = pa.repeat(int_scalar(self._queue_id, columns["queueId"].type), rows)
+        if "queueOffset" in columns and any(delta for _, delta in runs):
+            done, parts = 0, []
+            for upto, delta in runs:
+                parts.append(pa.repeat(int_scalar(delta), upto - done))
+                done = upto
+            columns["queueOffset"] = pc.add(columns["queueOffset"], pa.concat_arrays(parts))
 
 
 class MessageCollector(Gatherer):

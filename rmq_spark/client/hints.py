@@ -41,10 +41,23 @@ TOO_LARGE = (
     "maxMessageSize (4 MiB by default) and the properties 32 KiB; split the body or raise maxMessageSize on "
     "the brokers"
 )
-STATIC_TOPIC = (
-    "it is a static topic (RocketMQ 5 logic queues): its logic queues and their offsets span the queues "
-    "of several brokers over time, which rmq-spark does not read or write; read it with RocketMQ's own "
-    "consumers, or use a topic without logic queues"
+NOT_LEADER = (
+    "another broker group leads this logic queue of a static topic now (it was remapped): the route is "
+    "read again and the request retried with its new leader"
+)
+STATIC_RECORDS = (
+    "a static topic (RocketMQ 5 logic queues): a streaming exactly_once write keeps its commit records "
+    "by broker queue, which a static topic's logic queues are not; write it at_least_once, or "
+    "exactly_once from a batch (df.write)"
+)
+FORWARD = (
+    "the broker group that leads this logic queue of a static topic cannot reach the group that holds its "
+    "older messages now (brokers learn the cluster's addresses every 5 s); retried until brokerRetryTimeoutMs"
+)
+LITE_TOPIC = (
+    "a LiteTopic (message.type=LITE, RocketMQ 5.5): its messages are kept per lite topic and taken by lite "
+    "subscriptions, not read or written by queue offset, which is how rmq-spark reads and writes; consume "
+    "it with RocketMQ 5.5's LiteTopic consumers, or use a topic of another message.type"
 )
 TIMER_OFF = "the broker does not deliver timer messages: enable timerWheelEnable on the brokers, or drop deliverTimeMs"
 MESSAGE_TYPE = (

@@ -31,6 +31,10 @@ PROPERTY_UNIQ_KEY = "UNIQ_KEY"
 PROPERTY_TIMER_DELIVER_MS = "TIMER_DELIVER_MS"
 PROPERTY_SHARDING_KEY = "__SHARDINGKEY"  # the message group RocketMQ 5 FIFO consumers order by
 KEY_SEPARATOR = " "
+# The broker name of a static topic's logic queues in the global scope, as RocketMQ 5's clients name them
+# (TopicQueueMappingUtils.getMockBrokerName): a logic queue stands for whichever broker group leads it now.
+LOGIC_BROKER_PREFIX = "__syslo__"
+LOGIC_BROKER = LOGIC_BROKER_PREFIX + "global__"
 
 
 @final  # equality is by exact class
@@ -71,6 +75,11 @@ class MessageQueue:
 
     def __str__(self) -> str:
         return f"{self.topic}:{self.broker_name}/{self.queue_id}"
+
+    @property
+    def logic(self) -> bool:
+        """True for a static topic's logic queue (RocketMQ 5), whose offsets the leading broker translates."""
+        return self.broker_name.startswith(LOGIC_BROKER_PREFIX)
 
 
 _QUEUES: dict[tuple[str, str, int], MessageQueue] = {}
@@ -188,10 +197,16 @@ class TopicRoute:
     topic: str
     brokers: tuple[BrokerData, ...]
     queues: tuple[QueueData, ...]
-    # A static topic (RocketMQ 5): the route maps logic queues onto the brokers' queues (topicQueueMappingByBroker)
-    logic_queues: bool = False
     # The topic's message.type where the route tells it (the v2 API's accept_message_types), else None
     message_type: MessageType | None = None
+    # A static topic (RocketMQ 5 logic queues): the broker group that leads each logic queue now, by its
+    # (logic broker name, queue id); its queues are these logic queues, not the brokers' own
+    logic_leaders: dict[tuple[str, int], str] = field(default_factory=dict)
+
+    @property
+    def logic_queues(self) -> bool:
+        """True for a static topic."""
+        return bool(self.logic_leaders)
 
     def broker(self, broker_name: str) -> BrokerData | None:
         for b in self.brokers:
@@ -199,12 +214,37 @@ class TopicRoute:
                 return b
         return None
 
+    def serving_broker(self, mq: MessageQueue) -> str | None:
+        """The broker group requests for ``mq`` go to: its own, or for a logic queue its leader (None when no
+        broker group in the route leads it now)."""
+        return self.logic_leaders.get((mq.broker_name, mq.queue_id)) if mq.logic else mq.broker_name
+
+    def broker_of(self, mq: MessageQueue) -> BrokerData | None:
+        """The members of the broker group that serves ``mq`` (``serving_broker``), None where the route has none."""
+        name = self.serving_broker(mq)
+        return None if name is None else self.broker(name)
+
     def queue_data(self, broker_name: str) -> QueueData | None:
-        """The topic's queue counts and permission on broker group ``broker_name``, None where it has none."""
+        """The topic's queue counts and permission on broker group ``broker_name``, None where it has none; for a
+        logic broker name, the count of its logic queues (of the highest id led now)."""
+        if broker_name.startswith(LOGIC_BROKER_PREFIX):
+            ids = [i for b, i in self.logic_leaders if b == broker_name]
+            return QueueData(broker_name, max(ids) + 1, max(ids) + 1, PERM_READ | PERM_WRITE) if ids else None
         return next((q for q in self.queues if q.broker_name == broker_name), None)
 
+    def _led(self, permitted) -> list[MessageQueue]:
+        """The logic queues whose leader's queue data has the permission ``permitted`` tests."""
+        out = []
+        for (logic, queue_id), leader in self.logic_leaders.items():
+            data = next((q for q in self.queues if q.broker_name == leader), None)
+            if data is not None and permitted(data):
+                out.append(queue_of(self.topic, logic, queue_id))
+        return sorted(out)
+
     def read_queues(self) -> list[MessageQueue]:
-        """Every readable queue, sorted by broker name and queue id."""
+        """Every readable queue, sorted by broker name and queue id (a static topic's: its logic queues)."""
+        if self.logic_leaders:
+            return self._led(lambda q: q.readable)
         out = [
             queue_of(self.topic, q.broker_name, i) for q in self.queues if q.readable for i in range(q.read_queue_nums)
         ]
@@ -213,8 +253,11 @@ class TopicRoute:
     def write_queues(self) -> list[MessageQueue]:
         """Every writable queue of a broker group that has a master (only a master takes sends), sorted by broker
         name and queue id: the queues the Java producer publishes to (MQClientInstance.
-        topicRouteData2TopicPublishInfo), so that a sharding key's queue is the one it picks."""
+        topicRouteData2TopicPublishInfo), so that a sharding key's queue is the one it picks (a static topic's:
+        the logic queues whose leader has a master)."""
         masters = {b.broker_name for b in self.brokers if b.master_address is not None}
+        if self.logic_leaders:
+            return [mq for mq in self._led(lambda q: q.writable) if self.serving_broker(mq) in masters]
         out = [
             MessageQueue(self.topic, q.broker_name, i)
             for q in self.queues
@@ -264,6 +307,7 @@ class MessageType(enum.Enum):
     FIFO = "FIFO"
     DELAY = "DELAY"
     TRANSACTION = "TRANSACTION"
+    LITE = "LITE"  # RocketMQ 5.5's LiteTopic: no message of the connector's is of this kind
     MIXED = "MIXED"
 
     def takes(self, kind: MessageType) -> bool:
@@ -276,7 +320,9 @@ class PullResult:
     block (remoting), ``frames`` the answer frames (serialized v2 ``PullMessageResponse``s) that each hold a message
     (gRPC); the Arrow builder gathers either natively, the transport's reference decoder turns either into
     Messages. ``first_offset`` is the queue offset of the first record the broker returned (-1 when none).
-    ``min_offset`` and ``max_offset`` are -1 when the transport does not report them."""
+    ``min_offset`` and ``max_offset`` are -1 when the transport does not report them. ``offset_delta``: what to add
+    to the queue offsets the records in ``body`` carry (a static topic's logic queue: the records are stored with
+    the offsets of a broker's queue; the broker's offsetDelta); the other offsets here have it added already."""
 
     status: PullStatus
     next_begin_offset: int
@@ -286,6 +332,7 @@ class PullResult:
     suggest_which_broker_id: int = 0
     frames: tuple[bytes, ...] | None = None
     first_offset: int = -1
+    offset_delta: int = 0
 
 
 @dataclass(frozen=True)

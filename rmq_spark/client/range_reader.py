@@ -82,7 +82,7 @@ class ChunkBuilder(Protocol):
     @property
     def nbytes(self) -> int: ...
 
-    def add(self, block: bytes, low: int, high: int) -> None: ...
+    def add(self, block: bytes, low: int, high: int, offset_delta: int = 0) -> None: ...
 
     def add_frames(self, frames: tuple[bytes, ...], low: int, high: int) -> None: ...
 
@@ -93,17 +93,18 @@ class ChunkBuilder(Protocol):
 @dataclass(frozen=True)
 class RangeChunk:
     """What one pull brought (the raw message block, or a v2 pull's answer ``frames``) and the offsets
-    ``[low, high)`` of it that belong to the range."""
+    ``[low, high)`` of it that belong to the range; ``offset_delta`` as PullResult's."""
 
     body: bytes
     low: int
     high: int
     frames: tuple[bytes, ...] | None = None
+    offset_delta: int = 0
 
     def append_to(self, builder: ChunkBuilder) -> None:
         """Add what belongs to the range to ``builder``."""
         if self.frames is None:
-            builder.add(self.body, self.low, self.high)
+            builder.add(self.body, self.low, self.high, self.offset_delta)
         else:
             builder.add_frames(self.frames, self.low, self.high)
 
@@ -246,4 +247,4 @@ class RangeReader:
                 builder.add(body, low, high)
             case Step.Take(low=low, high=high):
                 assert result is not None, "a Take without the core's block keeps a judged answer"
-                RangeChunk(result.body, low, high, result.frames).append_to(builder)
+                RangeChunk(result.body, low, high, result.frames, result.offset_delta).append_to(builder)

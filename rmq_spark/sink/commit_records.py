@@ -26,6 +26,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from rmq_spark.client import hints
 from rmq_spark.client.base import Answers, BaseClient
 from rmq_spark.client.errors import (
     BrokerUnavailableError,
@@ -110,6 +111,17 @@ def slot(pair: Pair) -> MessageQueue:
     return MessageQueue(pair[0], pair[1], 0)
 
 
+def refuse_static_topics(client: BaseClient, topics: Iterable[str]) -> None:
+    """UnsupportedError naming the first static topic of ``topics``: the records cannot keep its logic queues."""
+    for topic in sorted(set(topics)):
+        try:
+            static = client.route(topic).logic_queues
+        except TopicNotFoundError:
+            continue  # the write itself says what is missing
+        if static:
+            raise UnsupportedError(f"topic {topic!r} is {hints.STATIC_RECORDS}")
+
+
 def fingerprint(broker_name: str) -> int:
     """A broker group name as a consumer offset (a non-negative long)."""
     return int.from_bytes(hashlib.blake2b(broker_name.encode("utf-8"), digest_size=8).digest(), "big") >> 1
@@ -148,7 +160,8 @@ class CommitRecords:
     def locate(self, topics: Iterable[str]) -> tuple[str, CommitRecord | None]:
         """The home and its last record (None before the query's first commit). At the first commit the home is
         chosen and its records topic created. BrokerUnavailableError while the home, or a broker group that may
-        record which one it is, is away."""
+        record which one it is, is away. UnsupportedError for a static topic."""
+        refuse_static_topics(self.client, topics)
         holders = self._holders()
         if len(holders) > 1:
             raise CommitError(

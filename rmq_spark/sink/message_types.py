@@ -5,6 +5,7 @@ reached over remoting store them, so the sink refuses them itself, naming the to
 from __future__ import annotations
 
 from rmq_spark.client.base import BaseClient
+from rmq_spark.client.lite_topics import lite_refusal
 from rmq_spark.client.model import MessageType, OutgoingMessage
 from rmq_spark.options import OptionError
 from rmq_spark.sink.transaction_check import refuse_unended_transactions
@@ -60,6 +61,8 @@ class TopicTypes:
         if kind is MessageType.DELAY:
             refuse_timers(self._client, topic)
         declared = self._types[topic]
+        if declared is MessageType.LITE:
+            raise lite_refusal(topic)
         if declared is not None and not declared.takes(kind):
             why, other = _WHY[kind]
             raise OptionError(

@@ -85,8 +85,11 @@ class RocketMQBatchReader(DataSourceReader):
             _check_order(o, starts, ends)
             mins = client.min_offsets(queues)
             sparse = compacted_topics(client, {mq.topic for mq in queues})
+            gaps = client.remapping_gaps(queues)
             by_time = _time_bounds(client, queues, n.time_range_ms)
-        planned = plan_ranges(starts, ends, mins, fail_on_data_loss=o.fail_on_data_loss, sparse_topics=sparse)
+        planned = plan_ranges(
+            starts, ends, mins, fail_on_data_loss=o.fail_on_data_loss, sparse_topics=sparse, gaps=gaps
+        )
         return [n.clip(r, by_time.get(r.queue)) for r in planned]
 
     def partitions(self) -> Sequence[InputPartition]:

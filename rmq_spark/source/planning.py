@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
-from rmq_spark.client.base import BaseClient
+from rmq_spark.client.base import BaseClient, outside
 from rmq_spark.client.errors import (
     RETRYABLE,
     AuthError,
@@ -17,6 +17,7 @@ from rmq_spark.client.errors import (
     TopicNotFoundError,
     UnsupportedError,
 )
+from rmq_spark.client.lite_topics import refuse_lite
 from rmq_spark.client.model import MessageQueue, TopicRoute
 from rmq_spark.client.system_topics import is_internal_topic
 from rmq_spark.compiled import data_loss_error, data_loss_note
@@ -74,16 +75,18 @@ def query_topics(client: BaseClient, options: SourceOptions) -> list[str]:
     return sorted(matches)
 
 
-_UNREADABLE_MATCHES: set[str] = set()  # topicPattern matches left out because they cannot be read (static topics)
+# topicPattern matches left out because they cannot be read (LiteTopics)
+_UNREADABLE_MATCHES: set[str] = set()
 
 
 def first_route(client: BaseClient, topic: str, options: SourceOptions) -> TopicRoute | None:
     """The route of a topic the query has not read before. For a topic the options name, an error names the bad
     input (no such topic, no readable queue); a topicPattern match without a route now (deleted since the topic
     list was read, or its brokers all away) is None: left out until a later list and route show it; so is one that
-    cannot be read at all (a static topic), with a warning."""
+    cannot be read at all (a LiteTopic), with a warning."""
     try:
         route = client.route(topic, refresh=True)
+        refuse_lite(client, topic)
     except UnsupportedError as e:
         if options.topic_pattern is None:
             raise
@@ -226,11 +229,13 @@ def plan_ranges(
     *,
     fail_on_data_loss: bool,
     sparse_topics: frozenset[str] = frozenset(),
+    gaps: Mapping[MessageQueue, Sequence[tuple[int, int]]] | None = None,
 ) -> list[QueueRange]:
     """One range ``[start, end)`` per queue of ``ends`` that has something to read, under the one data-loss rule:
     an end below the start is a reset queue (``check_reset``), a start below the queue's first offset is data loss
     (``check_data_loss``). A queue missing from ``mins`` (its broker did not answer) is checked by its task when it
-    pulls."""
+    pulls. ``gaps``: offsets of a queue that hold no message by design (a remapped logic queue's,
+    ``remapping_gaps``), left out of its ranges: neither read nor lost."""
     ranges = []
     for mq in sorted(ends):
         start, end = starts.get(mq, ends[mq]), ends[mq]
@@ -238,6 +243,6 @@ def plan_ranges(
             start = check_reset(mq, start, end, mins.get(mq), fail_on_data_loss)
         elif mq in mins:
             start = check_data_loss(mq, start, mins[mq], fail_on_data_loss)
-        if end > start:
-            ranges.append(QueueRange(mq, start, end, sparse=mq.topic in sparse_topics))
+        for low, high in outside((gaps or {}).get(mq, ()), start, end):
+            ranges.append(QueueRange(mq, low, high, sparse=mq.topic in sparse_topics))
     return ranges

@@ -5,7 +5,7 @@ progress (``rmq_spark.source.progress.query_skipped``)."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 from rmq_spark.client.model import MessageQueue
 from rmq_spark.source.offsets import QueueRange, offsets_to_json
@@ -25,18 +25,26 @@ class SkippedMessages:
         self.version = 0
 
     def count(
-        self, begin: Mapping[MessageQueue, int], ends: Mapping[MessageQueue, int], ranges: Iterable[QueueRange]
+        self,
+        begin: Mapping[MessageQueue, int],
+        ends: Mapping[MessageQueue, int],
+        ranges: Iterable[QueueRange],
+        gaps: Mapping[MessageQueue, Sequence[tuple[int, int]]] | None = None,
     ) -> int:
         """Add what planning skipped of a batch: per queue of ``ends`` read from ``begin``, the offsets before its
         planned range's start (all of them when no range is left). A reset queue (end below its start) skips
-        nothing known. Returns the batch's count, logged when not 0."""
-        starts = {r.queue: r.start for r in ranges}
+        nothing known; ``gaps`` (a remapped logic queue's offsets that hold no message) are not skipped messages.
+        Returns the batch's count, logged when not 0."""
+        starts: dict[MessageQueue, int] = {}
+        for r in ranges:
+            starts[r.queue] = min(r.start, starts.get(r.queue, r.start))
         skipped = 0
         for mq, end in ends.items():
             b = begin.get(mq)
             if b is None or end < b:
                 continue
-            n = min(starts.get(mq, end), end) - b
+            first = min(starts.get(mq, end), end)
+            n = first - b - sum(max(0, min(high, first) - max(low, b)) for low, high in (gaps or {}).get(mq, ()))
             if n > 0:
                 self._counts[mq] = self._counts.get(mq, 0) + n
                 skipped += n

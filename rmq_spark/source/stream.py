@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -23,6 +23,7 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from rmq_spark.client.base import BaseClient
+from rmq_spark.client.errors import RETRYABLE
 from rmq_spark.client.model import MessageQueue
 from rmq_spark.client_pool import new_client
 from rmq_spark.options import SourceOptions
@@ -227,11 +228,29 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # under failOnDataLoss=false every queue does, so that the driver counts what is skipped (skipped.py).
         asked = [mq for mq, o in moved.items() if o < begin[mq] or not self.options.fail_on_data_loss]
         mins = self.client.min_offsets(asked, partial=True) if asked else {}
+        gaps = self._gaps(moved)
         ranges = plan_ranges(
-            begin, moved, mins, fail_on_data_loss=self.options.fail_on_data_loss, sparse_topics=self.watch.sparse_topics
+            begin,
+            moved,
+            mins,
+            fail_on_data_loss=self.options.fail_on_data_loss,
+            sparse_topics=self.watch.sparse_topics,
+            gaps=gaps,
         )
-        self._skipped.count(begin, moved, ranges)
+        self._skipped.count(begin, moved, ranges, gaps)
         return partitions_of(ranges, self.options)
+
+    def _gaps(self, queues: Iterable[MessageQueue]) -> dict[MessageQueue, list[tuple[int, int]]]:
+        """``remapping_gaps`` of the moved logic queues; none where their leader cannot answer now (a task that
+        pulls into one then fails on the offsets it finds missing, and Spark retries it)."""
+        logic = [mq for mq in queues if mq.logic]
+        if not logic:
+            return {}
+        try:
+            return self.client.remapping_gaps(logic)
+        except RETRYABLE as e:
+            log.info("rocketmq source: the remapping gaps of logic queues cannot be read now (%s)", e)
+            return {}
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         yield from read_partition(self.options, partition, self.columns)

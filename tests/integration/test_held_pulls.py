@@ -4,6 +4,7 @@ idle watch asks no broker for offsets on a clock (issue 28)."""
 from __future__ import annotations
 
 import time
+import uuid
 
 from rmq_spark.client import RemotingClient
 from rmq_spark.client.remoting import codes
@@ -43,6 +44,33 @@ def test_an_idle_watch_asks_no_offsets_and_a_message_rings_its_queue(rocketmq, t
 
         wait_until(seen, 10, "the new message's offset")
         assert all(watch.latest[mq] == 0 for mq in queues if mq != target)
+    finally:
+        watch.close()
+        client.close()
+
+
+def test_the_logic_queues_of_a_static_topic_are_held_at_their_leaders(rocketmq):
+    topic = f"Static-held-{uuid.uuid4().hex[:8]}"
+    rocketmq.create_static_topic(topic, queues=4)
+    watch, client = _watch(rocketmq, topic)
+    try:
+        watch.poll(force=True)
+        queues = watch.queues()
+        assert len(queues) == 4 and all(mq.logic and watch.latest[mq] == 0 for mq in queues)
+        before = rocketmq.request_counts()
+        deadline = time.monotonic() + 1.5
+        while time.monotonic() < deadline:
+            watch.poll()
+            time.sleep(0.01)
+        after = rocketmq.request_counts()
+        assert after.get(codes.GET_MAX_OFFSET, 0) == before.get(codes.GET_MAX_OFFSET, 0), "an unheld queue was polled"
+        rocketmq.produce(topic, [{"body": "x"}])
+
+        def seen() -> bool:
+            watch.poll()
+            return sum(watch.latest[mq] for mq in queues) == 1
+
+        wait_until(seen, 10, "the new message's logic offset")
     finally:
         watch.close()
         client.close()

@@ -102,8 +102,12 @@ class Offsets:
     def native_target(self):
         return None
 
-    def add(self, block, low, high):
-        self.got.extend(m.queue_offset for m in decode_messages(block, "broker-a") if low <= m.queue_offset < high)
+    def add(self, block, low, high, offset_delta=0):
+        self.got.extend(
+            m.queue_offset
+            for m in decode_messages(block, "broker-a", offset_delta=offset_delta)
+            if low <= m.queue_offset < high
+        )
 
 
 @pytest.fixture(scope="module")

@@ -85,6 +85,9 @@ class _SilentAfterFirst:
     def is_compacted(self, topic: str) -> bool:
         return False
 
+    def topic_message_type(self, topic: str):
+        return None  # no message.type attribute
+
 
 def test_a_forced_poll_and_a_classification_do_not_wait_for_silent_name_servers():
     client = _SilentAfterFirst()

@@ -62,6 +62,9 @@ class _Cluster:
     def is_compacted(self, topic: str) -> bool:
         return False
 
+    def topic_message_type(self, topic: str):
+        return None  # no message.type attribute
+
     def hold_async(self, mq, offset, *, group, hold_ms):
         raise UnsupportedError("no holds here")
 

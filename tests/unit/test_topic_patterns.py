@@ -96,6 +96,9 @@ class _Deleting:
     def is_compacted(self, topic: str) -> bool:
         return False
 
+    def topic_message_type(self, topic: str):
+        return None  # no message.type attribute
+
 
 def test_a_listed_topic_deleted_before_its_route_is_read_is_skipped_until_it_has_one():
     client = _Deleting()

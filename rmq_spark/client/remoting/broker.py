@@ -83,6 +83,8 @@ def pull_result(response: RemotingCommand, mq: MessageQueue, address: str, offse
                 remark=response.remark,
             )
         found = status == PullStatus.FOUND
+        delta = int(h.get("offsetDelta") or 0)  # a logic queue's: stored offsets to logic ones
+        first = first_offset(response.body) if found else -1
         return PullResult(
             status=status,
             next_begin_offset=next_offset,
@@ -90,7 +92,8 @@ def pull_result(response: RemotingCommand, mq: MessageQueue, address: str, offse
             max_offset=int(h.get("maxOffset", -1)),
             body=response.body if found else b"",
             suggest_which_broker_id=int(h.get("suggestWhichBrokerId", 0)),
-            first_offset=first_offset(response.body) if found else -1,
+            first_offset=first + delta if first >= 0 else first,
+            offset_delta=delta,
         )
     except ValueError as e:
         raise RocketMQError(f"pull of {mq} at {address}: malformed response header {h!r}") from e
@@ -109,11 +112,13 @@ def header_long(response: RemotingCommand, name: str, what: str, address: str, *
         raise RocketMQError(f"{what} at {address}: response has no valid {name!r} field") from e
 
 
-def searched_offset(response: RemotingCommand, what: str, address: str) -> int | NearOffset:
+def searched_offset(response: RemotingCommand, what: str, address: str, *, logic: bool = False) -> int | NearOffset:
     """A SEARCH_OFFSET_BY_TIMESTAMP answer. A 4.x broker has no boundary type: its offset is that of the message
-    stored nearest the time, on either side (``time_search`` finds the boundary from it)."""
+    stored nearest the time, on either side (``time_search`` finds the boundary from it). Neither is the answer for a
+    ``logic`` queue (a static topic's) the boundary: its leader passes over an item whose boundary is its first
+    offset (AdminBrokerProcessor takes only offsets above 0)."""
     offset = header_long(response, "offset", what, address)
-    return NearOffset(offset) if is_v4(response) else offset
+    return NearOffset(offset) if is_v4(response) or logic else offset
 
 
 def consumer_offset(response: RemotingCommand, what: str, address: str) -> int | None:
@@ -182,15 +187,54 @@ def consumer_list(response: RemotingCommand, group: str, address: str) -> list[s
     return sorted(data.get("consumerIdList") or [])
 
 
-def topic_config_request(topic: str) -> RemotingCommand:
-    """GET_TOPIC_CONFIG: the topic's configuration on this broker, attributes included."""
-    return RemotingCommand(code=codes.GET_TOPIC_CONFIG, ext_fields={"topic": topic, "lo": "false"})
+def topic_config_request(topic: str, *, mapping: bool = False) -> RemotingCommand:
+    """GET_TOPIC_CONFIG: the topic's configuration on this broker, attributes included; with ``mapping`` (``lo``)
+    a static topic's queue mapping too."""
+    return RemotingCommand(code=codes.GET_TOPIC_CONFIG, ext_fields={"topic": topic, "lo": str(mapping).lower()})
 
 
 def topic_attributes(response: RemotingCommand, topic: str, address: str) -> dict[str, str]:
     check(response, f"configuration of topic {topic!r}", address)
     data = parse_loose_json(response.body.decode("utf-8", "replace")) if response.body else {}
     return {str(k): str(v) for k, v in (data.get("attributes") or {}).items()}
+
+
+@dataclass(frozen=True)
+class MappingItem:
+    """One mapping item of a static topic's logic queue (LogicQueueMappingItem): logic offsets from
+    ``logic_offset`` on are stored in queue ``queue_id`` of broker group ``broker_name`` from ``start_offset`` on,
+    up to ``end_offset`` (exclusive; -1 while not decided)."""
+
+    broker_name: str
+    queue_id: int
+    logic_offset: int
+    start_offset: int
+    end_offset: int
+
+
+def mapping_items(response: RemotingCommand, topic: str, address: str) -> dict[int, list[MappingItem]]:
+    """From a GET_TOPIC_CONFIG answer with the queue mapping, the mapping items of each logic queue this broker
+    hosts, oldest first, those whose logic offsets are decided only."""
+    check(response, f"queue mapping of topic {topic!r}", address)
+    data = parse_loose_json(response.body.decode("utf-8", "replace")) if response.body else {}
+    hosted = (data.get("mappingDetail") or {}).get("hostedQueues") or {}
+    try:
+        return {
+            int(logic_id): [
+                MappingItem(
+                    str(i["bname"]),
+                    int(i["queueId"]),
+                    int(i["logicOffset"]),
+                    int(i.get("startOffset", 0)),
+                    int(i.get("endOffset", -1)),
+                )
+                for i in items
+                if int(i.get("logicOffset", -1)) >= 0
+            ]
+            for logic_id, items in hosted.items()
+        }
+    except (KeyError, TypeError, ValueError) as e:
+        raise RocketMQError(f"queue mapping of topic {topic!r} at {address}: malformed item ({e!r})") from e
 
 
 def create_topic_request(topic: str, read_queues: int, write_queues: int, perm: int = 6) -> RemotingCommand:

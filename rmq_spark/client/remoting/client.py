@@ -76,8 +76,9 @@ HOLD_CHECK_S = 5.0  # how often a broker checks whether its held pulls have time
 
 
 class RemotingCall(Generic[P]):
-    """A request in flight to one broker; ``result()`` waits for the response and parses it. A broken connection
-    makes the client look the topic's route up again before the next request."""
+    """A request in flight to one broker; ``result()`` waits for the response and parses it. A broken connection,
+    or a broker that no longer leads the logic queue asked for, makes the client look the topic's route up again
+    before the next request."""
 
     __slots__ = ("_client", "_topic", "_pending", "_parse", "_address", "replica")
 
@@ -96,11 +97,13 @@ class RemotingCall(Generic[P]):
 
     def result(self):
         try:
-            response = self._pending.result()
-        except ConnectionLostError:
-            self._client.invalidate_route(self._topic)
+            return self._parse(self._pending.result(), self._address)
+        except ConnectionLostError as e:
+            if e.code == codes.NOT_LEADER_FOR_QUEUE:  # the route is known to be wrong: read it now
+                self._client.route(self._topic, refresh=True)
+            else:
+                self._client.invalidate_route(self._topic)
             raise
-        return self._parse(response, self._address)
 
     def cancel(self) -> None:
         self._pending.cancel()
@@ -125,7 +128,8 @@ class DirectPulls:
         self._conn: DirectConnection | None = None
         self._replica = False
         self._suggested = MASTER_ID
-        self.native = not client._pool.signs
+        # a logic queue's answers need their offsetDelta applied, which the native loop does not know
+        self.native = not client._pool.signs and not mq.logic
         self._template = request_template(self._pull_request(0, 0), _PULL_VARY)
 
     def _pull_request(self, offset: int, max_nums: int) -> RemotingCommand:
@@ -254,7 +258,7 @@ class RemotingClient(BaseClient):
         for again in (False, True):
             try:
                 route = self.recheck_route(mq.topic) if again else self.route(mq.topic)
-                broker = route.broker(mq.broker_name)
+                broker = route.broker_of(mq)
             except TopicNotFoundError:
                 if self.cached_route(mq.topic) is None:
                     raise
@@ -348,7 +352,7 @@ class RemotingClient(BaseClient):
                 timestamp=str(timestamp),
                 boundaryType=boundary.name,
             ),
-            lambda r, a: req.searched_offset(r, f"offset by timestamp of {mq}", a),
+            lambda r, a: req.searched_offset(r, f"offset by timestamp of {mq}", a, logic=mq.logic),
         )
 
     def _consumer_offset_call(self, group: str, mq: MessageQueue) -> RemotingCall:
@@ -418,6 +422,44 @@ class RemotingClient(BaseClient):
         return self._request(
             queues[0], cmd, lambda r, a: release_name(r.version) if is_v4(r) else None, master=True
         ).result()
+
+    def remapping_gaps(self, mqs: Iterable[MessageQueue]) -> dict[MessageQueue, list[tuple[int, int]]]:
+        """See BaseClient. The mapping items come from each leading broker group (GET_TOPIC_CONFIG with the
+        mapping); an item that a remapping closed ends where its broker's queue ends (asked of it by physical queue,
+        ``lo=false``) until the broker writes its end into the item."""
+        leaders: dict[tuple[str, str | None], list[MessageQueue]] = {}
+        for mq in mqs:
+            if mq.logic:
+                leaders.setdefault((mq.topic, self.route(mq.topic).serving_broker(mq)), []).append(mq)
+        out = {}
+        for (topic, _), queues in leaders.items():
+
+            def answer(r: RemotingCommand, a: str, t: str = topic) -> dict[int, list[req.MappingItem]]:
+                return req.mapping_items(r, t, a)
+
+            items = self._request(
+                queues[0], req.topic_config_request(self.namespace.wrap(topic), mapping=True), answer
+            ).result()
+            for mq in queues:
+                gaps = self._gaps_between(topic, items.get(mq.queue_id, []))
+                if gaps:
+                    out[mq] = gaps
+        return out
+
+    def _gaps_between(self, topic: str, items: list[req.MappingItem]) -> list[tuple[int, int]]:
+        """The logic offsets between consecutive mapping items of one logic queue that no message has."""
+        gaps = []
+        for item, after in zip(items, items[1:], strict=False):
+            end = item.end_offset
+            if end < item.start_offset:
+                stored = MessageQueue(topic, item.broker_name, item.queue_id)
+                cmd = req.offset_request(codes.GET_MAX_OFFSET, self.namespace.queue(stored), lo="false")
+                what = f"end of queue {item.queue_id} of broker group {item.broker_name}"
+                end = self._request(stored, cmd, functools.partial(_header_offset, what=what)).result()
+            last = item.logic_offset + end - item.start_offset
+            if last < after.logic_offset:
+                gaps.append((last, after.logic_offset))
+        return gaps
 
     def is_compacted(self, topic: str) -> bool:
         """True when ``topic`` has the cleanup policy COMPACTION (never on a broker without topic attributes)."""
@@ -580,3 +622,8 @@ class RemotingClient(BaseClient):
             lambda r, a: req.end_transaction_result(r, half, commit, a),
             master=True,
         )
+
+
+def _header_offset(response: RemotingCommand, address: str, *, what: str) -> int:
+    """The ``offset`` header of a GET_MAX_OFFSET answer about ``what``."""
+    return req.header_long(response, "offset", what, address)

@@ -3,13 +3,7 @@ codes of a pull's answer are the compiled core's, which reads them."""
 
 from __future__ import annotations
 
-from rmq_spark.compiled import (  # noqa: F401 - re-exported
-    NO_MATCHED_MESSAGE,
-    PULL_NOT_FOUND,
-    PULL_OFFSET_MOVED,
-    PULL_RETRY_IMMEDIATELY,
-    SUCCESS,
-)
+from rmq_spark.compiled import NO_MATCHED_MESSAGE, PULL_NOT_FOUND, PULL_OFFSET_MOVED, PULL_RETRY_IMMEDIATELY, SUCCESS  # noqa: F401 - re-exported
 
 # Request codes
 SEND_MESSAGE = 10
@@ -50,6 +44,7 @@ SUBSCRIPTION_NOT_LATEST = 25
 SUBSCRIPTION_GROUP_NOT_EXIST = 26
 INVALID_PARAMETER = 29
 FLOW_CONTROL = 215
+NOT_LEADER_FOR_QUEUE = 501  # a static topic's logic queue asked of a broker group that does not lead it (now)
 USER_NOT_EXIST = 3001
 
 # Codes a broker answers when it wants the client to back off and come again (transient).

@@ -9,7 +9,7 @@ from rmq_spark.client.errors import (
     TopicNotFoundError,
     UnsupportedError,
 )
-from rmq_spark.client.model import BrokerData, QueueData, TopicRoute
+from rmq_spark.client.model import LOGIC_BROKER_PREFIX, BrokerData, QueueData, TopicRoute
 from rmq_spark.client.remoting import codes
 from rmq_spark.client.remoting.connection import ConnectionPool
 from rmq_spark.client.remoting.frame import RemotingCommand, parse_loose_json
@@ -145,8 +145,24 @@ def parse_route(topic: str, body: bytes) -> TopicRoute:
             )
             for b in data.get("brokerDatas") or []
         )
+        leaders = logic_leaders(data.get("topicQueueMappingByBroker") or {})
     except (UnicodeDecodeError, KeyError, TypeError, ValueError, AttributeError) as e:
         raise RocketMQError(f"the name server's route for topic {topic!r} could not be read: {e!r}") from e
-    return TopicRoute(
-        topic=topic, brokers=brokers, queues=queues, logic_queues=bool(data.get("topicQueueMappingByBroker"))
-    )
+    return TopicRoute(topic=topic, brokers=brokers, queues=queues, logic_leaders=leaders)
+
+
+def logic_leaders(mapping: dict) -> dict[tuple[str, int], str]:
+    """A static topic's logic queues and the broker group leading each, from the route's topicQueueMappingByBroker
+    (each broker group's TopicQueueMappingInfo: its scope, its epoch and the logic queues it leads, currIdMap): a
+    logic queue listed by several groups is led by the one of the newest epoch, as RocketMQ's ClientMetadata.
+    topicRouteData2EndpointsForStaticTopic picks it."""
+    newest: dict[tuple[str, int], tuple[int, str]] = {}
+    for broker_name, info in mapping.items():
+        scope = str(info.get("scope") or "__global__")
+        logic = LOGIC_BROKER_PREFIX + (scope[2:] if scope.startswith("__") else scope)
+        epoch = int(info.get("epoch") or 0)
+        for logic_id in info.get("currIdMap") or {}:
+            key = (logic, int(logic_id))
+            if key not in newest or newest[key][0] <= epoch:
+                newest[key] = (epoch, str(info.get("bname") or broker_name))
+    return {key: leader for key, (_, leader) in newest.items()}

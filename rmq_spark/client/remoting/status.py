@@ -7,6 +7,7 @@ from rmq_spark.client.errors import (
     AuthError,
     BrokerBusyError,
     BrokerError,
+    BrokerUnavailableError,
     InvalidFilterError,
     MessageRejectedError,
     RocketMQError,
@@ -23,6 +24,7 @@ _HINTS = {
     codes.SUBSCRIPTION_PARSE_FAILED: (InvalidFilterError, hints.FILTER),
     codes.REQUEST_CODE_NOT_SUPPORTED: (BrokerError, hints.NOT_REMOTING),
     codes.MESSAGE_ILLEGAL: (MessageRejectedError, hints.TOO_LARGE),
+    codes.NOT_LEADER_FOR_QUEUE: (BrokerUnavailableError, hints.NOT_LEADER),
     **{code: (BrokerBusyError, hints.BUSY) for code in codes.BACK_OFF},
 }
 
@@ -40,7 +42,9 @@ def error_for(response: RemotingCommand, what: str, address: str) -> RocketMQErr
     remark = lines[0][:300] if lines else ""  # a Java exception's first line; the rest is its stack or an FAQ link
     if "timer message is not enabled" in remark:
         cls, hint = MessageRejectedError, hints.TIMER_OFF
-    if "TopicMessageType validate failed" in remark:  # the proxy's answer, under the code of a message too large
+    elif "cannot find addr for broker" in remark:  # a static topic's leader that cannot reach an older item's group
+        cls, hint = BrokerUnavailableError, hints.FORWARD
+    elif "TopicMessageType validate failed" in remark:  # the proxy's answer, under the code of a message too large
         cls, hint = MessageRejectedError, hints.MESSAGE_TYPE
     if cls is BrokerError and ("signature" in remark.lower() or "authenticat" in remark.lower()):
         cls, hint = AuthError, "check accessKey/secretKey"

@@ -74,7 +74,7 @@ final class BrokerDirectory {
         if (r.getTopicQueueMappingByBroker() != null && !r.getTopicQueueMappingByBroker().isEmpty()) {
             // its queue ids and offsets are logic ones, served across brokers: not what this gateway's calls name
             throw GatewayException.badRequest("topic " + topic + " is a static topic (RocketMQ 5 logic queues), "
-                + "which this gateway does not serve");
+                + "which this gateway does not serve: read it over the remoting protocol (option nameServer)");
         }
         routes.put(topic, new Cached(r, System.nanoTime()));
         seenTopics.add(topic);

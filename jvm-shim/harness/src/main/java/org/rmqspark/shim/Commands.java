@@ -22,7 +22,9 @@ import org.apache.rocketmq.remoting.protocol.route.QueueData;
 import org.apache.rocketmq.remoting.protocol.route.TopicRouteData;
 import org.apache.rocketmq.remoting.protocol.subscription.SubscriptionGroupConfig;
 import org.apache.rocketmq.remoting.protocol.statictopic.TopicConfigAndQueueMapping;
+import org.apache.rocketmq.remoting.protocol.statictopic.TopicQueueMappingInfo;
 import org.apache.rocketmq.remoting.protocol.statictopic.TopicQueueMappingUtils;
+import org.apache.rocketmq.remoting.protocol.statictopic.TopicRemappingDetailWrapper;
 import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
 import org.apache.rocketmq.tools.admin.MQAdminUtils;
 
@@ -59,6 +61,7 @@ final class Commands {
             case "ping": return new JsonPrimitive("pong");
             case "createTopic": return createTopic(a);
             case "createStaticTopic": return createStaticTopic(a);
+            case "remapStaticTopic": return remapStaticTopic(a);
             case "stopBroker": return stopBroker(a);
             case "startBroker": return startBroker(a);
             case "stopNamesrv": cluster.stopNamesrv(); return null;
@@ -160,6 +163,50 @@ final class Commands {
                     + "mapping on " + targets + " within 10 s");
             }
             for (String name : targets) {
+                cluster.runningController(name).registerBrokerAll(true, false, true);
+            }
+            EmbeddedCluster.sleep(50);
+        }
+    }
+
+    /**
+     * Moves the logic queues of static topic "topic" onto the broker groups "brokers", as mqadmin
+     * remappingStaticTopic does (each moved queue gets a new mapping item on its new leader, whose logic offsets
+     * start on the next 10,000 block); waits until the name server's route shows every logic queue on them.
+     */
+    private JsonElement remapStaticTopic(Args a) throws Exception {
+        String topic = a.str("topic");
+        Set<String> targets = new HashSet<>();
+        for (JsonElement e : a.array("brokers")) {
+            targets.add(e.getAsString());
+        }
+        DefaultMQAdminExt admin = clients.admin();
+        Map<String, TopicConfigAndQueueMapping> configs = MQAdminUtils.examineTopicConfigAll(topic, admin);
+        TopicRemappingDetailWrapper wrapper = TopicQueueMappingUtils.remappingStaticTopic(topic, configs, targets);
+        MQAdminUtils.completeNoTargetBrokers(wrapper.getBrokerConfigMap(), admin);
+        MQAdminUtils.remappingStaticTopic(topic, wrapper.getBrokerToMapIn(), wrapper.getBrokerToMapOut(),
+            wrapper.getBrokerConfigMap(), 10000, false, admin);
+        for (String name : wrapper.getBrokerConfigMap().keySet()) {
+            // a leader asks older items' brokers by name: learn their addresses now, not at the first 10 s refresh
+            cluster.runningController(name).getBrokerOuterAPI().refreshMetadata();
+        }
+        long deadline = System.currentTimeMillis() + 10_000;
+        while (true) {
+            TopicRouteData r = cluster.route(topic);
+            int led = 0;
+            if (r != null && r.getTopicQueueMappingByBroker() != null) {
+                for (Map.Entry<String, TopicQueueMappingInfo> e : r.getTopicQueueMappingByBroker().entrySet()) {
+                    led += targets.contains(e.getKey()) ? e.getValue().getCurrIdMap().size() : 0;
+                }
+            }
+            if (led == wrapper.getBrokerConfigMap().values().iterator().next().getMappingDetail().getTotalQueues()) {
+                return null;
+            }
+            if (System.currentTimeMillis() > deadline) {
+                throw new IllegalStateException("route of static topic " + topic + " did not show its logic queues "
+                    + "on " + targets + " within 10 s");
+            }
+            for (String name : wrapper.getBrokerConfigMap().keySet()) {
                 cluster.runningController(name).registerBrokerAll(true, false, true);
             }
             EmbeddedCluster.sleep(50);
