@@ -150,6 +150,9 @@ def measure(topics: int, queues_per_broker: int, seconds: float, warmup: float, 
         "latestOffsetMs": {"median": statistics.median(latest) if latest else None, "p90": _percentile(latest, 0.9)},
         "triggerMs": {"median": statistics.median(trigger_ms) if trigger_ms else None,
                       "p90": _percentile(trigger_ms, 0.9)},
+        # where a trigger's time goes: the median of each of Spark's phases
+        "phasesMedianMs": {phase: statistics.median(p["durationMs"].get(phase, 0) for p in progress)
+                           for phase in sorted({k for p in progress for k in p["durationMs"]})},
         "brokerRequestsPerSecond": round(sum(query_codes.values()), 1),
         "byCode": {NAMES.get(code, str(code)): round(rate, 1) for code, rate in sorted(query_codes.items())},
         "driverPythonCpuSecondsPerMinute": round((cpu1 - cpu0) * 60 / elapsed, 2),
