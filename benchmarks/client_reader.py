@@ -15,6 +15,7 @@ In one process, queues are read by ``threads`` threads (each takes the next unre
 > 1 the queues are dealt round-robin to spawned child processes that start reading together (process start-up is
 not timed).
 """
+
 from __future__ import annotations
 
 import multiprocessing as mp
@@ -58,8 +59,9 @@ def walked(mq: MessageQueue) -> Gatherer:
     return Gatherer((), mq)
 
 
-def _read_one(client: BaseClient, topic: str, r: Range, depth: int, mode: str,
-              source: dict[str, str]) -> tuple[int, int]:
+def _read_one(
+    client: BaseClient, topic: str, r: Range, depth: int, mode: str, source: dict[str, str]
+) -> tuple[int, int]:
     mq = MessageQueue(topic, r.broker, r.queue_id)
     n = 0
     nbytes = 0
@@ -69,15 +71,18 @@ def _read_one(client: BaseClient, topic: str, r: Range, depth: int, mode: str,
             nbytes += len(m.body)
     elif mode == "raw":
         from rmq_spark.client.range_reader import RangeReader
+
         builder = walked(mq)
         for _ in RangeReader(client, mq, r.start, r.end, depth=depth, group="rmq_spark_bench").fill(builder, 8192):
             n, nbytes = n + builder.rows, nbytes + builder.nbytes
             builder.take_columns()
         n, nbytes = n + builder.rows, nbytes + builder.nbytes  # whole pulled records, not just bodies
     elif mode == "arrow":
+        import pyarrow.compute as pc
+
         from rmq_spark.source.offsets import QueueRange
         from rmq_spark.source.partition_reader import read_range
-        import pyarrow.compute as pc
+
         options = parse_options({**source, "topic": topic, "pullDepth": str(depth)})
         for batch in read_range(options, QueueRange(mq, r.start, r.end)):
             n += batch.num_rows
@@ -87,8 +92,9 @@ def _read_one(client: BaseClient, topic: str, r: Range, depth: int, mode: str,
     return n, nbytes
 
 
-def read_in_process(source: dict[str, str], topic: str, ranges: list[Range], *, depth: int = 8, threads: int = 1,
-                    mode: str = "decode") -> dict:
+def read_in_process(
+    source: dict[str, str], topic: str, ranges: list[Range], *, depth: int = 8, threads: int = 1, mode: str = "decode"
+) -> dict:
     """Read the ranges here; returns messages, bodyBytes, seconds (first pull to last message)."""
     client = connect(source, topic)
     try:
@@ -131,8 +137,9 @@ def read_in_process(source: dict[str, str], topic: str, ranges: list[Range], *, 
         client.close()
 
 
-def _child(source: dict[str, str], topic: str, ranges: list[Range], depth: int, threads: int, mode: str,
-           ready, go, out) -> None:
+def _child(
+    source: dict[str, str], topic: str, ranges: list[Range], depth: int, threads: int, mode: str, ready, go, out
+) -> None:
     try:
         with connect(source, topic) as client:
             client.queues(topic)
@@ -145,8 +152,17 @@ def _child(source: dict[str, str], topic: str, ranges: list[Range], depth: int, 
         out.put({"ok": False, "error": f"{type(e).__name__}: {e}"})
 
 
-def read_in_processes(source: dict[str, str], topic: str, ranges: list[Range], *, processes: int, depth: int = 8,
-                      threads: int = 1, mode: str = "decode", timeout: float = 1800.0) -> dict:
+def read_in_processes(
+    source: dict[str, str],
+    topic: str,
+    ranges: list[Range],
+    *,
+    processes: int,
+    depth: int = 8,
+    threads: int = 1,
+    mode: str = "decode",
+    timeout: float = 1800.0,
+) -> dict:
     """Deal the ranges round-robin to ``processes`` spawned children; seconds = first start to last end."""
     ctx = mp.get_context("spawn")
     shares = [ranges[i::processes] for i in range(processes)]
@@ -154,8 +170,15 @@ def read_in_processes(source: dict[str, str], topic: str, ranges: list[Range], *
     ready = ctx.Barrier(len(shares) + 1)
     go = ctx.Event()
     out = ctx.Queue()
-    children = [ctx.Process(target=_child, args=(source, topic, s, depth, threads, mode, ready, go, out),
-                            name=f"bench-client-{i}", daemon=True) for i, s in enumerate(shares)]
+    children = [
+        ctx.Process(
+            target=_child,
+            args=(source, topic, s, depth, threads, mode, ready, go, out),
+            name=f"bench-client-{i}",
+            daemon=True,
+        )
+        for i, s in enumerate(shares)
+    ]
     for c in children:
         c.start()
     try:
@@ -170,6 +193,8 @@ def read_in_processes(source: dict[str, str], topic: str, ranges: list[Range], *
     failed = [r["error"] for r in results if not r["ok"]]
     if failed:
         raise RuntimeError("client child process failed: " + "; ".join(failed))
-    return {"messages": sum(r["messages"] for r in results),
-            "bodyBytes": sum(r["bodyBytes"] for r in results),
-            "seconds": max(r["end"] for r in results) - min(r["start"] for r in results)}
+    return {
+        "messages": sum(r["messages"] for r in results),
+        "bodyBytes": sum(r["bodyBytes"] for r in results),
+        "seconds": max(r["end"] for r in results) - min(r["start"] for r in results),
+    }

@@ -10,6 +10,7 @@ by thread kind (task threads, the threads that feed and read the Python workers,
 the Python workers (Spark's daemon and its forked workers) and of the broker. ``--jfr DIR`` records the Spark JVM
 with Java Flight Recorder into DIR (summarise with ``jfr print --events jdk.ExecutionSample``).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -17,8 +18,8 @@ import json
 import os
 import re
 import signal
-import subprocess
 import statistics
+import subprocess
 import sys
 import time
 from collections import defaultdict
@@ -47,8 +48,8 @@ def _threads(pid: int) -> dict[str, float]:
                 data = f.read()
         except OSError:
             continue
-        name = data[data.find(b"(") + 1:data.rfind(b")")].decode(errors="replace")
-        rest = data[data.rfind(b")") + 2:].split(b" ")
+        name = data[data.find(b"(") + 1 : data.rfind(b")")].decode(errors="replace")
+        rest = data[data.rfind(b")") + 2 :].split(b" ")
         out[f"{tid}:{name}"] = (int(rest[11]) + int(rest[12])) / _TICK
     return out
 
@@ -110,18 +111,24 @@ def _top_threads(before: Snapshot, after: Snapshot, count: int = 12) -> dict[str
 def _workers(before: Snapshot, after: Snapshot) -> dict[str, float]:
     """CPU seconds of each Python process other than this harness between two snapshots, by ``pid`` (``+`` marks
     one that started in between)."""
-    return {f"{pid}{'' if pid in before.process else '+'}": round(seconds - before.process.get(pid, 0.0), 3)
-            for pid, seconds in after.process.items()
-            if pid != after.me and after.comm.get(pid, "").startswith(("python", "pyspark"))}
+    return {
+        f"{pid}{'' if pid in before.process else '+'}": round(seconds - before.process.get(pid, 0.0), 3)
+        for pid, seconds in after.process.items()
+        if pid != after.me and after.comm.get(pid, "").startswith(("python", "pyspark"))
+    }
 
 
 def _perf(folder: str, name: str, now: Snapshot) -> subprocess.Popen:
     """``perf record`` of the Python worker processes alive at ``now`` (stopped with SIGINT)."""
     os.makedirs(folder, exist_ok=True)
-    pids = [str(pid) for pid in now.process
-            if pid != now.me and now.comm.get(pid, "").startswith(("python", "pyspark"))]
-    recorder = subprocess.Popen(["perf", "record", "-q", "-e", "cpu-clock", "-g", "-o", f"{folder}/{name}.data",
-                                 "-p", ",".join(pids)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    pids = [
+        str(pid) for pid in now.process if pid != now.me and now.comm.get(pid, "").startswith(("python", "pyspark"))
+    ]
+    recorder = subprocess.Popen(
+        ["perf", "record", "-q", "-e", "cpu-clock", "-g", "-o", f"{folder}/{name}.data", "-p", ",".join(pids)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     time.sleep(0.5)
     return recorder
 
@@ -140,8 +147,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--lines", default="spark-batch,spark-batch-narrow")
     p.add_argument("--jfr", default=None, help="record the Spark JVM with Java Flight Recorder into this folder")
     p.add_argument("--threads", action="store_true", help="also list the Spark JVM's busiest threads per run")
-    p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
-                   help="a source option for every run (repeatable)")
+    p.add_argument(
+        "--option", action="append", default=[], metavar="KEY=VALUE", help="a source option for every run (repeatable)"
+    )
     p.add_argument("--perf", default=None, help="record the Python workers with perf (cpu-clock) into this folder")
     p.add_argument("--output", default=None, help="write the runs as JSON here")
     args = p.parse_args(argv)
@@ -154,15 +162,18 @@ def main(argv: list[str] | None = None) -> int:
         os.makedirs(args.jfr, exist_ok=True)
         os.environ["PYSPARK_SUBMIT_ARGS"] = (
             f"--driver-java-options -XX:StartFlightRecording=filename={args.jfr}/spark.jfr,settings=profile "
-            "pyspark-shell")
+            "pyspark-shell"
+        )
     lines = args.lines.split(",")
     runs: list[dict] = []
     with EmbeddedRocketMQ(brokers=1, jvm_flags=BENCH_JVM_FLAGS) as mq:
         topic = f"engine-{args.messages}-{os.getpid()}"
         mq.create_topic(topic, queues=args.queues)
-        mq.produce_bulk(topic, args.messages, args.body_size, tags=TAGS, key_prefix="key-",
-                        timeout=max(600.0, args.messages / 5000))
+        mq.produce_bulk(
+            topic, args.messages, args.body_size, tags=TAGS, key_prefix="key-", timeout=max(600.0, args.messages / 5000)
+        )
         from benchmarks.spark_lines import new_session
+
         spark = new_session()
         spark_pid = _spark_pid(spark)
         source = {"nameServer": mq.name_server}

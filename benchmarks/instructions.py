@@ -22,6 +22,7 @@ little data first (the first body; one message of each queue), so the interprete
 first-call set-up, the connections and the building of the bodies cancel out. Run:
 ``python -m benchmarks.instructions [--messages 100000] [--paths native,executor]``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,17 +40,32 @@ PATHS = ("native", "native-narrow", "reference", "executor", "executor-narrow")
 NARROW = ("queueOffset", "body")
 PER_BODY = 32
 FLUSH_ROWS = 4096
-PROPERTIES = {"TAGS": "TagA", "KEYS": "order-1 order-2", "UNIQ_KEY": "7F00000100002A9F0000000000000001",
-              "WAIT": "true", "CLUSTER": "DefaultCluster", "MIN_OFFSET": "0", "MAX_OFFSET": "1000"}
+PROPERTIES = {
+    "TAGS": "TagA",
+    "KEYS": "order-1 order-2",
+    "UNIQ_KEY": "7F00000100002A9F0000000000000001",
+    "WAIT": "true",
+    "CLUSTER": "DefaultCluster",
+    "MIN_OFFSET": "0",
+    "MAX_OFFSET": "1000",
+}
 
 
 def _bodies(messages: int) -> list[bytes]:
     from tests.support.stored_messages import encode_stored_message
 
-    return [b"".join(encode_stored_message(body=bytes([i % 251]) * 100, queue_offset=i, commit_log_offset=200 * i,
-                                           properties={**PROPERTIES, "UNIQ_KEY": f"{i:032X}"})
-                     for i in range(start, min(start + PER_BODY, messages)))
-            for start in range(0, messages, PER_BODY)]
+    return [
+        b"".join(
+            encode_stored_message(
+                body=bytes([i % 251]) * 100,
+                queue_offset=i,
+                commit_log_offset=200 * i,
+                properties={**PROPERTIES, "UNIQ_KEY": f"{i:032X}"},
+            )
+            for i in range(start, min(start + PER_BODY, messages))
+        )
+        for start in range(0, messages, PER_BODY)
+    ]
 
 
 def _decode(path: str, bodies: list[bytes]) -> int:
@@ -79,8 +95,8 @@ def _read(source: dict[str, str], narrow: bool, first_only: bool) -> int:
     """Messages read from every queue of the source's topic through partition_reader (one of each queue with
     ``first_only``)."""
     from rmq_spark.client_pool import shared_client
-    from rmq_spark.source.offsets import QueueRange
     from rmq_spark.options import parse_options
+    from rmq_spark.source.offsets import QueueRange
     from rmq_spark.source.partition_reader import read_range
     from rmq_spark.source.schema import COLUMNS
 
@@ -113,9 +129,20 @@ def _worker(path: str, messages: int, decode: bool, source: dict[str, str]) -> N
 def _instructions(path: str, messages: int, decode: bool, source: dict[str, str]) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "callgrind.out"
-        cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable, "-m",
-               "benchmarks.instructions", "--worker", path, "--messages", str(messages),
-               "--source", json.dumps(source)]
+        cmd = [
+            "valgrind",
+            "--tool=callgrind",
+            f"--callgrind-out-file={out}",
+            sys.executable,
+            "-m",
+            "benchmarks.instructions",
+            "--worker",
+            path,
+            "--messages",
+            str(messages),
+            "--source",
+            json.dumps(source),
+        ]
         if decode:
             cmd.append("--decode")
         # one BLAS thread: numpy (imported by pyarrow) otherwise starts OpenBLAS's pool, whose idle threads spin
@@ -153,8 +180,7 @@ def main() -> None:
             mq.produce_bulk("instructions", args.messages, 100, tags=["TagA", "TagB", "TagC"])
             source = {"nameServer": mq.name_server, "topic": "instructions"}
         for path in paths:
-            total = (_instructions(path, args.messages, True, source)
-                     - _instructions(path, args.messages, False, source))
+            total = _instructions(path, args.messages, True, source) - _instructions(path, args.messages, False, source)
             report[path] = round(total / args.messages)
             print(f"{path}: {report[path]:,} instructions per message", flush=True)
     if "native" in report and "reference" in report:

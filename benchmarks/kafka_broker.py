@@ -12,6 +12,7 @@ tests and the demo never build or start it::
 
 The JVM reads one command a line on stdin and exits when stdin closes.
 """
+
 from __future__ import annotations
 
 import json
@@ -35,8 +36,11 @@ class KafkaShimError(EmbeddedClusterError):
 
 
 def _sources() -> list[Path]:
-    return [p for p in (*KAFKA_SHIM.glob("**/pom.xml"), *(KAFKA_SHIM / "broker" / "src").rglob("*"))
-            if "target" not in p.parts]
+    return [
+        p
+        for p in (*KAFKA_SHIM.glob("**/pom.xml"), *(KAFKA_SHIM / "broker" / "src").rglob("*"))
+        if "target" not in p.parts
+    ]
 
 
 def ensure_built(*, force: bool = False) -> Path:
@@ -66,12 +70,19 @@ class EmbeddedKafka:
         self._stderr: deque[str] = deque(maxlen=40)
         self._log_dir: str | None = None
 
-    def start(self) -> "EmbeddedKafka":
+    def start(self) -> EmbeddedKafka:
         jar = ensure_built()
         self._log_dir = tempfile.mkdtemp(prefix="rmq-bench-kafka-")
         cmd = [require_tool("java", JDK), f"-Xmx{self.heap}", *self.jvm_flags, "-jar", str(jar), self._log_dir]
-        self._proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                      text=True, encoding="utf-8", bufsize=1)
+        self._proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            encoding="utf-8",
+            bufsize=1,
+        )
         threading.Thread(target=self._pump, args=(self._proc.stdout, self._lines.put), daemon=True).start()
         threading.Thread(target=self._pump, args=(self._proc.stderr, self._stderr.append), daemon=True).start()
         ready = self._answer("READY ", self.ready_timeout)
@@ -95,7 +106,7 @@ class EmbeddedKafka:
             if line.startswith("ERROR "):
                 raise KafkaShimError(f"the Kafka node: {line[6:]}")
             if line.startswith(prefix):
-                return json.loads(line[len(prefix):])
+                return json.loads(line[len(prefix) :])
 
     def command(self, *words: object, timeout: float = 120.0) -> dict:
         """Send one command (``create``, ``produce``, ``produceRate``, ``count``) and return its result."""
@@ -132,7 +143,7 @@ class EmbeddedKafka:
             shutil.rmtree(self._log_dir, ignore_errors=True)
             self._log_dir = None
 
-    def __enter__(self) -> "EmbeddedKafka":
+    def __enter__(self) -> EmbeddedKafka:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

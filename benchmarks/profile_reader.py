@@ -15,6 +15,7 @@ its own:
 Run on its own: ``python -m benchmarks.profile_reader --name-server HOST:PORT --topic T [--messages 500000]``;
 ``python -m benchmarks.run`` runs it after the throughput lines.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,7 +45,7 @@ def _thread_cpu() -> dict[str, float]:
                 data = f.read()
         except OSError:
             continue
-        fields = data[data.rfind(b")") + 2:].split()
+        fields = data[data.rfind(b")") + 2 :].split()
         cpu = (int(fields[11]) + int(fields[12])) / _TICK
         name = names.get(int(tid), f"native-{tid}")
         if name.startswith("rmq-conn-"):
@@ -122,16 +123,16 @@ class _Blocks:
 
     def add(self, block: bytes, low: int, high: int) -> None:
         from rmq_spark.client.range_reader import RangeChunk
+
         self.chunks.append(RangeChunk(block, low, high))
 
 
-def profile(name_server: str, topic: str, messages: int = 500_000, out_dir: Path | None = None,
-            depth: int = 8) -> dict:
+def profile(name_server: str, topic: str, messages: int = 500_000, out_dir: Path | None = None, depth: int = 8) -> dict:
     from rmq_spark.client.range_reader import RangeReader
-    from tests.support.reference_codec import decode_messages, to_record_batch
-    from rmq_spark.source.offsets import QueueRange
     from rmq_spark.options import parse_options
+    from rmq_spark.source.offsets import QueueRange
     from rmq_spark.source.partition_reader import read_range
+    from tests.support.reference_codec import decode_messages, to_record_batch
 
     result: dict = {"messages_requested": messages, "depth": depth}
     with RemotingClient(name_server) as client:
@@ -155,6 +156,7 @@ def profile(name_server: str, topic: str, messages: int = 500_000, out_dir: Path
         columnar_s = None
         try:
             from rmq_spark.source.arrow_decoder import ArrowBatchDecoder
+
             t0 = time.perf_counter()
             rows_columnar = 0
             decoder = None
@@ -185,7 +187,7 @@ def profile(name_server: str, topic: str, messages: int = 500_000, out_dir: Path
         chunks.clear()
         t0 = time.perf_counter()
         for i in range(0, len(decoded), 8192):
-            to_record_batch(decoded[i:i + 8192])
+            to_record_batch(decoded[i : i + 8192])
         arrow_s = time.perf_counter() - t0
         n_decoded = len(decoded)
         decoded.clear()
@@ -209,8 +211,9 @@ def profile(name_server: str, topic: str, messages: int = 500_000, out_dir: Path
     prof.disable()
     e2e_s = time.perf_counter() - t0
     cpu1 = _thread_cpu()
-    thread_cpu = {k: round(cpu1.get(k, 0.0) - cpu0.get(k, 0.0), 2) for k in cpu1
-                  if cpu1.get(k, 0.0) - cpu0.get(k, 0.0) > 0.005}
+    thread_cpu = {
+        k: round(cpu1.get(k, 0.0) - cpu0.get(k, 0.0), 2) for k in cpu1 if cpu1.get(k, 0.0) - cpu0.get(k, 0.0) > 0.005
+    }
 
     by_cat = _categories(pstats.Stats(prof))
     profiled_total = sum(by_cat.values()) or 1.0
@@ -218,25 +221,46 @@ def profile(name_server: str, topic: str, messages: int = 500_000, out_dir: Path
     pstats.Stats(prof, stream=text).sort_stats("tottime").print_stats(25)
     pstats.Stats(prof, stream=text).sort_stats("cumulative").print_stats(20)
 
-    result.update({
-        "stages": {
-            "pull_only": {"seconds": round(pull_s, 3), "msgs_per_s": round(total / pull_s),
-                          "block_mb": round(block_bytes / 1e6, 1)},
-            "columnar_decode_to_arrow": ({"seconds": round(columnar_s, 3),
-                                          "msgs_per_s": round(rows_columnar / columnar_s), "rows": rows_columnar}
-                                         if columnar_s else None),
-            "per_message_decode": {"seconds": round(decode_s, 3), "msgs_per_s": round(n_decoded / decode_s)},
-            "arrow_from_messages": ({"seconds": round(arrow_s, 3), "msgs_per_s": round(n_decoded / arrow_s)}
-                                    if arrow_s else None),
-            "end_to_end": {"seconds": round(plain_s, 3), "msgs_per_s": round(plain_rows / plain_s),
-                           "rows": plain_rows},
-            "end_to_end_profiled": {"seconds": round(e2e_s, 3), "msgs_per_s": round(rows / e2e_s), "rows": rows,
-                                    "note": "under cProfile (adds overhead to the caller thread)"},
-        },
-        "thread_cpu_seconds": thread_cpu,
-        "caller_tottime_by_category": {k: {"seconds": round(v, 3), "share": round(v / profiled_total, 3)}
-                                       for k, v in sorted(by_cat.items(), key=lambda kv: -kv[1])},
-    })
+    result.update(
+        {
+            "stages": {
+                "pull_only": {
+                    "seconds": round(pull_s, 3),
+                    "msgs_per_s": round(total / pull_s),
+                    "block_mb": round(block_bytes / 1e6, 1),
+                },
+                "columnar_decode_to_arrow": (
+                    {
+                        "seconds": round(columnar_s, 3),
+                        "msgs_per_s": round(rows_columnar / columnar_s),
+                        "rows": rows_columnar,
+                    }
+                    if columnar_s
+                    else None
+                ),
+                "per_message_decode": {"seconds": round(decode_s, 3), "msgs_per_s": round(n_decoded / decode_s)},
+                "arrow_from_messages": (
+                    {"seconds": round(arrow_s, 3), "msgs_per_s": round(n_decoded / arrow_s)} if arrow_s else None
+                ),
+                "end_to_end": {
+                    "seconds": round(plain_s, 3),
+                    "msgs_per_s": round(plain_rows / plain_s),
+                    "rows": plain_rows,
+                },
+                "end_to_end_profiled": {
+                    "seconds": round(e2e_s, 3),
+                    "msgs_per_s": round(rows / e2e_s),
+                    "rows": rows,
+                    "note": "under cProfile (adds overhead to the caller thread)",
+                },
+            },
+            "thread_cpu_seconds": thread_cpu,
+            "caller_tottime_by_category": {
+                k: {"seconds": round(v, 3), "share": round(v / profiled_total, 3)}
+                for k, v in sorted(by_cat.items(), key=lambda kv: -kv[1])
+            },
+        }
+    )
     if out_dir is not None:
         out_dir.mkdir(parents=True, exist_ok=True)
         (out_dir / "profile.txt").write_text(json.dumps(result, indent=2) + "\n\n" + text.getvalue())

@@ -15,6 +15,7 @@ process's ``statm`` and keeps the peaks:
   other than the harness (``python_workers``: Spark's Python workers, client child processes) and by each JVM (a
   process that ends between two samples loses at most its last interval).
 """
+
 from __future__ import annotations
 
 import os
@@ -42,7 +43,7 @@ def _scan() -> tuple[dict[int, list[int]], dict[int, float]]:
         except OSError:
             continue
         # pid (comm) state ppid ... utime stime ...; comm may hold spaces and parentheses: split after the last ')'
-        rest = data[data.rfind(b")") + 2:].split(b" ")
+        rest = data[data.rfind(b")") + 2 :].split(b" ")
         try:
             pid = int(name)
             kids.setdefault(int(rest[1]), []).append(pid)
@@ -97,21 +98,24 @@ class Peaks:
     samples: int = 0
 
     def as_dict(self) -> dict:
-        return {"python_total_mb": round(self.python_total_mb, 1),
-                "python_worker_mb": round(self.python_worker_mb, 1),
-                "python_driver_mb": round(self.python_driver_mb, 1),
-                "python_processes_max": self.python_processes,
-                "jvm_mb": {k: round(v, 1) for k, v in sorted(self.jvm_mb.items())},
-                "jvm_anon_mb": {k: round(v, 1) for k, v in sorted(self.jvm_anon_mb.items())},
-                "cpu_seconds": {k: round(v, 2) for k, v in sorted(self.cpu_seconds.items())},
-                "samples": self.samples}
+        return {
+            "python_total_mb": round(self.python_total_mb, 1),
+            "python_worker_mb": round(self.python_worker_mb, 1),
+            "python_driver_mb": round(self.python_driver_mb, 1),
+            "python_processes_max": self.python_processes,
+            "jvm_mb": {k: round(v, 1) for k, v in sorted(self.jvm_mb.items())},
+            "jvm_anon_mb": {k: round(v, 1) for k, v in sorted(self.jvm_anon_mb.items())},
+            "cpu_seconds": {k: round(v, 2) for k, v in sorted(self.cpu_seconds.items())},
+            "samples": self.samples,
+        }
 
 
 class TreeSampler:
     """``with TreeSampler(jvm_labels={pid: "shim"}) as s: ...`` then ``s.peaks``."""
 
-    def __init__(self, root: int | None = None, *, interval: float = 0.2,
-                 jvm_labels: dict[int, str] | None = None) -> None:
+    def __init__(
+        self, root: int | None = None, *, interval: float = 0.2, jvm_labels: dict[int, str] | None = None
+    ) -> None:
         self.root = root if root is not None else os.getpid()
         self.interval = interval
         self.jvm_labels = dict(jvm_labels or {})
@@ -180,7 +184,7 @@ class TreeSampler:
                 pass
             self._stop.wait(self.interval)
 
-    def __enter__(self) -> "TreeSampler":
+    def __enter__(self) -> TreeSampler:
         self.sample()
         self._thread = threading.Thread(target=self._run, name="rss-sampler", daemon=True)
         self._thread.start()

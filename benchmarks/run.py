@@ -9,6 +9,7 @@ then every line reads that same data in turn (never two at once), each ``--repea
 untimed runs; the median (by messages/s) is reported. The spark-kafka lines (only with --lines) read the same data
 from a KRaft Kafka node with Spark's own Kafka source. See benchmarks/README.md for what each line measures.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -21,9 +22,9 @@ import threading
 import time
 import traceback
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from benchmarks.rss import TreeSampler
 from benchmarks.versus_kafka import all_ratios, cpu_per_million, latency_md, latency_ratios, ratios, ratios_md
@@ -119,8 +120,10 @@ class Harness:
         t0 = time.perf_counter()
         self.spark_jars = spark_kafka_jars()
         self.kafka = EmbeddedKafka(heap=self.args.jvm_heap).start()
-        self.log(f"Kafka node up in {time.perf_counter() - t0:.1f} s (bootstrap {self.kafka.bootstrap}); "
-                 f"spark.jars: {', '.join(Path(j).name for j in self.spark_jars)}")
+        self.log(
+            f"Kafka node up in {time.perf_counter() - t0:.1f} s (bootstrap {self.kafka.bootstrap}); "
+            f"spark.jars: {', '.join(Path(j).name for j in self.spark_jars)}"
+        )
 
     def jvm_labels(self) -> dict[int, str]:
         """TreeSampler's names for the brokers' JVMs."""
@@ -133,6 +136,7 @@ class Harness:
         with self._spark_lock:
             if self.spark is None:
                 from benchmarks.spark_lines import new_session
+
                 t0 = time.perf_counter()
                 self.spark = new_session(self.args.spark_master, jars=self.spark_jars)
                 self.log(f"SparkSession {self.args.spark_master} up in {time.perf_counter() - t0:.1f} s")
@@ -141,11 +145,13 @@ class Harness:
     def prestart_spark(self) -> None:
         """--quick only: start Spark while the other lines run (saves time; skews their figures, which a smoke
         run does not care about)."""
+
         def start() -> None:
             try:
                 self.get_spark()
             except Exception as e:  # the Spark lines will report it
                 self.log(f"SparkSession start failed: {e}")
+
         threading.Thread(target=start, name="spark-prestart", daemon=True).start()
 
     def close(self) -> None:
@@ -165,16 +171,18 @@ class Harness:
         topic = f"bench-{messages}-{queues}q-{body_size}b-{uuid.uuid4().hex[:6]}"
         self.mq.create_topic(topic, queues=queues)
         t0 = time.perf_counter()
-        self.mq.produce_bulk(topic, messages, body_size, tags=TAGS, key_prefix="key-",
-                             timeout=max(600.0, messages / 5000))
+        self.mq.produce_bulk(
+            topic, messages, body_size, tags=TAGS, key_prefix="key-", timeout=max(600.0, messages / 5000)
+        )
         seconds = time.perf_counter() - t0
         held = sum(o["maxOffset"] - o["minOffset"] for o in self.mq.offsets(topic))
         if held != messages:
             raise RuntimeError(f"topic {topic} holds {held} messages after loading {messages}")
-        self.log(f"loaded {messages:,} x {body_size} B into {topic} ({queues} queues) in {seconds:.1f} s "
-                 f"({messages / seconds:,.0f} msg/s)")
-        return Dataset(topic, messages, queues, body_size, seconds, self.load_kafka(topic, messages, queues,
-                                                                                    body_size))
+        self.log(
+            f"loaded {messages:,} x {body_size} B into {topic} ({queues} queues) in {seconds:.1f} s "
+            f"({messages / seconds:,.0f} msg/s)"
+        )
+        return Dataset(topic, messages, queues, body_size, seconds, self.load_kafka(topic, messages, queues, body_size))
 
     def load_kafka(self, topic: str, messages: int, partitions: int, body_size: int) -> float | None:
         """The same data into a Kafka topic of the same name, when the Kafka node runs: its load seconds."""
@@ -187,8 +195,10 @@ class Harness:
         held = self.kafka.count(topic)
         if held != messages:
             raise RuntimeError(f"Kafka topic {topic} holds {held} messages after loading {messages}")
-        self.log(f"loaded {messages:,} x {body_size} B into Kafka topic {topic} ({partitions} partitions) in "
-                 f"{seconds:.1f} s ({messages / seconds:,.0f} msg/s)")
+        self.log(
+            f"loaded {messages:,} x {body_size} B into Kafka topic {topic} ({partitions} partitions) in "
+            f"{seconds:.1f} s ({messages / seconds:,.0f} msg/s)"
+        )
         return seconds
 
     # -- lines ------------------------------------------------------------------------------------------------
@@ -199,11 +209,18 @@ class Harness:
         gw = {"endpoint": self.mq.gateway}
         timeout = max(600.0, ds.messages / 2000)
         if name == "java-litepull":
-            return lambda: self.mq.command("benchJavaLitePull", topic=topic, pullBatchSize=32,
-                                           timeoutMs=int(timeout * 1000), timeout=timeout + 60)
+            return lambda: self.mq.command(
+                "benchJavaLitePull", topic=topic, pullBatchSize=32, timeoutMs=int(timeout * 1000), timeout=timeout + 60
+            )
         if name == "java-ceiling":
-            return lambda: self.mq.command("benchCeiling", topic=topic, inflightPerQueue=16, pullBatchSize=32,
-                                           timeoutMs=int(timeout * 1000), timeout=timeout + 60)
+            return lambda: self.mq.command(
+                "benchCeiling",
+                topic=topic,
+                inflightPerQueue=16,
+                pullBatchSize=32,
+                timeoutMs=int(timeout * 1000),
+                timeout=timeout + 60,
+            )
         if name.startswith("client"):
             ranges = cr.plan(ns, topic)
             if name == "client-grpc":
@@ -222,18 +239,21 @@ class Harness:
                 return lambda: cr.read_in_process(ns, topic, ranges, depth=8, mode="arrow")
         if name in ("spark-batch", "spark-batch-narrow", "spark-batch-grpc"):
             from benchmarks.spark_lines import NARROW_SCHEMA, batch_noop
+
             spark = self.get_spark()
             source = gw if name == "spark-batch-grpc" else ns
             schema = NARROW_SCHEMA if name == "spark-batch-narrow" else None
             return lambda: batch_noop(spark, source, topic, schema=schema)
         if name in KAFKA_LINES:
             from benchmarks.spark_lines import KAFKA_NARROW, KAFKA_TUNED, kafka_batch_noop
+
             spark = self.get_spark()
             options = {} if name == "spark-kafka" else KAFKA_TUNED
             columns = KAFKA_NARROW if name == "spark-kafka-narrow" else None
             return lambda: kafka_batch_noop(spark, self.kafka.bootstrap, topic, options, columns)
         if name == "spark-stream":
             from benchmarks.spark_lines import stream_available_now
+
             spark = self.get_spark()
             return lambda: stream_available_now(spark, ns, topic)
         raise ValueError(f"unknown line {name!r}; known: {', '.join(LINE_DOCS)}")
@@ -254,10 +274,12 @@ class Harness:
                     r["bodyBytes"] = ds.messages * ds.body_size  # fixed-size bodies: exact when the count is
                 (res.warmups if i < warmup else res.runs).append(r)
                 kind = "warm-up" if i < warmup else f"run {i - warmup + 1}/{repeat}"
-                self.log(f"{name:<14} {kind:<9} {r['messages']:>10,} msgs in {r['seconds']:7.2f} s = "
-                         f"{r['messages'] / r['seconds']:>10,.0f} msg/s   py {r['rss']['python_total_mb']:.0f} MB"
-                         f" (worker {r['rss']['python_worker_mb']:.0f})"
-                         + ("" if r["ok"] else f"   MISMATCH: expected {ds.messages:,}"))
+                self.log(
+                    f"{name:<14} {kind:<9} {r['messages']:>10,} msgs in {r['seconds']:7.2f} s = "
+                    f"{r['messages'] / r['seconds']:>10,.0f} msg/s   py {r['rss']['python_total_mb']:.0f} MB"
+                    f" (worker {r['rss']['python_worker_mb']:.0f})"
+                    + ("" if r["ok"] else f"   MISMATCH: expected {ds.messages:,}")
+                )
         except Exception as e:
             res.error = f"{type(e).__name__}: {e}"
             self.log(f"{name}: FAILED {res.error}")
@@ -272,8 +294,9 @@ class Harness:
             for name in [n for n in names if n.startswith("spark")]:
                 try:
                     r = self.line_fn(name, ds)()
-                    self.log(f"{name:<14} warm pass {i + 1}/{passes} {r['messages']:>10,} msgs in "
-                             f"{r['seconds']:7.2f} s")
+                    self.log(
+                        f"{name:<14} warm pass {i + 1}/{passes} {r['messages']:>10,} msgs in {r['seconds']:7.2f} s"
+                    )
                 except Exception as e:  # the line's own runs report it
                     self.log(f"{name}: warm pass failed: {type(e).__name__}: {e}")
 
@@ -281,6 +304,7 @@ class Harness:
         """Seconds of a spark-batch run over a topic of 8 queues with one message each: planning, 8 tasks,
         Python worker hand-off; the part of every spark-batch run that does not depend on the data."""
         from benchmarks.spark_lines import batch_noop
+
         try:
             topic = f"bench-tiny-{uuid.uuid4().hex[:6]}"
             self.mq.create_topic(topic, queues=8)
@@ -309,10 +333,16 @@ class Harness:
             found = latency_ratios(lines.get("rocketmq"), lines.get("spark-kafka-tuned"))
             rounds.append({"order": order, "lines": lines, "ratios": found})
             for r in found:
-                self.log(f"latency round {i + 1} ({' first, '.join(order)} second): {r['measure']} ours / Kafka's "
-                         f"{r['ratio']:.2f} (target <= {r['target']}: {'met' if r['met'] else 'NOT MET'})")
-        return {"rate": self.args.latency_rate, "seconds": self.args.latency_seconds, "rounds": rounds,
-                "warmups": warmups}
+                self.log(
+                    f"latency round {i + 1} ({' first, '.join(order)} second): {r['measure']} ours / Kafka's "
+                    f"{r['ratio']:.2f} (target <= {r['target']}: {'met' if r['met'] else 'NOT MET'})"
+                )
+        return {
+            "rate": self.args.latency_rate,
+            "seconds": self.args.latency_seconds,
+            "rounds": rounds,
+            "warmups": warmups,
+        }
 
     def latency_line(self, name: str, seconds: float, kind: str = "", attempts: int = 3) -> dict:
         """One latency line (``LATENCY_LINES``) on a fresh 8-queue topic (8 partitions for Kafka); a failed one is
@@ -328,6 +358,7 @@ class Harness:
 
     def _latency_line(self, name: str, seconds: float, kind: str = "") -> dict:
         from benchmarks.spark_lines import KAFKA_TUNED, kafka_latency, rocketmq_latency
+
         a = self.args
         topic = f"bench-latency-{uuid.uuid4().hex[:6]}"
         name = f"{name} {kind}".strip()
@@ -337,20 +368,35 @@ class Harness:
             with TreeSampler(jvm_labels=self.jvm_labels(), interval=a.rss_interval) as sampler:
                 if name.startswith("rocketmq"):
                     self.mq.create_topic(topic, queues=8)
-                    r = rocketmq_latency(spark, self.mq, topic, rate=a.latency_rate, seconds=seconds,
-                                         options={"consumerGroup": f"bench-group-{topic}"})
+                    r = rocketmq_latency(
+                        spark,
+                        self.mq,
+                        topic,
+                        rate=a.latency_rate,
+                        seconds=seconds,
+                        options={"consumerGroup": f"bench-group-{topic}"},
+                    )
                 else:
                     self.kafka.create_topic(topic, 8)
-                    r = kafka_latency(spark, self.kafka, topic, rate=a.latency_rate, seconds=seconds,
-                                      options=KAFKA_TUNED)
+                    r = kafka_latency(
+                        spark, self.kafka, topic, rate=a.latency_rate, seconds=seconds, options=KAFKA_TUNED
+                    )
             r["rss"] = sampler.peaks.as_dict()
-            self.log(f"latency {name}: {r['latency_ms']} ({r['messages']:,} of {r['sent']:,} received); first "
-                     f"10 s: {r['startup_latency_ms']}")
-            self.log(f"latency {name}: micro-batch phases (ms, p50/p90): " + ", ".join(
-                f"{k} {v['p50']:.0f}/{v['p90']:.0f}" for k, v in r["phases_ms"].items() if k != "batches")
-                + f" over {r['phases_ms']['batches']} batches")
-            self.log(f"latency {name} by birth time: " + ", ".join(
-                f"{w['from_s']}s p50 {w['p50']:.0f} p99 {w['p99']:.0f}" for w in r["latency_ms_by_born_window"]))
+            self.log(
+                f"latency {name}: {r['latency_ms']} ({r['messages']:,} of {r['sent']:,} received); first "
+                f"10 s: {r['startup_latency_ms']}"
+            )
+            self.log(
+                f"latency {name}: micro-batch phases (ms, p50/p90): "
+                + ", ".join(f"{k} {v['p50']:.0f}/{v['p90']:.0f}" for k, v in r["phases_ms"].items() if k != "batches")
+                + f" over {r['phases_ms']['batches']} batches"
+            )
+            self.log(
+                f"latency {name} by birth time: "
+                + ", ".join(
+                    f"{w['from_s']}s p50 {w['p50']:.0f} p99 {w['p99']:.0f}" for w in r["latency_ms_by_born_window"]
+                )
+            )
             return r
         except Exception as e:
             self.log(f"latency {name}: FAILED {type(e).__name__}: {e}")
@@ -360,33 +406,48 @@ class Harness:
 
 # ------------------------------------------------------------------------------------------------ summaries
 
+
 def summarize(results: list[LineResult], ds: Dataset) -> list[dict]:
     rows = []
     for res in results:
-        row: dict = {"line": res.name, "what": LINE_DOCS.get(res.name, ""), "error": res.error,
-                     "runs": res.runs, "warmups": res.warmups,
-                     "all_ok": bool(res.runs) and all(r["ok"] for r in res.runs) and res.error is None}
+        row: dict = {
+            "line": res.name,
+            "what": LINE_DOCS.get(res.name, ""),
+            "error": res.error,
+            "runs": res.runs,
+            "warmups": res.warmups,
+            "all_ok": bool(res.runs) and all(r["ok"] for r in res.runs) and res.error is None,
+        }
         med = res.median_run()
         if med is not None:
             rates = [r["messages"] / r["seconds"] for r in res.runs if r.get("seconds")]
-            row.update({
-                "messages": med["messages"],
-                "msgs_per_s": med["messages"] / med["seconds"],
-                "mb_per_s": (med.get("bodyBytes") or 0) / med["seconds"] / 1e6,
-                "seconds": med["seconds"],
-                "wall": med["wall"],
-                "spread": [round(min(rates)), round(max(rates))],
-                "cpu_seconds": med["rss"].get("cpu_seconds", {}),
-                "cpu_per_1m": cpu_per_million(med["rss"].get("cpu_seconds", {}), med["messages"],
-                                              "kafka" if res.name in KAFKA_LINES else "shim"),
-                "python_total_mb": max(r["rss"]["python_total_mb"] for r in res.runs),
-                "python_worker_mb": max(r["rss"]["python_worker_mb"] for r in res.runs),
-                "python_driver_mb": max(r["rss"]["python_driver_mb"] for r in res.runs),
-                "jvm_mb": {k: max(r["rss"]["jvm_mb"].get(k, 0) for r in res.runs)
-                           for k in sorted({k for r in res.runs for k in r["rss"]["jvm_mb"]})},
-                "jvm_anon_mb": {k: max(r["rss"]["jvm_anon_mb"].get(k, 0) for r in res.runs)
-                                for k in sorted({k for r in res.runs for k in r["rss"]["jvm_anon_mb"]})},
-            })
+            row.update(
+                {
+                    "messages": med["messages"],
+                    "msgs_per_s": med["messages"] / med["seconds"],
+                    "mb_per_s": (med.get("bodyBytes") or 0) / med["seconds"] / 1e6,
+                    "seconds": med["seconds"],
+                    "wall": med["wall"],
+                    "spread": [round(min(rates)), round(max(rates))],
+                    "cpu_seconds": med["rss"].get("cpu_seconds", {}),
+                    "cpu_per_1m": cpu_per_million(
+                        med["rss"].get("cpu_seconds", {}),
+                        med["messages"],
+                        "kafka" if res.name in KAFKA_LINES else "shim",
+                    ),
+                    "python_total_mb": max(r["rss"]["python_total_mb"] for r in res.runs),
+                    "python_worker_mb": max(r["rss"]["python_worker_mb"] for r in res.runs),
+                    "python_driver_mb": max(r["rss"]["python_driver_mb"] for r in res.runs),
+                    "jvm_mb": {
+                        k: max(r["rss"]["jvm_mb"].get(k, 0) for r in res.runs)
+                        for k in sorted({k for r in res.runs for k in r["rss"]["jvm_mb"]})
+                    },
+                    "jvm_anon_mb": {
+                        k: max(r["rss"]["jvm_anon_mb"].get(k, 0) for r in res.runs)
+                        for k in sorted({k for r in res.runs for k in r["rss"]["jvm_anon_mb"]})
+                    },
+                }
+            )
         rows.append(row)
     ref = {r["line"]: r.get("msgs_per_s") for r in rows}
     for r in rows:
@@ -398,11 +459,13 @@ def summarize(results: list[LineResult], ds: Dataset) -> list[dict]:
 
 
 def table(rows: list[dict], ds: Dataset) -> str:
-    head = (f"{ds.messages:,} messages x {ds.body_size} B, {ds.queues} queues, topic {ds.topic}\n"
-            "| line | msgs/s (median) | min-max msgs/s | MB/s | s (read) | wall s | py RSS MB total / worker "
-            "| JVM RSS MB (anon) | CPU s py / shim / spark | CPU-s per 1M spark / py workers / broker "
-            "| x litepull | x ceiling | ok |\n"
-            "|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|:-:|\n")
+    head = (
+        f"{ds.messages:,} messages x {ds.body_size} B, {ds.queues} queues, topic {ds.topic}\n"
+        "| line | msgs/s (median) | min-max msgs/s | MB/s | s (read) | wall s | py RSS MB total / worker "
+        "| JVM RSS MB (anon) | CPU s py / shim / spark | CPU-s per 1M spark / py workers / broker "
+        "| x litepull | x ceiling | ok |\n"
+        "|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|:-:|\n"
+    )
     out = [head]
     for r in rows:
         if r.get("msgs_per_s") is None:
@@ -415,12 +478,14 @@ def table(rows: list[dict], ds: Dataset) -> str:
         xl = r.get("x_java-litepull")
         xc = r.get("x_java-ceiling")
         lo, hi = r["spread"]
-        out.append(f"| {r['line']} | {r['msgs_per_s']:,.0f} | {lo / 1000:,.0f}k-{hi / 1000:,.0f}k | "
-                   f"{r['mb_per_s']:.1f} | {r['seconds']:.2f} | "
-                   f"{r['wall']:.2f} | {r['python_total_mb']:.0f} / {r['python_worker_mb']:.0f} | {jvm} | "
-                   f"{cpu} | {per} | "
-                   f"{'' if xl is None else f'{xl:.2f}'} | {'' if xc is None else f'{xc:.2f}'} | "
-                   f"{'yes' if r['all_ok'] else 'NO'} |\n")
+        out.append(
+            f"| {r['line']} | {r['msgs_per_s']:,.0f} | {lo / 1000:,.0f}k-{hi / 1000:,.0f}k | "
+            f"{r['mb_per_s']:.1f} | {r['seconds']:.2f} | "
+            f"{r['wall']:.2f} | {r['python_total_mb']:.0f} / {r['python_worker_mb']:.0f} | {jvm} | "
+            f"{cpu} | {per} | "
+            f"{'' if xl is None else f'{xl:.2f}'} | {'' if xc is None else f'{xc:.2f}'} | "
+            f"{'yes' if r['all_ok'] else 'NO'} |\n"
+        )
     return "".join(out)
 
 
@@ -441,6 +506,7 @@ def machine() -> dict:
     try:
         import pyarrow
         import pyspark
+
         info["pyspark"] = pyspark.__version__
         info["pyarrow"] = pyarrow.__version__
     except ImportError:
@@ -448,10 +514,19 @@ def machine() -> dict:
     try:
         v = subprocess.run(["java", "-version"], capture_output=True, text=True, timeout=30).stderr.splitlines()
         info["java"] = v[0] if v else None
-        info["git_commit"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                                            text=True, timeout=30).stdout.strip() or None
-        status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
-                                capture_output=True, text=True, timeout=30).stdout
+        info["git_commit"] = (
+            subprocess.run(
+                ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, timeout=30
+            ).stdout.strip()
+            or None
+        )
+        status = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        ).stdout
         info["git_modified"] = [line[3:] for line in status.splitlines() if line.strip()]
     except (OSError, subprocess.SubprocessError):
         pass
@@ -462,8 +537,18 @@ def machine() -> dict:
 
 # ------------------------------------------------------------------------------------------------ profiles
 
-def run_dataset(h: Harness, messages: int, queues: int, body_size: int, lines: list[str], repeat: int,
-                warmup: int, jvm_warmup: int, warm_passes: int = 0) -> tuple[Dataset, list[dict]]:
+
+def run_dataset(
+    h: Harness,
+    messages: int,
+    queues: int,
+    body_size: int,
+    lines: list[str],
+    repeat: int,
+    warmup: int,
+    jvm_warmup: int,
+    warm_passes: int = 0,
+) -> tuple[Dataset, list[dict]]:
     ds = h.load(messages, queues, body_size)
     h.warm_spark(lines, ds, warm_passes)
     results = []
@@ -479,30 +564,56 @@ def run_dataset(h: Harness, messages: int, queues: int, body_size: int, lines: l
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.run", description=__doc__.split("\n")[0])
-    ap.add_argument("--profile", choices=("default", "large", "scaling"), default="default",
-                    help="default: 1M messages; large: 5M; scaling: messages 1M->5M, queues 4->32, body 100B->10KiB")
+    ap.add_argument(
+        "--profile",
+        choices=("default", "large", "scaling"),
+        default="default",
+        help="default: 1M messages; large: 5M; scaling: messages 1M->5M, queues 4->32, body 100B->10KiB",
+    )
     ap.add_argument("--messages", type=int, help="messages to load (default 1,000,000; large 5,000,000)")
     ap.add_argument("--queues", type=int, default=8)
     ap.add_argument("--body-size", type=int, default=100)
     ap.add_argument("--repeat", type=int, help="timed runs per line (default 3; scaling 1)")
     ap.add_argument("--warmup", type=int, help="untimed runs of each Spark line before the timed ones (default 1)")
-    ap.add_argument("--jvm-warmup", type=int, help="untimed runs of each Java line before the timed ones "
-                                                    "(default 2: the JIT keeps improving them over the first runs)")
-    ap.add_argument("--spark-warm-passes", type=int, default=0,
-                    help="untimed runs of every Spark line in turn before any line is timed (default 0): Spark's JIT "
-                         "then favours no line for its place in the order")
+    ap.add_argument(
+        "--jvm-warmup",
+        type=int,
+        help="untimed runs of each Java line before the timed ones "
+        "(default 2: the JIT keeps improving them over the first runs)",
+    )
+    ap.add_argument(
+        "--spark-warm-passes",
+        type=int,
+        default=0,
+        help="untimed runs of every Spark line in turn before any line is timed (default 0): Spark's JIT "
+        "then favours no line for its place in the order",
+    )
     ap.add_argument("--lines", help="comma-separated subset of: " + ", ".join(LINE_DOCS))
-    ap.add_argument("--quick", action="store_true",
-                    help="tiny smoke run: 20,000 messages, 1 repeat, no warm-up, no latency, no cProfile")
+    ap.add_argument(
+        "--quick",
+        action="store_true",
+        help="tiny smoke run: 20,000 messages, 1 repeat, no warm-up, no latency, no cProfile",
+    )
     ap.add_argument("--no-latency", action="store_true", help="skip the streaming latency measurement")
     ap.add_argument("--latency-rate", type=int, default=20_000, help="messages/s for the latency measurement")
     ap.add_argument("--latency-seconds", type=float, default=30.0)
-    ap.add_argument("--latency-rounds", type=int, default=1,
-                    help="rounds of the latency lines; every other round runs them in the other order")
-    ap.add_argument("--latency-warmup", type=float, default=0.0,
-                    help="seconds of an untimed run of each latency line before the rounds (0: none)")
-    ap.add_argument("--latency-only", action="store_true",
-                    help="only the latency lines: ours and Spark's Kafka source's (builds benchmarks/kafka-shim)")
+    ap.add_argument(
+        "--latency-rounds",
+        type=int,
+        default=1,
+        help="rounds of the latency lines; every other round runs them in the other order",
+    )
+    ap.add_argument(
+        "--latency-warmup",
+        type=float,
+        default=0.0,
+        help="seconds of an untimed run of each latency line before the rounds (0: none)",
+    )
+    ap.add_argument(
+        "--latency-only",
+        action="store_true",
+        help="only the latency lines: ours and Spark's Kafka source's (builds benchmarks/kafka-shim)",
+    )
     ap.add_argument("--no-cprofile", action="store_true", help="skip the cProfile of the Python reader")
     ap.add_argument("--cprofile-messages", type=int, default=500_000)
     ap.add_argument("--spark-master", default="local[*]")
@@ -531,10 +642,16 @@ def main(argv: list[str] | None = None) -> int:
 
     out_path = Path(args.output) if args.output else RESULTS / "latest.json"
     out_path.parent.mkdir(parents=True, exist_ok=True)
-    report: dict = {"command": " ".join([Path(sys.executable).name, "-m", "benchmarks.run", *(argv or sys.argv[1:])]),
-                    "profile": args.profile, "quick": args.quick, "started": time.strftime("%Y-%m-%d %H:%M:%S"),
-                    "machine": machine(), "repeat": args.repeat, "warmup": args.warmup,
-                    "jvm_warmup": args.jvm_warmup}
+    report: dict = {
+        "command": " ".join([Path(sys.executable).name, "-m", "benchmarks.run", *(argv or sys.argv[1:])]),
+        "profile": args.profile,
+        "quick": args.quick,
+        "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "machine": machine(),
+        "repeat": args.repeat,
+        "warmup": args.warmup,
+        "jvm_warmup": args.jvm_warmup,
+    }
     t_start = time.perf_counter()
     h = Harness(args)
     failed = False
@@ -552,22 +669,39 @@ def main(argv: list[str] | None = None) -> int:
             failed |= any("error" in r for rnd in report["latency"]["rounds"] for r in rnd["lines"].values())
         elif args.profile == "scaling":
             points = []
-            plan = ([("messages", m, args.queues, args.body_size) for m in (1_000_000, 2_000_000, 5_000_000)]
-                    + [("queues", 1_000_000, q, args.body_size) for q in (4, 16, 32)]
-                    + [("body", 500_000, args.queues, 1024), ("body", 100_000, args.queues, 10 * 1024)])
+            plan = (
+                [("messages", m, args.queues, args.body_size) for m in (1_000_000, 2_000_000, 5_000_000)]
+                + [("queues", 1_000_000, q, args.body_size) for q in (4, 16, 32)]
+                + [("body", 500_000, args.queues, 1024), ("body", 100_000, args.queues, 10 * 1024)]
+            )
             if args.quick:
                 plan = [(axis, max(1000, m // 200), q, b) for axis, m, q, b in plan]
             for axis, m, q, b in plan:
                 t0 = time.perf_counter()
                 ds, rows = run_dataset(h, m, q, b, lines, args.repeat, args.warmup, args.jvm_warmup)
-                points.append({"axis": axis, "dataset": vars(ds), "lines": rows,
-                               "seconds_total": round(time.perf_counter() - t0, 1)})
+                points.append(
+                    {
+                        "axis": axis,
+                        "dataset": vars(ds),
+                        "lines": rows,
+                        "seconds_total": round(time.perf_counter() - t0, 1),
+                    }
+                )
                 failed |= not all(r["all_ok"] for r in rows)
                 report["scaling"] = points
                 out_path.write_text(json.dumps(report, indent=2, default=str))
         else:
-            ds, rows = run_dataset(h, args.messages, args.queues, args.body_size, lines, args.repeat, args.warmup,
-                                   args.jvm_warmup, args.spark_warm_passes)
+            ds, rows = run_dataset(
+                h,
+                args.messages,
+                args.queues,
+                args.body_size,
+                lines,
+                args.repeat,
+                args.warmup,
+                args.jvm_warmup,
+                args.spark_warm_passes,
+            )
             report["dataset"] = vars(ds)
             report["lines"] = rows
             report["table_md"] = table(rows, ds)
@@ -584,9 +718,9 @@ def main(argv: list[str] | None = None) -> int:
             print(ratios_md(report["versus_anchors"]), flush=True)
             if not args.no_cprofile:
                 from benchmarks.profile_reader import profile
+
                 h.log(f"cProfile of the Python reader over {args.cprofile_messages:,} messages")
-                report["reader_profile"] = profile(h.mq.name_server, ds.topic, args.cprofile_messages,
-                                                   out_path.parent)
+                report["reader_profile"] = profile(h.mq.name_server, ds.topic, args.cprofile_messages, out_path.parent)
                 h.log("reader profile: " + json.dumps(report["reader_profile"]["stages"]))
     except Exception as e:
         failed = True

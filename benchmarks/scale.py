@@ -8,6 +8,7 @@ seconds from a process of its own, and the requests are also given per queue and
 
     .venv/bin/python -m benchmarks.scale [--topics 125] [--queues-per-broker 4] [--seconds 60] [--trickle-every 5]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,10 +28,21 @@ from rmq_spark_testing.embedded import EmbeddedRocketMQ
 
 # Request codes that are not the query's: the trickle's sends and the shim's Java clients' heartbeats.
 NOT_THE_QUERY = {codes.SEND_MESSAGE, codes.SEND_MESSAGE_V2, codes.SEND_BATCH_MESSAGE, codes.HEART_BEAT}
-NAMES = {getattr(codes, name): name for name in (
-    "PULL_MESSAGE", "QUERY_CONSUMER_OFFSET", "UPDATE_CONSUMER_OFFSET", "SEARCH_OFFSET_BY_TIMESTAMP", "GET_MAX_OFFSET",
-    "GET_MIN_OFFSET", "GET_EARLIEST_MSG_STORETIME", "CHECK_CLIENT_CONFIG", "GET_CONSUMER_LIST_BY_GROUP",
-    "GET_TOPIC_CONFIG")}
+NAMES = {
+    getattr(codes, name): name
+    for name in (
+        "PULL_MESSAGE",
+        "QUERY_CONSUMER_OFFSET",
+        "UPDATE_CONSUMER_OFFSET",
+        "SEARCH_OFFSET_BY_TIMESTAMP",
+        "GET_MAX_OFFSET",
+        "GET_MIN_OFFSET",
+        "GET_EARLIEST_MSG_STORETIME",
+        "CHECK_CLIENT_CONFIG",
+        "GET_CONSUMER_LIST_BY_GROUP",
+        "GET_TOPIC_CONFIG",
+    )
+}
 _CLOCK = os.sysconf("SC_CLK_TCK")
 
 
@@ -58,17 +70,27 @@ def _percentile(values: list[float], q: float) -> float:
 def _queues_read(progress: dict) -> int:
     """How many queues a micro-batch read: those whose offset its end moves past its start (Spark's progress)."""
     source = progress["sources"][0]
-    start, end = (json.loads(o) if isinstance(o, str) else (o or {}) for o in (source["startOffset"],
-                                                                               source["endOffset"]))
-    return sum(1 for topic, queues in end.items() if isinstance(queues, dict)
-               for queue, offset in queues.items() if offset != start.get(topic, {}).get(queue, offset))
+    start, end = (
+        json.loads(o) if isinstance(o, str) else (o or {}) for o in (source["startOffset"], source["endOffset"])
+    )
+    return sum(
+        1
+        for topic, queues in end.items()
+        if isinstance(queues, dict)
+        for queue, offset in queues.items()
+        if offset != start.get(topic, {}).get(queue, offset)
+    )
 
 
 def _start_trickle(name_server: str, topics: list[str], every: float) -> subprocess.Popen:
     """benchmarks.trickle in a process of its own: a message to each queue every ``every`` seconds."""
-    return subprocess.Popen([sys.executable, "-m", "benchmarks.trickle", "--name-server", name_server,
-                             "--every", str(every), *topics], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            text=True, cwd=Path(__file__).resolve().parents[1])
+    return subprocess.Popen(
+        [sys.executable, "-m", "benchmarks.trickle", "--name-server", name_server, "--every", str(every), *topics],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).resolve().parents[1],
+    )
 
 
 def _stop_trickle(proc: subprocess.Popen) -> dict:
@@ -83,8 +105,15 @@ def _stop_trickle(proc: subprocess.Popen) -> dict:
     return json.loads(out)
 
 
-def measure(topics: int, queues_per_broker: int, seconds: float, warmup: float, trickle_per_s: float,
-            trigger: str, trickle_every: float = 0.0) -> dict:
+def measure(
+    topics: int,
+    queues_per_broker: int,
+    seconds: float,
+    warmup: float,
+    trickle_per_s: float,
+    trigger: str,
+    trickle_every: float = 0.0,
+) -> dict:
     """With ``trickle_every`` > 0, every queue gets a message every that many seconds from a process of its own;
     else ``trickle_per_s`` messages a second go over the topics, from a thread of this process."""
     run = f"scale{int(time.time()) % 100000}"
@@ -95,10 +124,17 @@ def measure(topics: int, queues_per_broker: int, seconds: float, warmup: float, 
             mq.create_topic(name, queues=queues_per_broker)
         created_s = time.perf_counter() - t0
         spark = new_session("local[2]")
-        query = (spark.readStream.format("rocketmq").option("nameServer", mq.name_server)
-                 .option("topicPattern", f"{run}-.*").option("startingOffsets", "latest").load()
-                 .writeStream.format("noop").option("checkpointLocation", checkpoint)
-                 .trigger(processingTime=trigger).start())
+        query = (
+            spark.readStream.format("rocketmq")
+            .option("nameServer", mq.name_server)
+            .option("topicPattern", f"{run}-.*")
+            .option("startingOffsets", "latest")
+            .load()
+            .writeStream.format("noop")
+            .option("checkpointLocation", checkpoint)
+            .trigger(processingTime=trigger)
+            .start()
+        )
         stop = threading.Event()
 
         def trickle() -> None:
@@ -106,6 +142,7 @@ def measure(topics: int, queues_per_broker: int, seconds: float, warmup: float, 
             while not stop.wait(1.0 / trickle_per_s):
                 mq.produce(names[i % len(names)], [{"body": f"t{i}"}])
                 i += 1
+
         producer = threading.Thread(target=trickle, name="trickle", daemon=True)
         trickling = _start_trickle(mq.name_server, names, trickle_every) if trickle_every > 0 else None
         if trickling is None:
@@ -136,7 +173,9 @@ def measure(topics: int, queues_per_broker: int, seconds: float, warmup: float, 
     read = sum(_queues_read(p) for p in progress)
     requests = sum(query_codes.values()) * elapsed
     return {
-        "queues": queues, "topics": topics, "trigger": trigger,
+        "queues": queues,
+        "topics": topics,
+        "trigger": trigger,
         "trickle": {"everySeconds": trickle_every, **sent} if trickle_every > 0 else {"perSecond": trickle_per_s},
         "loadAverage1m": {"start": round(load0, 1), "end": round(load1, 1)},
         "messagesPerQueuePerMinute": round(sum(p["numInputRows"] for p in progress) / queues / minutes, 2),
@@ -146,13 +185,18 @@ def measure(topics: int, queues_per_broker: int, seconds: float, warmup: float, 
         # the driver's hold armed again at its new end
         "requestsBeyondMessagesPerQueuePerMinute": round((requests - 2 * read) / queues / minutes, 2),
         "topicsCreatedSeconds": round(created_s, 1),
-        "windowSeconds": round(elapsed, 1), "triggers": len(progress),
+        "windowSeconds": round(elapsed, 1),
+        "triggers": len(progress),
         "latestOffsetMs": {"median": statistics.median(latest) if latest else None, "p90": _percentile(latest, 0.9)},
-        "triggerMs": {"median": statistics.median(trigger_ms) if trigger_ms else None,
-                      "p90": _percentile(trigger_ms, 0.9)},
+        "triggerMs": {
+            "median": statistics.median(trigger_ms) if trigger_ms else None,
+            "p90": _percentile(trigger_ms, 0.9),
+        },
         # where a trigger's time goes: the median of each of Spark's phases
-        "phasesMedianMs": {phase: statistics.median(p["durationMs"].get(phase, 0) for p in progress)
-                           for phase in sorted({k for p in progress for k in p["durationMs"]})},
+        "phasesMedianMs": {
+            phase: statistics.median(p["durationMs"].get(phase, 0) for p in progress)
+            for phase in sorted({k for p in progress for k in p["durationMs"]})
+        },
         "brokerRequestsPerSecond": round(sum(query_codes.values()), 1),
         "byCode": {NAMES.get(code, str(code)): round(rate, 1) for code, rate in sorted(query_codes.items())},
         "driverPythonCpuSecondsPerMinute": round((cpu1 - cpu0) * 60 / elapsed, 2),
@@ -166,20 +210,32 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seconds", type=float, default=60.0, help="the measured window, after the warm-up")
     ap.add_argument("--warmup", type=float, default=20.0)
     ap.add_argument("--trickle", type=float, default=1.0, help="messages per second produced, over the topics")
-    ap.add_argument("--trickle-every", type=float, default=0.0, metavar="SECONDS",
-                    help="instead of --trickle: one message to every queue every SECONDS, sent by a process of its "
-                         "own (benchmarks.trickle)")
-    ap.add_argument("--trigger", default="1 second",
-                    help="the query's processingTime trigger ('0 seconds': Spark's default, as fast as it can)")
+    ap.add_argument(
+        "--trickle-every",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="instead of --trickle: one message to every queue every SECONDS, sent by a process of its "
+        "own (benchmarks.trickle)",
+    )
+    ap.add_argument(
+        "--trigger",
+        default="1 second",
+        help="the query's processingTime trigger ('0 seconds': Spark's default, as fast as it can)",
+    )
     args = ap.parse_args(argv)
-    result = measure(args.topics, args.queues_per_broker, args.seconds, args.warmup, args.trickle, args.trigger,
-                     args.trickle_every)
+    result = measure(
+        args.topics, args.queues_per_broker, args.seconds, args.warmup, args.trickle, args.trigger, args.trickle_every
+    )
     print(json.dumps(result, indent=2))
-    targets = {"median latestOffset <= 5 ms": (result["latestOffsetMs"]["median"] or 0) <= 5,
-               "driver Python CPU <= 0.5 s/min": result["driverPythonCpuSecondsPerMinute"] <= 0.5}
+    targets = {
+        "median latestOffset <= 5 ms": (result["latestOffsetMs"]["median"] or 0) <= 5,
+        "driver Python CPU <= 0.5 s/min": result["driverPythonCpuSecondsPerMinute"] <= 0.5,
+    }
     if args.trickle_every > 0:  # issue 37 item 7
-        targets["broker requests beyond the messages <= 2 per queue per minute"] = \
+        targets["broker requests beyond the messages <= 2 per queue per minute"] = (
             result["requestsBeyondMessagesPerQueuePerMinute"] <= 2
+        )
     else:  # issue 28
         targets["broker requests <= 50/s"] = result["brokerRequestsPerSecond"] <= 50
     for target, met in targets.items():

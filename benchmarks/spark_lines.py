@@ -1,5 +1,6 @@
 """The connector through Spark: batch read into the noop sink, Trigger.AvailableNow over the same backlog, and
 end-to-end latency at a steady produce rate; Spark's Kafka source on the same batch and latency lines."""
+
 from __future__ import annotations
 
 import os
@@ -8,7 +9,7 @@ import sys
 import tempfile
 import threading
 import time
-from typing import Callable
+from collections.abc import Callable
 
 
 def new_session(master: str = "local[*]", driver_memory: str = "2g", jars: list[str] | None = None):
@@ -17,11 +18,14 @@ def new_session(master: str = "local[*]", driver_memory: str = "2g", jars: list[
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    builder = (SparkSession.builder.master(master).appName("rmq-spark-bench")
-               .config("spark.ui.enabled", "false")
-               .config("spark.ui.showConsoleProgress", "false")
-               .config("spark.sql.shuffle.partitions", "2")
-               .config("spark.driver.memory", driver_memory))
+    builder = (
+        SparkSession.builder.master(master)
+        .appName("rmq-spark-bench")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.driver.memory", driver_memory)
+    )
     if jars:
         builder = builder.config("spark.jars", ",".join(jars))
     spark = builder.getOrCreate()
@@ -32,8 +36,9 @@ def new_session(master: str = "local[*]", driver_memory: str = "2g", jars: list[
 NARROW_SCHEMA = "queueOffset BIGINT, body BINARY"
 
 
-def _reader(spark, source: dict[str, str], topic: str, options: dict[str, str], stream: bool = False,
-            schema: str | None = None):
+def _reader(
+    spark, source: dict[str, str], topic: str, options: dict[str, str], stream: bool = False, schema: str | None = None
+):
     """``source``: the connection options, ``{"nameServer": ...}`` (remoting) or ``{"endpoint": ...}`` (gRPC);
     ``schema``: a user schema (a projection of the columns)."""
     r = (spark.readStream if stream else spark.read).format("rocketmq").option("topic", topic)
@@ -44,8 +49,9 @@ def _reader(spark, source: dict[str, str], topic: str, options: dict[str, str], 
     return r
 
 
-def batch_noop(spark, source: dict[str, str], topic: str, options: dict[str, str] | None = None,
-               schema: str | None = None) -> dict:
+def batch_noop(
+    spark, source: dict[str, str], topic: str, options: dict[str, str] | None = None, schema: str | None = None
+) -> dict:
     """``spark.read.format("rocketmq") ... .write.format("noop")``, timed and counted by ``noop_save``."""
     return noop_save(_reader(spark, source, topic, options or {}, schema=schema).load(), "body")
 
@@ -54,8 +60,9 @@ KAFKA_TUNED = {"kafka.fetch.max.wait.ms": "10", "kafka.max.poll.records": "10000
 KAFKA_NARROW = ("offset", "value")  # the counterpart of NARROW_SCHEMA
 
 
-def kafka_batch_noop(spark, bootstrap: str, topic: str, options: dict[str, str] | None = None,
-                     columns: tuple[str, ...] | None = None) -> dict:
+def kafka_batch_noop(
+    spark, bootstrap: str, topic: str, options: dict[str, str] | None = None, columns: tuple[str, ...] | None = None
+) -> dict:
     """Spark's own Kafka source over the same data: ``spark.read.format("kafka")`` (``subscribe``, earliest to
     latest) ``.select(*columns)`` when given, timed and counted by ``noop_save``."""
     r = spark.read.format("kafka").option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
@@ -88,8 +95,7 @@ def stream_available_now(spark, source: dict[str, str], topic: str, options: dic
         opts = {"startingOffsets": "earliest", **(options or {})}
         df = _reader(spark, source, topic, opts, stream=True).load()
         t0 = time.perf_counter()
-        q = (df.writeStream.format("noop").trigger(availableNow=True)
-             .option("checkpointLocation", checkpoint).start())
+        q = df.writeStream.format("noop").trigger(availableNow=True).option("checkpointLocation", checkpoint).start()
         q.awaitTermination()
         seconds = time.perf_counter() - t0
         if q.exception() is not None:
@@ -112,6 +118,7 @@ def _percentile(sorted_values: list[float], p: float) -> float:
 def _epoch_ms(timestamp: str) -> float:
     """A progress timestamp (``2026-11-25T19:40:01.123Z``) in ms since the epoch."""
     from datetime import datetime
+
     return datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp() * 1000.0
 
 
@@ -131,32 +138,46 @@ WINDOW_S = 5  # latency is also reported per window of this many seconds of birt
 PHASES = ("latestOffset", "walCommit", "queryPlanning", "addBatch", "commitOffsets", "triggerExecution")
 
 
-def rocketmq_latency(spark, mq, topic: str, *, rate: int, seconds: float, body_size: int = 100,
-                     options: dict[str, str] | None = None) -> dict:
+def rocketmq_latency(
+    spark, mq, topic: str, *, rate: int, seconds: float, body_size: int = 100, options: dict[str, str] | None = None
+) -> dict:
     """``stream_latency`` of the connector: ``readStream.format("rocketmq")`` from earliest, latency from
     ``bornTimestamp``, the shim's steady producer (``benchProduceRate``)."""
     opts = {"startingOffsets": "earliest", **(options or {})}
     df = _reader(spark, {"nameServer": mq.name_server}, topic, opts, stream=True).load()
-    return stream_latency(df, "bornTimestamp", lambda: mq.command(
-        "benchProduceRate", topic=topic, rate=rate, seconds=seconds, bodySize=body_size, timeout=seconds + 120),
-        rate=rate, seconds=seconds)
+    return stream_latency(
+        df,
+        "bornTimestamp",
+        lambda: mq.command(
+            "benchProduceRate", topic=topic, rate=rate, seconds=seconds, bodySize=body_size, timeout=seconds + 120
+        ),
+        rate=rate,
+        seconds=seconds,
+    )
 
 
-def kafka_latency(spark, kafka, topic: str, *, rate: int, seconds: float, body_size: int = 100,
-                  options: dict[str, str] | None = None) -> dict:
+def kafka_latency(
+    spark, kafka, topic: str, *, rate: int, seconds: float, body_size: int = 100, options: dict[str, str] | None = None
+) -> dict:
     """``stream_latency`` of Spark's Kafka source: ``readStream.format("kafka")`` (``subscribe``, earliest, the
     given options), latency from ``timestamp`` (the producer's CreateTime), the Kafka node's steady producer
     (``produceRate``: the same rate, ticks and bodies)."""
-    r = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", kafka.bootstrap)
-         .option("subscribe", topic).option("startingOffsets", "earliest"))
+    r = (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", kafka.bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+    )
     for k, v in (options or {}).items():
         r = r.option(k, str(v))
-    return stream_latency(r.load(), "timestamp", lambda: kafka.produce_rate(topic, rate, seconds, body_size),
-                          rate=rate, seconds=seconds)
+    return stream_latency(
+        r.load(), "timestamp", lambda: kafka.produce_rate(topic, rate, seconds, body_size), rate=rate, seconds=seconds
+    )
 
 
-def stream_latency(df, born: str, produce: Callable[[], dict], *, rate: int, seconds: float,
-                   warmup_seconds: float = 10.0) -> dict:
+def stream_latency(
+    df, born: str, produce: Callable[[], dict], *, rate: int, seconds: float, warmup_seconds: float = 10.0
+) -> dict:
     """Streaming ``df`` (default trigger) into a foreachBatch sink while ``produce()`` sends ``rate`` messages/s
     for ``seconds`` and returns how many were acknowledged (``acked``). Latency of a message = the wall-clock time
     its micro-batch has been fetched into the driver's sink minus its column ``born`` (the producer's send time,
@@ -205,18 +226,37 @@ def stream_latency(df, born: str, produce: Callable[[], dict], *, rate: int, sec
             windows: dict[int, list[float]] = {}
             for born_ms, lat in latencies:
                 windows.setdefault(int((born_ms - first) // (WINDOW_S * 1000)), []).append(lat)
-        phases = _phases([p for p in q.recentProgress if int(p["numInputRows"]) > 0
-                          and _epoch_ms(p["timestamp"]) >= start_ms])
-        return {"messages": received[0], "sent": produced["acked"], "rate": rate, "seconds": seconds,
-                "latency_ms": {"p50": round(_percentile(steady, 50), 1), "p90": round(_percentile(steady, 90), 1),
-                               "p99": round(_percentile(steady, 99), 1), "max": round(steady[-1], 1) if steady
-                               else None, "measured": len(steady)},
-                "startup_latency_ms": {"p50": round(_percentile(startup, 50), 1),
-                                       "p99": round(_percentile(startup, 99), 1), "measured": len(startup)},
-                "phases_ms": phases,
-                "latency_ms_by_born_window": [
-                    {"from_s": w * WINDOW_S, "messages": len(lats), "p50": round(_percentile(sorted(lats), 50), 1),
-                     "p99": round(_percentile(sorted(lats), 99), 1)} for w, lats in sorted(windows.items())]}
+        phases = _phases(
+            [p for p in q.recentProgress if int(p["numInputRows"]) > 0 and _epoch_ms(p["timestamp"]) >= start_ms]
+        )
+        return {
+            "messages": received[0],
+            "sent": produced["acked"],
+            "rate": rate,
+            "seconds": seconds,
+            "latency_ms": {
+                "p50": round(_percentile(steady, 50), 1),
+                "p90": round(_percentile(steady, 90), 1),
+                "p99": round(_percentile(steady, 99), 1),
+                "max": round(steady[-1], 1) if steady else None,
+                "measured": len(steady),
+            },
+            "startup_latency_ms": {
+                "p50": round(_percentile(startup, 50), 1),
+                "p99": round(_percentile(startup, 99), 1),
+                "measured": len(startup),
+            },
+            "phases_ms": phases,
+            "latency_ms_by_born_window": [
+                {
+                    "from_s": w * WINDOW_S,
+                    "messages": len(lats),
+                    "p50": round(_percentile(sorted(lats), 50), 1),
+                    "p99": round(_percentile(sorted(lats), 99), 1),
+                }
+                for w, lats in sorted(windows.items())
+            ],
+        }
     finally:
         if q is not None:
             q.stop()  # a failed producer leaves it running; stopping twice is harmless

@@ -5,6 +5,7 @@ spread evenly over that period (every 10 ms the ones due), each queue's in turn.
 
     python -m benchmarks.trickle --name-server 127.0.0.1:9876 --every 5 TOPIC [TOPIC ...]
 """
+
 from __future__ import annotations
 
 import argparse

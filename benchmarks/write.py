@@ -6,6 +6,7 @@ Lines: java-produce (DefaultMQProducer.send(batch, queue), 64 per batch, 8 in fl
 spark-write (df.write.format("rocketmq"), at_least_once, default settings). Each writes into its own fresh topic;
 the best of --repeat runs counts. Prints a JSON report.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -17,8 +18,9 @@ from benchmarks.run import BENCH_JVM_FLAGS
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m benchmarks.write", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m benchmarks.write", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--messages", type=int, default=1_000_000)
     ap.add_argument("--body-size", type=int, default=100)
     ap.add_argument("--queues", type=int, default=8)
@@ -51,15 +53,23 @@ def main(argv: list[str] | None = None) -> int:
             assert held(topic) == n
             return seconds
 
-        rows = spark.range(0, n, numPartitions=spark.sparkContext.defaultParallelism).select(
-            F.expr(f"CAST(lpad(CAST(id AS STRING), {size}, 'x') AS BINARY)").alias("body")).cache()
+        rows = (
+            spark.range(0, n, numPartitions=spark.sparkContext.defaultParallelism)
+            .select(F.expr(f"CAST(lpad(CAST(id AS STRING), {size}, 'x') AS BINARY)").alias("body"))
+            .cache()
+        )
         rows.count()  # build the input once: the line measures the write
 
         def spark_write() -> float:
             topic = fresh()
             t0 = time.perf_counter()
-            (rows.write.format("rocketmq").mode("append").option("nameServer", mq.name_server)
-             .option("topic", topic).save())
+            (
+                rows.write.format("rocketmq")
+                .mode("append")
+                .option("nameServer", mq.name_server)
+                .option("topic", topic)
+                .save()
+            )
             seconds = time.perf_counter() - t0
             assert held(topic) == n
             return seconds
@@ -70,9 +80,13 @@ def main(argv: list[str] | None = None) -> int:
             times = [fn() for _ in range(args.repeat)]
             results[name] = {"seconds": min(times), "msgs_per_s": round(n / min(times)), "runs": times}
         spark.stop()
-    report = {"messages": n, "body_size": size, "queues": args.queues, "lines": results,
-              "spark_write_vs_java": round(results["spark-write"]["msgs_per_s"]
-                                           / results["java-produce"]["msgs_per_s"], 3)}
+    report = {
+        "messages": n,
+        "body_size": size,
+        "queues": args.queues,
+        "lines": results,
+        "spark_write_vs_java": round(results["spark-write"]["msgs_per_s"] / results["java-produce"]["msgs_per_s"], 3),
+    }
     print(json.dumps(report, indent=2))
     return 0
 

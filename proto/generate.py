@@ -5,6 +5,7 @@
 Needs grpcio-tools (the test extra). The generated imports are made package-absolute, so the modules load as
 ``rmq_spark.client.grpc.v2.*_pb2``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,15 +29,17 @@ def generate(out: Path) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     written = []
     with tempfile.TemporaryDirectory() as tmp:
-        rc = protoc.main(["protoc", f"-I{PROTO_ROOT}", f"-I{well_known}", f"--python_out={tmp}",
-                          f"--pyi_out={tmp}", *SOURCES])
+        rc = protoc.main(
+            ["protoc", f"-I{PROTO_ROOT}", f"-I{well_known}", f"--python_out={tmp}", f"--pyi_out={tmp}", *SOURCES]
+        )
         if rc != 0:
             raise SystemExit(f"protoc failed with exit code {rc}")
         # the message modules and their type stubs (protoc's pyi_out: what the type checker reads)
         stems = [Path(tmp) / src.replace(".proto", "_pb2") for src in SOURCES]
         for generated in (stem.with_suffix(ext) for stem in stems for ext in (".py", ".pyi")):
-            text = re.sub(r"^from apache\.rocketmq\.v2 import ", f"from {PACKAGE} import ",
-                          generated.read_text(), flags=re.M)
+            text = re.sub(
+                r"^from apache\.rocketmq\.v2 import ", f"from {PACKAGE} import ", generated.read_text(), flags=re.M
+            )
             target = out / generated.name
             target.write_text(text)
             written.append(target)

@@ -1,4 +1,5 @@
 """rmq-spark: the Apache RocketMQ connector for Apache Spark."""
+
 import os as _os
 from importlib.metadata import version as _version
 

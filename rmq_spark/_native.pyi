@@ -1,6 +1,7 @@
 """The compiled core (``native/src/python.rs``): the gatherer of pulled blocks into Arrow columns, the remoting frame
 codec, the pipe, and the range cursor with its native pull loop. Its errors are ``CoreError``s, which
 ``rmq_spark.client.core_errors.package_error`` turns into the package's own."""
+
 from typing import Any, ClassVar, final
 
 # The codes and the remark of a pull's answer that the core reads (RocketMQ's ResponseCode, GetMessageStatus).
@@ -59,8 +60,9 @@ class ArrowColumn:
 class BlockGatherer:
     """Gathers pulled PULL_MESSAGE bodies (or gRPC answer frames) into the columns named at construction."""
 
-    def __init__(self, columns: list[str], tags: list[str] | None = None, *, broker_name: str,
-                 max_body: int) -> None: ...
+    def __init__(
+        self, columns: list[str], tags: list[str] | None = None, *, broker_name: str, max_body: int
+    ) -> None: ...
     def add(self, block: bytes, low: int, high: int) -> None: ...
     def add_v2(self, frames: list[bytes], topic: str, low: int, high: int) -> None: ...
     @property
@@ -92,16 +94,26 @@ class Frame:
     @property
     def body(self) -> bytes: ...
 
-def encode_frame(code: int, language: str, version: int, opaque: int, flag: int, remark: str | None,
-                 ext: dict[str, Any], body: bytes, serialize_type: int) -> bytes: ...
+def encode_frame(
+    code: int,
+    language: str,
+    version: int,
+    opaque: int,
+    flag: int,
+    remark: str | None,
+    ext: dict[str, Any],
+    body: bytes,
+    serialize_type: int,
+) -> bytes: ...
 def decode_frame(buf: bytes) -> Frame: ...
 
 @final
 class RequestTemplate:
     """A request sent many times with only the integer fields ``vary`` changed."""
 
-    def __init__(self, code: int, language: str, version: int, ext: dict[str, Any], vary: list[str],
-                 serialize_type: int) -> None: ...
+    def __init__(
+        self, code: int, language: str, version: int, ext: dict[str, Any], vary: list[str], serialize_type: int
+    ) -> None: ...
 
 @final
 class FramePipe:
@@ -181,18 +193,39 @@ class RangeCursor:
     DataLostError, RefusedError or UnavailableError when the read cannot go on (a native run also the pipe's
     errors, and the gatherer's UnreadableError for an answer whose records do not read)."""
 
-    def __init__(self, queue: str, broker: str, start: int, end: int, *, depth: int, slot: int, filtered: bool,
-                 sparse: bool, fail_on_data_loss: bool, retry_timeout: float) -> None: ...
+    def __init__(
+        self,
+        queue: str,
+        broker: str,
+        start: int,
+        end: int,
+        *,
+        depth: int,
+        slot: int,
+        filtered: bool,
+        sparse: bool,
+        fail_on_data_loss: bool,
+        retry_timeout: float,
+    ) -> None: ...
     def next_pulls(self) -> list[tuple[int, int, int]]: ...
     @property
     def head(self) -> int | None: ...
     @property
     def lost(self) -> int: ...
-    def judge(self, status: PullStatus, next_begin: int, min_offset: int, max_offset: int, first_offset: int,
-              nbytes: int) -> Step.Take | Step.Skip | Step.Gap | Step.Retry: ...
+    def judge(
+        self, status: PullStatus, next_begin: int, min_offset: int, max_offset: int, first_offset: int, nbytes: int
+    ) -> Step.Take | Step.Skip | Step.Gap | Step.Retry: ...
     def gap(self, first: int) -> Step.Take | Step.Skip | Step.Retry: ...
     def failed(self, why: str) -> Step.Retry: ...
     def retry(self) -> tuple[float, list[int]]: ...
     def rewind(self) -> list[int]: ...
-    def run(self, pipe: FramePipe, template: RequestTemplate, gatherer: BlockGatherer | None, rows: int,
-            nbytes: int, timeout: float, suggested: int) -> Step: ...
+    def run(
+        self,
+        pipe: FramePipe,
+        template: RequestTemplate,
+        gatherer: BlockGatherer | None,
+        rows: int,
+        nbytes: int,
+        timeout: float,
+        suggested: int,
+    ) -> Step: ...

@@ -1,14 +1,15 @@
 """Build the RocketMQ client for a set of options; on the executor side, clients shared by the tasks of a Python
 worker: leased per task, closed once idle, at most a few at a time, and keyed by a digest of their settings (no
 secret kept in clear in the table)."""
+
 from __future__ import annotations
 
 import hashlib
 import threading
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Iterator
 
 from rmq_spark.client.base import BaseClient
 from rmq_spark.client.grpc.client import GrpcClient
@@ -25,19 +26,40 @@ def new_client(o: ConnectionOptions) -> BaseClient:
     """A fresh client of the transport the options select (the caller closes it)."""
     credentials = Credentials(o.access_key, o.secret_key or "", o.security_token) if o.access_key else None
     if o.endpoint:
-        return GrpcClient(o.endpoint, credentials=credentials, tls=o.tls_config,
-                          request_timeout=o.request_timeout_ms / 1000,
-                          connect_timeout=o.connect_timeout_ms / 1000, max_message_bytes=o.max_message_bytes,
-                          namespace=o.wire_namespace)
-    return RemotingClient(o.name_server or "", credentials=credentials, tls=o.tls_config,
-                          request_timeout=o.request_timeout_ms / 1000, connect_timeout=o.connect_timeout_ms / 1000,
-                          max_message_bytes=o.max_message_bytes, namespace=o.wire_namespace)
+        return GrpcClient(
+            o.endpoint,
+            credentials=credentials,
+            tls=o.tls_config,
+            request_timeout=o.request_timeout_ms / 1000,
+            connect_timeout=o.connect_timeout_ms / 1000,
+            max_message_bytes=o.max_message_bytes,
+            namespace=o.wire_namespace,
+        )
+    return RemotingClient(
+        o.name_server or "",
+        credentials=credentials,
+        tls=o.tls_config,
+        request_timeout=o.request_timeout_ms / 1000,
+        connect_timeout=o.connect_timeout_ms / 1000,
+        max_message_bytes=o.max_message_bytes,
+        namespace=o.wire_namespace,
+    )
 
 
 def settings_key(o: ConnectionOptions) -> str:
     """A digest of everything that makes two clients differ (the secret included, but not readable from it)."""
-    settings = (o.name_server, o.endpoint, o.access_key, o.secret_key, o.security_token, o.namespace, o.tls_config,
-                o.request_timeout_ms, o.connect_timeout_ms, o.max_message_bytes)
+    settings = (
+        o.name_server,
+        o.endpoint,
+        o.access_key,
+        o.secret_key,
+        o.security_token,
+        o.namespace,
+        o.tls_config,
+        o.request_timeout_ms,
+        o.connect_timeout_ms,
+        o.max_message_bytes,
+    )
     return hashlib.sha256(repr(settings).encode("utf-8")).hexdigest()
 
 
@@ -58,7 +80,7 @@ def _close_unused(now: float, *, keep: int) -> list[BaseClient]:
     unused = sorted((e.last_used, k) for k, e in _shared.items() if e.users == 0)
     drop = [k for used, k in unused if now - used >= IDLE_S]
     extra = len(_shared) - len(drop) - keep
-    drop += [k for _, k in unused if k not in drop][:max(0, extra)]
+    drop += [k for _, k in unused if k not in drop][: max(0, extra)]
     return [_shared.pop(k).client for k in drop]
 
 

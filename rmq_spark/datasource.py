@@ -1,18 +1,24 @@
 """The "rocketmq" data source: parses the options and hands out the batch and stream readers."""
+
 from __future__ import annotations
 
-from pyspark.sql.datasource import (DataSource, DataSourceReader, DataSourceStreamReader, DataSourceStreamWriter,
-                                    DataSourceWriter)
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+)
 from pyspark.sql.types import StructType
 
-from rmq_spark.source.batch import RocketMQBatchReader, RocketMQPushdownBatchReader
 from rmq_spark.client_pool import new_client
 from rmq_spark.options import OptionError, SinkOptions, parse_options, parse_sink_options
-from rmq_spark.source.schema import SCHEMA_DDL, projection
 from rmq_spark.sink.columns import check_columns
 from rmq_spark.sink.message_types import refuse_timers
 from rmq_spark.sink.transaction_check import refuse_unended_transactions
 from rmq_spark.sink.writers import RocketMQStreamWriter, RocketMQWriter
+from rmq_spark.source.batch import RocketMQBatchReader, RocketMQPushdownBatchReader
+from rmq_spark.source.schema import SCHEMA_DDL, projection
 from rmq_spark.source.stream import RocketMQStreamReader
 from rmq_spark.worker_heap import freeze_once
 
@@ -54,8 +60,10 @@ class RocketMQDataSource(DataSource):
 
 def _append_only(overwrite: bool) -> None:
     if overwrite:
-        raise OptionError("a RocketMQ topic is append-only: write with mode('append') (output mode 'append' or "
-                          "'update' in streaming), not overwrite or complete")
+        raise OptionError(
+            "a RocketMQ topic is append-only: write with mode('append') (output mode 'append' or "
+            "'update' in streaming), not overwrite or complete"
+        )
 
 
 def _check_sink_columns(schema: StructType, options: SinkOptions) -> None:

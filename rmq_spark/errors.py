@@ -5,18 +5,48 @@ and imports nothing above it) and re-exported here; the connector's (options, ro
 sink) are defined here. Each class's text starts with its condition, ``[ROCKETMQ_...]`` (its ``condition``), which
 stays the same across releases: grep and alert on it where Spark shows an error as text. The README lists them.
 """
+
 from __future__ import annotations
 
-from rmq_spark.client.errors import (AddressError, AuthError, BrokerBusyError, BrokerError, BrokerUnavailableError,
-                                     ConnectionLostError, DataLossError, InvalidFilterError, MessageRejectedError,
-                                     MessageTooLargeError, OffsetMovedError, ProtocolError, RequestTimeoutError,
-                                     RocketMQError, TopicNotFoundError, UnsupportedError)
+from rmq_spark.client.errors import (
+    AddressError,
+    AuthError,
+    BrokerBusyError,
+    BrokerError,
+    BrokerUnavailableError,
+    ConnectionLostError,
+    DataLossError,
+    InvalidFilterError,
+    MessageRejectedError,
+    MessageTooLargeError,
+    OffsetMovedError,
+    ProtocolError,
+    RequestTimeoutError,
+    RocketMQError,
+    TopicNotFoundError,
+    UnsupportedError,
+)
 
 __all__ = [
-    "AddressError", "AuthError", "BrokerBusyError", "BrokerError", "BrokerUnavailableError", "CommitError",
-    "ConnectionLostError", "DataLossError", "InvalidFilterError", "InvalidRowError", "MessageRejectedError",
-    "MessageTooLargeError", "OffsetMovedError", "OptionError", "ProtocolError", "RequestTimeoutError",
-    "RocketMQError", "TopicNotFoundError", "UnsupportedError",
+    "AddressError",
+    "AuthError",
+    "BrokerBusyError",
+    "BrokerError",
+    "BrokerUnavailableError",
+    "CommitError",
+    "ConnectionLostError",
+    "DataLossError",
+    "InvalidFilterError",
+    "InvalidRowError",
+    "MessageRejectedError",
+    "MessageTooLargeError",
+    "OffsetMovedError",
+    "OptionError",
+    "ProtocolError",
+    "RequestTimeoutError",
+    "RocketMQError",
+    "TopicNotFoundError",
+    "UnsupportedError",
 ]
 
 

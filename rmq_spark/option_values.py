@@ -1,9 +1,10 @@
 """One option's string value parsed: booleans, integers, choices, durations. Every error names the option and
 what it accepts."""
+
 from __future__ import annotations
 
 import re
-from typing import Mapping
+from collections.abc import Mapping
 
 from rmq_spark.errors import OptionError
 from rmq_spark.option_table import Option
@@ -46,8 +47,7 @@ def choice(option: Option, opts: Mapping[str, str], *, dashes: bool = False) -> 
 
 _DURATION = re.compile(r"^\s*(\d+)\s*([a-z]+)?\s*$", re.I)
 # Spark's time suffixes (JavaUtils.timeStringAsMs); a bare number is milliseconds, as there
-_MS_PER_UNIT = {"us": 0.001, "ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000,
-                None: 1}
+_MS_PER_UNIT = {"us": 0.001, "ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000, None: 1}
 
 
 def parse_duration_ms(name: str, value: str) -> int:
@@ -56,6 +56,8 @@ def parse_duration_ms(name: str, value: str) -> int:
     m = _DURATION.match(value)
     unit = m.group(2).lower() if m and m.group(2) else None
     if not m or unit not in _MS_PER_UNIT:
-        raise OptionError(f"option {name} must be a duration such as 500ms, 30s, 15m, 1h or a number of "
-                          f"milliseconds (Spark's time suffixes: us, ms, s, m, min, h, d), not {value!r}")
+        raise OptionError(
+            f"option {name} must be a duration such as 500ms, 30s, 15m, 1h or a number of "
+            f"milliseconds (Spark's time suffixes: us, ms, s, m, min, h, d), not {value!r}"
+        )
     return int(int(m.group(1)) * _MS_PER_UNIT[unit])

@@ -2,26 +2,34 @@
 
 Every error names the option and what it accepts. Secrets never appear in ``repr`` or in error messages.
 """
+
 from __future__ import annotations
 
 import difflib
 import enum
 import logging
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Mapping
+from typing import Any
 
 from rmq_spark.client.addresses import address_list, host_port
 from rmq_spark.client.errors import AddressError
-from rmq_spark.client.model import (DEFAULT_GROUP, DEFAULT_PRODUCER_GROUP, EVERY_MESSAGE,
-                                    FilterExpression, MessageQueue)
+from rmq_spark.client.model import DEFAULT_GROUP, DEFAULT_PRODUCER_GROUP, EVERY_MESSAGE, FilterExpression, MessageQueue
 from rmq_spark.client.namespaces import VALID_NAME, Namespace
 from rmq_spark.client.tls import TlsConfig
 from rmq_spark.errors import OptionError  # the modules that parse options import it from here too
 from rmq_spark.option_table import KAFKA_NAMES, OPTIONS, Kind, Option, Scope, default, options_for
 from rmq_spark.option_values import choice, parse_bool, parse_duration_ms, parse_int
-from rmq_spark.source.offset_specs import (ByTimestamp, Edge, OffsetSpec, named_queues, offset_spec, parse_queue_key,
-                                          topics_json)
+from rmq_spark.source.offset_specs import (
+    ByTimestamp,
+    Edge,
+    OffsetSpec,
+    named_queues,
+    offset_spec,
+    parse_queue_key,
+    topics_json,
+)
 
 log = logging.getLogger(__name__)
 
@@ -39,8 +47,10 @@ def parse_assign(value: str) -> frozenset[MessageQueue]:
     for topic, keys in data.items():
         check_topic_name("assign", topic)
         if not isinstance(keys, list) or not keys:
-            raise OptionError(f"option assign: topic {topic!r} must map to a non-empty list of \"brokerName/queueId\" "
-                              f"keys, like {example}")
+            raise OptionError(
+                f'option assign: topic {topic!r} must map to a non-empty list of "brokerName/queueId" '
+                f"keys, like {example}"
+            )
         out.update(parse_queue_key("assign", topic, key) for key in keys)
     return frozenset(out)
 
@@ -137,7 +147,9 @@ class SinkOptions(ConnectionOptions):
 
 
 _TLS_FILE_OPTIONS = {  # option -> field; any of them turns TLS on
-    "tlsCaFile": "tls_ca_file", "tlsServerName": "tls_server_name", "tlsCertFile": "tls_cert_file",
+    "tlsCaFile": "tls_ca_file",
+    "tlsServerName": "tls_server_name",
+    "tlsCertFile": "tls_cert_file",
     "tlsKeyFile": "tls_key_file",
 }
 
@@ -153,7 +165,8 @@ def _canonical(raw: Mapping[str, str], known: Mapping[str, Option], what: str) -
             "does not pass a catalog table's options to a Python data source. Give them with each statement, "
             "SELECT * FROM t WITH ('nameServer' = 'host:9876', 'topic' = 'T') (also FROM STREAM t WITH (...), and "
             "INSERT INTO t WITH (...)), or spark.read.options(...).table('t'); or define the source as "
-            "CREATE TEMPORARY VIEW v USING rocketmq OPTIONS (...), which keeps them (batch reads)")
+            "CREATE TEMPORARY VIEW v USING rocketmq OPTIONS (...), which keeps them (batch reads)"
+        )
     by_lower = {k.lower(): k for k in known}
     opts: dict[str, str] = {}
     for key, value in raw.items():
@@ -162,20 +175,25 @@ def _canonical(raw: Mapping[str, str], known: Mapping[str, Option], what: str) -
             if str(key).lower() in _SPARK_OWN:
                 continue
             if str(key).lower() == "path":
-                raise OptionError(f"the rocketmq {what} takes no path: remove the argument of "
-                                  f"{'load' if what == 'source' else 'save'}() and set the option topic")
+                raise OptionError(
+                    f"the rocketmq {what} takes no path: remove the argument of "
+                    f"{'load' if what == 'source' else 'save'}() and set the option topic"
+                )
             ours = KAFKA_NAMES.get(str(key).lower())
             if ours is not None:
                 raise OptionError(f"option {key!r} is Spark's Kafka source's; the rocketmq {what}'s is {ours}")
             elsewhere = {k.lower(): k for k in (*SOURCE_OPTIONS, *SINK_OPTIONS)}.get(str(key).lower())
             if elsewhere is not None:
                 other = "sink (df.write)" if what == "source" else "source (spark.read)"
-                raise OptionError(f"option {elsewhere} is an option of the rocketmq {other}, not of the {what}; "
-                                  "the " + what + " takes: " + ", ".join(sorted(known)))
+                raise OptionError(
+                    f"option {elsewhere} is an option of the rocketmq {other}, not of the {what}; "
+                    "the " + what + " takes: " + ", ".join(sorted(known))
+                )
             closest = difflib.get_close_matches(str(key).lower(), by_lower, n=1, cutoff=0.75)
             hint = f"did you mean {by_lower[closest[0]]}? " if closest else ""
-            raise OptionError(f"unknown option {key!r} for the rocketmq {what}; {hint}known options: "
-                              + ", ".join(sorted(known)))
+            raise OptionError(
+                f"unknown option {key!r} for the rocketmq {what}; {hint}known options: " + ", ".join(sorted(known))
+            )
         opts[canonical] = str(value)
     return opts
 
@@ -210,38 +228,54 @@ def _connection(opts: Mapping[str, str]) -> dict[str, Any]:
     if name_server and endpoint:
         raise OptionError("set option nameServer (remoting) or option endpoint (gRPC pull gateway), not both")
     if not name_server and not endpoint:
-        raise OptionError("option nameServer is required: the name server addresses, host:port[;host:port] "
-                          "(or option endpoint, the host:port of a gRPC pull gateway)")
+        raise OptionError(
+            "option nameServer is required: the name server addresses, host:port[;host:port] "
+            "(or option endpoint, the host:port of a gRPC pull gateway)"
+        )
     if endpoint and (";" in endpoint or "," in endpoint):
         raise OptionError(f"option endpoint takes one host:port (the gateway), not a list: {endpoint!r}")
     try:
-        address_list(name_server, "option nameServer:") if name_server else host_port(endpoint or "",
-                                                                                      "option endpoint")
+        address_list(name_server, "option nameServer:") if name_server else host_port(endpoint or "", "option endpoint")
     except AddressError as e:
         raise OptionError(str(e)) from None
     if ("accessKey" in opts) != ("secretKey" in opts):
         raise OptionError("options accessKey and secretKey go together: set both or neither")
     tls_files = {attr: opts[name].strip() for name, attr in _TLS_FILE_OPTIONS.items() if opts.get(name, "").strip()}
     if ("tls_cert_file" in tls_files) != ("tls_key_file" in tls_files):
-        raise OptionError("options tlsCertFile and tlsKeyFile go together (a client certificate and its key): set "
-                          "both or neither")
+        raise OptionError(
+            "options tlsCertFile and tlsKeyFile go together (a client certificate and its key): set both or neither"
+        )
     if tls_files and opts.get("tls", "").strip().lower() == "false":
-        raise OptionError("option tls=false contradicts " + ", ".join(n for n in _TLS_FILE_OPTIONS if n in opts)
-                          + ": remove tls=false to connect with TLS, or remove those options")
+        raise OptionError(
+            "option tls=false contradicts "
+            + ", ".join(n for n in _TLS_FILE_OPTIONS if n in opts)
+            + ": remove tls=false to connect with TLS, or remove those options"
+        )
     namespace = opts.get("namespace", "").strip() or None
     if namespace is not None and not VALID_NAME.match(namespace):
-        raise OptionError(f"option namespace {namespace!r} is not a namespace: letters, digits, _ and -, at most 64 "
-                          "characters (the instance id of a managed RocketMQ, without the %)")
-    return {"name_server": name_server, "endpoint": endpoint, "access_key": opts.get("accessKey"),
-            "secret_key": opts.get("secretKey"), "security_token": opts.get("securityToken"), "namespace": namespace,
-            **tls_files, **({"tls": True} if tls_files else {})}
+        raise OptionError(
+            f"option namespace {namespace!r} is not a namespace: letters, digits, _ and -, at most 64 "
+            "characters (the instance id of a managed RocketMQ, without the %)"
+        )
+    return {
+        "name_server": name_server,
+        "endpoint": endpoint,
+        "access_key": opts.get("accessKey"),
+        "secret_key": opts.get("secretKey"),
+        "security_token": opts.get("securityToken"),
+        "namespace": namespace,
+        **tls_files,
+        **({"tls": True} if tls_files else {}),
+    }
 
 
 def check_topic_name(option: str, topic: str) -> str:
     """``topic`` when it is a valid RocketMQ topic name, else OptionError naming ``option``."""
     if not _TOPIC_NAME.match(topic):
-        raise OptionError(f"option {option}: {topic!r} is not a valid RocketMQ topic name "
-                          "(letters, digits, %, |, _ and -, at most 127 characters)")
+        raise OptionError(
+            f"option {option}: {topic!r} is not a valid RocketMQ topic name "
+            "(letters, digits, %, |, _ and -, at most 127 characters)"
+        )
     return topic
 
 
@@ -253,8 +287,10 @@ def parse_options(raw: Mapping[str, str], *, streaming: bool = False) -> SourceO
 
     chosen = [k for k in ("topic", "topics", "topicPattern", "assign") if opts.get(k, "").strip()]
     if len(chosen) != 1:
-        raise OptionError("set exactly one of the options topic, topics, topicPattern, assign"
-                          + (f" (got {', '.join(chosen)})" if chosen else ""))
+        raise OptionError(
+            "set exactly one of the options topic, topics, topicPattern, assign"
+            + (f" (got {', '.join(chosen)})" if chosen else "")
+        )
     topics: tuple[str, ...] = ()
     pattern = None
     assign = None
@@ -263,19 +299,21 @@ def parse_options(raw: Mapping[str, str], *, streaming: bool = False) -> SourceO
         topics = tuple(sorted({mq.topic for mq in assign}))
     elif chosen[0] == "topicPattern":
         if endpoint:
-            raise OptionError("option topicPattern needs the name server's topic list, which the gRPC API of option "
-                              "endpoint does not offer: name the topics with topic or topics, or use nameServer")
+            raise OptionError(
+                "option topicPattern needs the name server's topic list, which the gRPC API of option "
+                "endpoint does not offer: name the topics with topic or topics, or use nameServer"
+            )
         pattern = opts["topicPattern"].strip()
         try:
             re.compile(pattern)
         except re.error as e:
             raise OptionError(f"option topicPattern is not a valid regular expression: {e}") from None
     else:
-        topics = tuple(sorted({check_topic_name(chosen[0], t.strip())
-                               for t in opts[chosen[0]].split(",") if t.strip()}))
+        topics = tuple(
+            sorted({check_topic_name(chosen[0], t.strip()) for t in opts[chosen[0]].split(",") if t.strip()})
+        )
 
-    expression = FilterExpression(opts.get("subExpression", "*"),
-                                  choice(SOURCE_OPTIONS["expressionType"], opts))
+    expression = FilterExpression(opts.get("subExpression", "*"), choice(SOURCE_OPTIONS["expressionType"], opts))
     ns = Namespace(connection["namespace"] or "")
     if ns:  # names given with the namespace already: shown without it, like every other
         topics = tuple(sorted({ns.unwrap(t) for t in topics}))
@@ -286,11 +324,20 @@ def parse_options(raw: Mapping[str, str], *, streaming: bool = False) -> SourceO
         for name in ("endingOffsets", "endingTimestamp", "endingOffsetsByTimestamp"):
             if name in opts:
                 raise OptionError(f"option {name} is for batch queries only; a streaming query has no end")
-    _warn_elsewhere(opts, SOURCE_OPTIONS, Scope.STREAM_READ if streaming else Scope.BATCH_READ,
-                    "streaming query" if streaming else "batch read")
+    _warn_elsewhere(
+        opts,
+        SOURCE_OPTIONS,
+        Scope.STREAM_READ if streaming else Scope.BATCH_READ,
+        "streaming query" if streaming else "batch read",
+    )
     fallback = choice(SOURCE_OPTIONS["startingOffsetsFallback"], opts)
-    starting = offset_spec(opts, "starting", consumer_group, None if fallback == "error" else Edge[fallback.upper()],
-                            default=Edge.LATEST if streaming else Edge.EARLIEST)
+    starting = offset_spec(
+        opts,
+        "starting",
+        consumer_group,
+        None if fallback == "error" else Edge[fallback.upper()],
+        default=Edge.LATEST if streaming else Edge.EARLIEST,
+    )
     if isinstance(starting, ByTimestamp):
         strategy = choice(SOURCE_OPTIONS["startingOffsetsByTimestampStrategy"], opts)
         starting = replace(starting, strict=strategy == "error")
@@ -300,17 +347,23 @@ def parse_options(raw: Mapping[str, str], *, streaming: bool = False) -> SourceO
             option, named = found
             outside = named.keys() - assign
             if outside:
-                raise OptionError(f"option {option} names queues that option assign does not: "
-                                  f"{', '.join(map(str, sorted(outside)))}; name only assigned queues")
+                raise OptionError(
+                    f"option {option} names queues that option assign does not: "
+                    f"{', '.join(map(str, sorted(outside)))}; name only assigned queues"
+                )
     if starting is Edge.LATEST and not streaming:
-        raise OptionError("option startingOffsets=latest is for streaming queries; a batch query from latest "
-                          "would be empty (use earliest, committed, JSON offsets or a timestamp)")
+        raise OptionError(
+            "option startingOffsets=latest is for streaming queries; a batch query from latest "
+            "would be empty (use earliest, committed, JSON offsets or a timestamp)"
+        )
 
     values = _typed_values(opts, SOURCE_OPTIONS)
     low, high = values.get("min_messages_per_trigger"), values.get("max_messages_per_trigger")
     if streaming and low is not None and high is not None and low > high:
-        raise OptionError(f"option minMessagesPerTrigger ({low}) is above maxMessagesPerTrigger ({high}): a batch "
-                          "could never hold what it waits for; lower the first or raise the second")
+        raise OptionError(
+            f"option minMessagesPerTrigger ({low}) is above maxMessagesPerTrigger ({high}): a batch "
+            "could never hold what it waits for; lower the first or raise the second"
+        )
     commit = opts.get("commitOffsetsToBroker")
     parsed = SourceOptions(
         topics=topics,
@@ -320,8 +373,9 @@ def parse_options(raw: Mapping[str, str], *, streaming: bool = False) -> SourceO
         starting=starting,
         ending=ending,
         consumer_group=consumer_group,
-        commit_offsets_to_broker=(parse_bool("commitOffsetsToBroker", commit) if commit is not None
-                                  else consumer_group is not None),
+        commit_offsets_to_broker=(
+            parse_bool("commitOffsetsToBroker", commit) if commit is not None else consumer_group is not None
+        ),
         **{**connection, **values},
     )
     if parsed.commit_offsets_to_broker and not consumer_group:
@@ -340,12 +394,20 @@ def parse_sink_options(raw: Mapping[str, str]) -> SinkOptions:
     group = ns.unwrap(opts.get("producerGroup", "").strip())
     guarantee = DeliveryGuarantee(choice(SINK_OPTIONS["deliveryGuarantee"], opts, dashes=True))
     if guarantee is DeliveryGuarantee.EXACTLY_ONCE and connection["endpoint"]:
-        raise OptionError("option deliveryGuarantee=exactly_once needs transactional messages, which the gRPC pull "
-                          "gateway of option endpoint does not offer: use option nameServer")
+        raise OptionError(
+            "option deliveryGuarantee=exactly_once needs transactional messages, which the gRPC pull "
+            "gateway of option endpoint does not offer: use option nameServer"
+        )
     if guarantee is DeliveryGuarantee.EXACTLY_ONCE and not group:
-        raise OptionError("option deliveryGuarantee=exactly_once needs option producerGroup, one per query and kept "
-                          "across its restarts: a streaming query keeps its commit marker under that group, so two "
-                          "queries sharing one (the default, for one) would take each other's commits for their own "
-                          "and roll back each other's rows")
-    return SinkOptions(topic=topic, producer_group=group or DEFAULT_PRODUCER_GROUP, delivery_guarantee=guarantee,
-                       **{**connection, **_typed_values(opts, SINK_OPTIONS)})
+        raise OptionError(
+            "option deliveryGuarantee=exactly_once needs option producerGroup, one per query and kept "
+            "across its restarts: a streaming query keeps its commit marker under that group, so two "
+            "queries sharing one (the default, for one) would take each other's commits for their own "
+            "and roll back each other's rows"
+        )
+    return SinkOptions(
+        topic=topic,
+        producer_group=group or DEFAULT_PRODUCER_GROUP,
+        delivery_guarantee=guarantee,
+        **{**connection, **_typed_values(opts, SINK_OPTIONS)},
+    )

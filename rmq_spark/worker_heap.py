@@ -7,6 +7,7 @@ lazily, those long-lived objects are left out of every later collection, which t
 create. A reference cycle among them that becomes garbage later is never freed: at most what the process held at the
 freeze, once.
 """
+
 from __future__ import annotations
 
 import gc

@@ -8,6 +8,7 @@
 5. Writes one aggregate (events per user) back to a topic through the sink, exactly once, and reads it back.
 6. Backfills an offset range with a batch query. Ends by itself.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -22,8 +23,8 @@ import warnings
 from pathlib import Path
 
 from rmq_spark.client.errors import RocketMQError
-from rmq_spark_testing.embedded import EmbeddedClusterError, EmbeddedRocketMQ
 from rmq_spark.source.progress import query_lag
+from rmq_spark_testing.embedded import EmbeddedClusterError, EmbeddedRocketMQ
 
 TOPIC = "DemoEvents"
 TOTALS = "DemoUserTotals"
@@ -45,8 +46,14 @@ class Producer(threading.Thread):
             for _ in range(self.per_tick):
                 n = self.sent + len(events)
                 action = ACTIONS[n % 3]
-                body = json.dumps({"event": n, "user": f"user-{n % 17}", "action": action,
-                                   "amount": round((n % 50) * 1.5, 2) if action == "purchase" else None})
+                body = json.dumps(
+                    {
+                        "event": n,
+                        "user": f"user-{n % 17}",
+                        "action": action,
+                        "amount": round((n % 50) * 1.5, 2) if action == "purchase" else None,
+                    }
+                )
                 events.append({"body": body, "tags": action, "keys": [f"user-{n % 17}"]})
             try:
                 self.mq.produce(TOPIC, events)
@@ -62,24 +69,34 @@ def _spark():
     warnings.filterwarnings("ignore", category=FutureWarning)  # pyspark's note on pandas 3
     from pyspark.sql import SparkSession
 
-    spark = (SparkSession.builder.master("local[2]").appName("rmq-spark-demo")
-             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-             .config("spark.sql.shuffle.partitions", "2").getOrCreate())
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("rmq-spark-demo")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .getOrCreate()
+    )
     spark.sparkContext.setLogLevel("ERROR")
     return spark
 
 
 def _stream(spark, mq: EmbeddedRocketMQ, out: Path, checkpoint: Path, *, available_now: bool = False):
-    df = (spark.readStream.format("rocketmq")
-          .option("nameServer", mq.name_server)
-          .option("topic", TOPIC)
-          .option("startingOffsets", "earliest")
-          .option("consumerGroup", GROUP)          # offsets are mirrored to this group after each commit
-          .option("maxMessagesPerTrigger", "500")
-          .load())
-    writer = (df.selectExpr("brokerName", "queueId", "queueOffset", "tags", "CAST(body AS STRING) AS event",
-                            "storeTimestamp")
-              .writeStream.format("parquet").option("path", str(out)).option("checkpointLocation", str(checkpoint)))
+    df = (
+        spark.readStream.format("rocketmq")
+        .option("nameServer", mq.name_server)
+        .option("topic", TOPIC)
+        .option("startingOffsets", "earliest")
+        .option("consumerGroup", GROUP)  # offsets are mirrored to this group after each commit
+        .option("maxMessagesPerTrigger", "500")
+        .load()
+    )
+    writer = (
+        df.selectExpr("brokerName", "queueId", "queueOffset", "tags", "CAST(body AS STRING) AS event", "storeTimestamp")
+        .writeStream.format("parquet")
+        .option("path", str(out))
+        .option("checkpointLocation", str(checkpoint))
+    )
     writer = writer.trigger(availableNow=True) if available_now else writer.trigger(processingTime="1 second")
     return writer.start()
 
@@ -90,9 +107,12 @@ def _summarize(query, seen: set[int]) -> None:
             continue
         seen.add(p["batchId"])
         lag = query_lag(p)[0]
-        print(f"  batch {p['batchId']:>3}: {p['numInputRows']:>5} messages, "
-              f"{p.get('processedRowsPerSecond', 0):>8.0f} rows/s"
-              + (f", {lag.total} behind the brokers (max {lag.max} on one queue)" if lag else ""), flush=True)
+        print(
+            f"  batch {p['batchId']:>3}: {p['numInputRows']:>5} messages, "
+            f"{p.get('processedRowsPerSecond', 0):>8.0f} rows/s"
+            + (f", {lag.total} behind the brokers (max {lag.max} on one queue)" if lag else ""),
+            flush=True,
+        )
 
 
 def _run_for(query, batches: int, timeout: float = 120) -> None:
@@ -114,8 +134,9 @@ def run(batches: int) -> None:
     try:
         print("== Starting the embedded Apache RocketMQ (name server + 2 brokers in one JVM) ...", flush=True)
         with EmbeddedRocketMQ(brokers=2) as mq:
-            print(f"   name server {mq.name_server}; brokers "
-                  + ", ".join(f"{n} at {a}" for n, a in mq.brokers.items()))
+            print(
+                f"   name server {mq.name_server}; brokers " + ", ".join(f"{n} at {a}" for n, a in mq.brokers.items())
+            )
             mq.create_topic(TOPIC, queues=4)
             producer = Producer(mq)
             producer.start()
@@ -140,54 +161,96 @@ def run(batches: int) -> None:
             events = spark.read.parquet(str(out))
             total = events.count()
             distinct = events.select("brokerName", "queueId", "queueOffset").distinct().count()
-            print(f"   the sink holds {total} events, {distinct} distinct (broker, queue, offset); "
-                  f"{producer.sent} were sent -> " + ("exactly once." if total == distinct == producer.sent
-                                                      else "MISMATCH!"))
+            print(
+                f"   the sink holds {total} events, {distinct} distinct (broker, queue, offset); "
+                f"{producer.sent} were sent -> "
+                + ("exactly once." if total == distinct == producer.sent else "MISMATCH!")
+            )
             print("   events per action:", {r["tags"]: r["count"] for r in events.groupBy("tags").count().collect()})
 
             print(f"== Consumer group {GROUP!r} on the brokers (mirrored after each committed batch):")
             for o in mq.offsets(TOPIC):
                 committed = mq.query_consumer_offset(GROUP, TOPIC, o["brokerName"], o["queueId"])
-                print(f"   {o['brokerName']}/{o['queueId']}: committed {committed:>5}, max {o['maxOffset']:>5}, "
-                      f"lag {o['maxOffset'] - committed}")
+                print(
+                    f"   {o['brokerName']}/{o['queueId']}: committed {committed:>5}, max {o['maxOffset']:>5}, "
+                    f"lag {o['maxOffset'] - committed}"
+                )
 
             print(f"== Writing events per user back to topic {TOTALS!r} (exactly once, keyed by user) and reading it:")
             mq.create_topic(TOTALS, queues=2)
             from pyspark.sql import functions as F
-            totals = (events.select(F.get_json_object("event", "$.user").alias("user")).groupBy("user").count()
-                      .select(F.col("user").alias("shardingKey"), F.col("user").alias("keys"),
-                              F.to_json(F.struct("user", "count")).alias("body")))
-            (totals.write.format("rocketmq").mode("append").option("nameServer", mq.name_server)
-             .option("topic", TOTALS).option("deliveryGuarantee", "exactly_once")
-             .option("producerGroup", "demo-totals").save())
-            back = (spark.read.format("rocketmq").option("nameServer", mq.name_server).option("topic", TOTALS)
-                    .load().select("brokerName", "queueId", F.col("body").cast("string").alias("body")))
+
+            totals = (
+                events.select(F.get_json_object("event", "$.user").alias("user"))
+                .groupBy("user")
+                .count()
+                .select(
+                    F.col("user").alias("shardingKey"),
+                    F.col("user").alias("keys"),
+                    F.to_json(F.struct("user", "count")).alias("body"),
+                )
+            )
+            (
+                totals.write.format("rocketmq")
+                .mode("append")
+                .option("nameServer", mq.name_server)
+                .option("topic", TOTALS)
+                .option("deliveryGuarantee", "exactly_once")
+                .option("producerGroup", "demo-totals")
+                .save()
+            )
+            back = (
+                spark.read.format("rocketmq")
+                .option("nameServer", mq.name_server)
+                .option("topic", TOTALS)
+                .load()
+                .select("brokerName", "queueId", F.col("body").cast("string").alias("body"))
+            )
             rows = sorted(back.collect(), key=lambda r: json.loads(r["body"])["user"])
             for r in rows[:3]:
                 print(f"   {r['brokerName']}/{r['queueId']}: {r['body']}")
             written = sum(json.loads(r["body"])["count"] for r in rows)
-            print(f"   ... {len(rows)} users, {written} events in all -> "
-                  + ("matches the sink." if written == total and len(rows) == 17 else "MISMATCH!"))
+            print(
+                f"   ... {len(rows)} users, {written} events in all -> "
+                + ("matches the sink." if written == total and len(rows) == 17 else "MISMATCH!")
+            )
 
             # every other queue: from latest (-1) to latest, i.e. nothing
             others = {f"{b}/{q}": -1 for b in mq.brokers for q in range(4)}
             start = {TOPIC: {**others, "broker-a/0": 10}}
             end = {TOPIC: {**others, "broker-a/0": 15}}
             print("== Batch backfill of offsets [10, 15) of broker-a/0:")
-            backfill = (spark.read.format("rocketmq").option("nameServer", mq.name_server).option("topic", TOPIC)
-                        .option("startingOffsets", json.dumps(start)).option("endingOffsets", json.dumps(end))
-                        .load())
+            backfill = (
+                spark.read.format("rocketmq")
+                .option("nameServer", mq.name_server)
+                .option("topic", TOPIC)
+                .option("startingOffsets", json.dumps(start))
+                .option("endingOffsets", json.dumps(end))
+                .load()
+            )
             for r in backfill.select("queueOffset", "tags", "keys", "body").collect():
                 print(f"   offset {r['queueOffset']}: tag {r['tags']:<8} keys {r['keys']} {bytes(r['body']).decode()}")
 
             print(f"== The same topic through the gRPC transport (option endpoint={mq.gateway}, the v2 pull gateway):")
-            over_grpc = (spark.read.format("rocketmq").option("endpoint", mq.gateway).option("topic", TOPIC)
-                         .load().drop("properties"))
-            over_remoting = (spark.read.format("rocketmq").option("nameServer", mq.name_server)
-                             .option("topic", TOPIC).load().drop("properties"))
+            over_grpc = (
+                spark.read.format("rocketmq")
+                .option("endpoint", mq.gateway)
+                .option("topic", TOPIC)
+                .load()
+                .drop("properties")
+            )
+            over_remoting = (
+                spark.read.format("rocketmq")
+                .option("nameServer", mq.name_server)
+                .option("topic", TOPIC)
+                .load()
+                .drop("properties")
+            )
             n_grpc, differ = over_grpc.count(), over_grpc.exceptAll(over_remoting).count()
-            print(f"   {n_grpc} rows; {differ} of them differ from the rows read over remoting -> "
-                  + ("identical." if differ == 0 and n_grpc == total else "MISMATCH!"))
+            print(
+                f"   {n_grpc} rows; {differ} of them differ from the rows read over remoting -> "
+                + ("identical." if differ == 0 and n_grpc == total else "MISMATCH!")
+            )
             spark.stop()
         print("== Done: RocketMQ stopped, temporary files removed.")
     finally:
@@ -195,8 +258,11 @@ def run(batches: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m rmq_spark_testing.demo", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m rmq_spark_testing.demo",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--batches", type=int, default=5, help="micro-batches in each streaming run")
     args = parser.parse_args(argv)
     try:

@@ -10,6 +10,7 @@ Used by the demo, the tests (a session-scoped fixture) and the benchmarks::
 
 The JVM reads commands on its stdin and exits when stdin closes, so a killed Python process leaves no JVM behind.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -21,8 +22,9 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from rmq_spark.client.errors import RocketMQError
 
@@ -59,8 +61,13 @@ def maven_package(module: Path, outputs: list[Path], what: str) -> None:
     """``mvn -q package`` in ``module``; EmbeddedClusterError with Maven's last lines when it fails or leaves an
     output missing. The first output is touched: it is the one to compare with the sources next time."""
     require_tool("java", JDK)
-    proc = subprocess.run([require_tool("mvn", MAVEN), "-q", "-B", "package", "-DskipTests"], cwd=module,
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.run(
+        [require_tool("mvn", MAVEN), "-q", "-B", "package", "-DskipTests"],
+        cwd=module,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     if proc.returncode != 0 or not all(p.is_file() for p in outputs):
         tail = "\n".join(proc.stdout.splitlines()[-40:])
         raise EmbeddedClusterError(f"building {what} with 'mvn -q package' failed (exit {proc.returncode}):\n{tail}")
@@ -83,8 +90,11 @@ def stop_jvm(proc: subprocess.Popen, timeout: float) -> None:
 
 def _shim_sources() -> list[Path]:
     modules = ("gateway", "harness")  # jvm-shim/stock only resolves released jars (tests/support/stock_release.py)
-    return [SHIM_DIR / "pom.xml", *(SHIM_DIR / m / "pom.xml" for m in modules),
-            *(p for m in modules for p in (SHIM_DIR / m / "src").rglob("*"))]
+    return [
+        SHIM_DIR / "pom.xml",
+        *(SHIM_DIR / m / "pom.xml" for m in modules),
+        *(p for m in modules for p in (SHIM_DIR / m / "src").rglob("*")),
+    ]
 
 
 def ensure_jar(*, force: bool = False) -> Path:
@@ -93,7 +103,8 @@ def ensure_jar(*, force: bool = False) -> Path:
     if not (SHIM_DIR / "pom.xml").is_file():
         raise EmbeddedClusterError(
             f"jvm-shim was not found at {SHIM_DIR}: run from a checkout of rmq-spark (pip install -e .) "
-            "or set RMQ_SPARK_SHIM_DIR to the jvm-shim folder.")
+            "or set RMQ_SPARK_SHIM_DIR to the jvm-shim folder."
+        )
     if JAR.is_file() and GATEWAY_JAR.is_file() and not force and not newer_sources(JAR, _shim_sources()):
         return JAR
     maven_package(SHIM_DIR, [JAR, GATEWAY_JAR], "jvm-shim")
@@ -109,12 +120,16 @@ def jvm_flags() -> list[str]:
     """The JVM flags of jvm-flags.txt: what RocketMQ needs on JDK 17, and a quick start on a small machine."""
     if not JVM_FLAGS_FILE.is_file():
         return []
-    return [line.strip() for line in JVM_FLAGS_FILE.read_text().splitlines()
-            if line.strip() and not line.lstrip().startswith("#")]
+    return [
+        line.strip()
+        for line in JVM_FLAGS_FILE.read_text().splitlines()
+        if line.strip() and not line.lstrip().startswith("#")
+    ]
 
 
-def jvm_command(*args: str, heap: str = "768m", extra_flags: tuple[str, ...] | list[str] = (),
-                jar: Path | None = None) -> list[str]:
+def jvm_command(
+    *args: str, heap: str = "768m", extra_flags: tuple[str, ...] | list[str] = (), jar: Path | None = None
+) -> list[str]:
     """The java command line that runs the harness jar (or ``jar``, e.g. GATEWAY_JAR) with the flags RocketMQ needs
     on JDK 17; ``extra_flags`` come after jvm-flags.txt, so they override it (the benchmarks turn the full JIT back
     on)."""
@@ -126,13 +141,27 @@ def jvm_command(*args: str, heap: str = "768m", extra_flags: tuple[str, ...] | l
 class EmbeddedRocketMQ:
     """A running name server and ``brokers`` brokers on 127.0.0.1, driven through the shim's command protocol."""
 
-    def __init__(self, brokers: int = 1, *, slaves: int = 0, slave_read: bool = True, acting_master: bool = False,
-                 store_dir: str | os.PathLike | None = None,
-                 access_key: str | None = None, secret_key: str | None = None,
-                 commitlog_file_size: int | None = None, cq_file_entries: int | None = None, tls: bool = False,
-                 mutual_tls: bool = False,
-                 gateway: bool = True, gateway_port: int = 0, stock_proxy: bool = False,
-                 heap: str = "768m", ready_timeout: float = 180.0, jvm_flags: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        brokers: int = 1,
+        *,
+        slaves: int = 0,
+        slave_read: bool = True,
+        acting_master: bool = False,
+        store_dir: str | os.PathLike | None = None,
+        access_key: str | None = None,
+        secret_key: str | None = None,
+        commitlog_file_size: int | None = None,
+        cq_file_entries: int | None = None,
+        tls: bool = False,
+        mutual_tls: bool = False,
+        gateway: bool = True,
+        gateway_port: int = 0,
+        stock_proxy: bool = False,
+        heap: str = "768m",
+        ready_timeout: float = 180.0,
+        jvm_flags: tuple[str, ...] = (),
+    ) -> None:
         if (access_key is None) != (secret_key is None):
             raise ValueError("give both access_key and secret_key for an authenticated cluster, or neither")
         self.broker_count = brokers
@@ -177,7 +206,7 @@ class EmbeddedRocketMQ:
         self._stdout_closed = False
 
     # -- lifecycle -------------------------------------------------------------------------------------------
-    def start(self) -> "EmbeddedRocketMQ":
+    def start(self) -> EmbeddedRocketMQ:
         args = ["--brokers", str(self.broker_count)]
         if self.slave_count:
             args += ["--slaves", str(self.slave_count)]
@@ -204,8 +233,15 @@ class EmbeddedRocketMQ:
         if self.with_stock_proxy:
             args.append("--stock-proxy")
         cmd = jvm_command(*args, heap=self.heap, extra_flags=self.jvm_flags)
-        self._proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                      text=True, encoding="utf-8", bufsize=1)
+        self._proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            encoding="utf-8",
+            bufsize=1,
+        )
         threading.Thread(target=self._read_stdout, name="rmq-shim-stdout", daemon=True).start()
         threading.Thread(target=self._read_stderr, name="rmq-shim-stderr", daemon=True).start()
         deadline = time.monotonic() + self.ready_timeout
@@ -232,7 +268,7 @@ class EmbeddedRocketMQ:
         if proc is not None:
             stop_jvm(proc, timeout)
 
-    def __enter__(self) -> "EmbeddedRocketMQ":
+    def __enter__(self) -> EmbeddedRocketMQ:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -282,14 +318,16 @@ class EmbeddedRocketMQ:
                 proc.stdin.write(json.dumps({"id": rid, "cmd": cmd, **args}) + "\n")
                 proc.stdin.flush()
             except OSError as e:
-                raise EmbeddedClusterError(f"command {cmd!r}: the embedded RocketMQ is gone ({e}); "
-                                           f"its last output:\n{self._tail()}") from e
+                raise EmbeddedClusterError(
+                    f"command {cmd!r}: the embedded RocketMQ is gone ({e}); its last output:\n{self._tail()}"
+                ) from e
         deadline = time.monotonic() + timeout
         with self._cond:
             while rid not in self._results:
                 if self._stdout_closed:
-                    raise EmbeddedClusterError(f"command {cmd!r}: the embedded RocketMQ exited; "
-                                               f"its last output:\n{self._tail()}")
+                    raise EmbeddedClusterError(
+                        f"command {cmd!r}: the embedded RocketMQ exited; its last output:\n{self._tail()}"
+                    )
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise EmbeddedClusterError(f"command {cmd!r} got no answer within {timeout:.0f} s")
@@ -300,8 +338,9 @@ class EmbeddedRocketMQ:
         return msg.get("result")
 
     # -- commands --------------------------------------------------------------------------------------------
-    def create_topic(self, topic: str, queues: int = 4, broker: str | None = None, *,
-                     attributes: dict[str, str] | None = None) -> None:
+    def create_topic(
+        self, topic: str, queues: int = 4, broker: str | None = None, *, attributes: dict[str, str] | None = None
+    ) -> None:
         """Create ``topic`` with ``queues`` read/write queues on every broker (or one) and wait for its route;
         ``attributes`` e.g. ``{"cleanup.policy": "COMPACTION"}``. Slaves take the topic at once."""
         self.command("createTopic", topic=topic, queues=queues, **_given(broker=broker, attributes=attributes))
@@ -335,19 +374,34 @@ class EmbeddedRocketMQ:
     def stop_consumer(self, group: str) -> None:
         self.command("stopConsumer", group=group)
 
-    def produce(self, topic: str, messages: list[dict], *, batch: bool = False,
-                namespace: str | None = None) -> list[dict]:
+    def produce(
+        self, topic: str, messages: list[dict], *, batch: bool = False, namespace: str | None = None
+    ) -> list[dict]:
         """Send messages with the official Java producer (in ``namespace``, as its setNamespace takes one); each
         dict may hold body or bodyBase64, tags, keys, properties, broker and queueId. Returns msgId, brokerName,
         queueId and queueOffset of each."""
-        return self.command("produce", topic=topic, messages=messages, batch=batch,
-                            **_given(namespace=namespace))
+        return self.command("produce", topic=topic, messages=messages, batch=batch, **_given(namespace=namespace))
 
-    def produce_bulk(self, topic: str, count: int, body_size: int = 100, *, tags: list[str] | None = None,
-                     key_prefix: str = "key-", timeout: float = 600.0) -> dict:
+    def produce_bulk(
+        self,
+        topic: str,
+        count: int,
+        body_size: int = 100,
+        *,
+        tags: list[str] | None = None,
+        key_prefix: str = "key-",
+        timeout: float = 600.0,
+    ) -> dict:
         """Load ``count`` generated messages fast with the official Java producer (benchmarks, large tests)."""
-        return self.command("produceBulk", topic=topic, count=count, bodySize=body_size, tags=tags or ["TagA"],
-                            keyPrefix=key_prefix, timeout=timeout)
+        return self.command(
+            "produceBulk",
+            topic=topic,
+            count=count,
+            bodySize=body_size,
+            tags=tags or ["TagA"],
+            keyPrefix=key_prefix,
+            timeout=timeout,
+        )
 
     def consume(self, topic: str, **selection: Any) -> list[dict]:
         """Every message of the topic (or of ``broker``/``queueId``) as the official Java consumer sees it (in
@@ -362,17 +416,21 @@ class EmbeddedRocketMQ:
         """Min and max offset of every queue of the topic, from the official Java admin tool."""
         return self.command("offsets", topic=topic)
 
-    def search_offset(self, topic: str, broker: str, queue_id: int, timestamp: int,
-                      boundary: str | None = None) -> int:
-        return self.command("searchOffset", topic=topic, broker=broker, queueId=queue_id, timestamp=timestamp,
-                            **_given(boundary=boundary))
+    def search_offset(self, topic: str, broker: str, queue_id: int, timestamp: int, boundary: str | None = None) -> int:
+        return self.command(
+            "searchOffset",
+            topic=topic,
+            broker=broker,
+            queueId=queue_id,
+            timestamp=timestamp,
+            **_given(boundary=boundary),
+        )
 
     def query_consumer_offset(self, group: str, topic: str, broker: str, queue_id: int) -> int:
         return self.command("queryConsumerOffset", group=group, topic=topic, broker=broker, queueId=queue_id)
 
     def update_consumer_offset(self, group: str, topic: str, broker: str, queue_id: int, offset: int) -> None:
-        self.command("updateConsumerOffset", group=group, topic=topic, broker=broker, queueId=queue_id,
-                     offset=offset)
+        self.command("updateConsumerOffset", group=group, topic=topic, broker=broker, queueId=queue_id, offset=offset)
 
     def earliest_store_time(self, topic: str, broker: str, queue_id: int) -> int:
         return self.command("earliestMsgStoreTime", topic=topic, broker=broker, queueId=queue_id)
@@ -390,15 +448,20 @@ class EmbeddedRocketMQ:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m rmq_spark_testing.embedded",
-                                     description="Run the embedded Apache RocketMQ of jvm-shim until stdin closes "
-                                                 "or Ctrl-C.")
+    parser = argparse.ArgumentParser(
+        prog="python -m rmq_spark_testing.embedded",
+        description="Run the embedded Apache RocketMQ of jvm-shim until stdin closes or Ctrl-C.",
+    )
     parser.add_argument("--brokers", type=int, default=1, help="number of brokers (broker-a, broker-b, ...)")
     parser.add_argument("--slaves", type=int, default=0, help="slaves per broker (master-slave replication)")
-    parser.add_argument("--no-slave-read", action="store_true",
-                        help="slaves refuse pulls (slaveReadEnable=false, RocketMQ's default)")
-    parser.add_argument("--acting-master", action="store_true",
-                        help="slave-acting-master mode: the route lists a slave at brokerId 0 while its master is away")
+    parser.add_argument(
+        "--no-slave-read", action="store_true", help="slaves refuse pulls (slaveReadEnable=false, RocketMQ's default)"
+    )
+    parser.add_argument(
+        "--acting-master",
+        action="store_true",
+        help="slave-acting-master mode: the route lists a slave at brokerId 0 while its master is away",
+    )
     parser.add_argument("--store", help="store directory (default: a temporary one, deleted at exit)")
     parser.add_argument("--topic", action="append", default=[], help="create this topic (repeatable)")
     parser.add_argument("--queues", type=int, default=4, help="queues per broker for --topic")
@@ -409,14 +472,28 @@ def main(argv: list[str] | None = None) -> int:
         if args.build:
             print(ensure_jar())
             return 0
-        with EmbeddedRocketMQ(args.brokers, slaves=args.slaves, slave_read=not args.no_slave_read,
-                              acting_master=args.acting_master, store_dir=args.store,
-                              gateway=not args.no_gateway) as mq:
+        with EmbeddedRocketMQ(
+            args.brokers,
+            slaves=args.slaves,
+            slave_read=not args.no_slave_read,
+            acting_master=args.acting_master,
+            store_dir=args.store,
+            gateway=not args.no_gateway,
+        ) as mq:
             for topic in args.topic:
                 mq.create_topic(topic, args.queues)
-            print(json.dumps({"nameServer": mq.name_server, "brokers": mq.brokers,
-                              "slaves": {f"{b}:{i}": a for (b, i), a in mq.slaves.items()}, "gateway": mq.gateway,
-                              "topics": args.topic}), flush=True)
+            print(
+                json.dumps(
+                    {
+                        "nameServer": mq.name_server,
+                        "brokers": mq.brokers,
+                        "slaves": {f"{b}:{i}": a for (b, i), a in mq.slaves.items()},
+                        "gateway": mq.gateway,
+                        "topics": args.topic,
+                    }
+                ),
+                flush=True,
+            )
             try:
                 for _ in sys.stdin:
                     pass

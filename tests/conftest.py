@@ -1,4 +1,5 @@
 """Shared fixtures: one real embedded RocketMQ (2 brokers) for the whole session, a fresh topic per test."""
+
 from __future__ import annotations
 
 import os
@@ -42,11 +43,14 @@ def spark():
     own discovery of the installed pyspark_rocketmq module."""
     from pyspark.sql import SparkSession
 
-    session = (SparkSession.builder.master("local[2]").appName("rmq-spark-tests")
-               .config("spark.ui.enabled", "false")
-               .config("spark.sql.shuffle.partitions", "2")
-               .config("spark.driver.memory", "1g")
-               .getOrCreate())
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("rmq-spark-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.driver.memory", "1g")
+        .getOrCreate()
+    )
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
@@ -73,9 +77,11 @@ def new_client(rocketmq, transport: str, **kw):
 
 def record_error(errors: list, fn, *args):
     """A thread target that calls ``fn(*args)`` and records what it raised (an assertion in a thread is lost)."""
+
     def run() -> None:
         try:
             fn(*args)
         except BaseException as e:  # noqa: BLE001 - recorded for the test's own assertion
             errors.append(e)
+
     return run

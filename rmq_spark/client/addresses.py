@@ -1,4 +1,5 @@
 """Server addresses as users and routes write them: ``host:port`` (IPv6 in brackets) and lists of them."""
+
 from __future__ import annotations
 
 from rmq_spark.client.errors import AddressError

@@ -2,24 +2,38 @@
 fan-out with its one partial-failure policy, single-queue shortcuts, group creation on offset update and exact
 range reads (their messages gathered by the native core). A transport supplies the primitives: ``_fetch_route``,
 one ``*_call`` per kind of per-queue request and ``pull_async``."""
+
 from __future__ import annotations
 
 import logging
 import threading
 import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from types import MappingProxyType
-from typing import Any, Callable, Iterable, Iterator, Mapping, Protocol, Sequence
+from typing import Any, Protocol
 
 from rmq_spark.client import hints
 from rmq_spark.client.defaults import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_PULL_DEPTH, DEFAULT_RETRY_TIMEOUT
-from rmq_spark.client.errors import (RETRYABLE, BrokerError, BrokerUnavailableError, RocketMQError,
-                                     UnsupportedError)
+from rmq_spark.client.errors import RETRYABLE, BrokerError, BrokerUnavailableError, RocketMQError, UnsupportedError
 from rmq_spark.client.gathering import MessageCollector
-from rmq_spark.client.model import (DEFAULT_GROUP, Boundary, DEFAULT_PRODUCER_GROUP, EVERY_MESSAGE, SLOT, FilterExpression,
-                                    HalfMessage, Message, MessageQueue, MessageType, OutgoingMessage, PullResult,
-                                    SendResult, TopicRoute)
+from rmq_spark.client.model import (
+    DEFAULT_GROUP,
+    DEFAULT_PRODUCER_GROUP,
+    EVERY_MESSAGE,
+    SLOT,
+    Boundary,
+    FilterExpression,
+    HalfMessage,
+    Message,
+    MessageQueue,
+    MessageType,
+    OutgoingMessage,
+    PullResult,
+    SendResult,
+    TopicRoute,
+)
 from rmq_spark.client.namespaces import NO_NAMESPACE, Namespace
 from rmq_spark.client.outages import OutageLog
 from rmq_spark.client.range_reader import PullSession, RangeReader, SharedPulls
@@ -62,13 +76,17 @@ class Answers(dict):
     """A fan-out's answers per queue. ``failed`` holds each queue whose broker could not answer now, with why;
     ``replica`` the queues answered by a slave (which may lag behind its master)."""
 
-    def __init__(self, answers: Mapping[MessageQueue, Any] = NONE_PER_QUEUE,
-                 failed: Mapping[MessageQueue, RocketMQError] = NONE_PER_QUEUE, replica: Iterable[MessageQueue] = ()):
+    def __init__(
+        self,
+        answers: Mapping[MessageQueue, Any] = NONE_PER_QUEUE,
+        failed: Mapping[MessageQueue, RocketMQError] = NONE_PER_QUEUE,
+        replica: Iterable[MessageQueue] = (),
+    ):
         super().__init__(answers)
         self.failed: dict[MessageQueue, RocketMQError] = dict(failed)
         self.replica: set[MessageQueue] = set(replica)
 
-    def merge(self, other: "Answers") -> "Answers":
+    def merge(self, other: Answers) -> Answers:
         """This and ``other``'s answers, failures and replica answers together."""
         out = Answers(self, self.failed, self.replica | other.replica)
         out.update(other)
@@ -80,9 +98,13 @@ def unavailable(what: str, failed: Mapping[MessageQueue, RocketMQError]) -> Brok
     """One error for the queues of a fan-out whose brokers could not answer, naming each broker."""
     brokers = sorted({mq.broker_name for mq in failed})
     first = next(iter(failed.values()))
-    return BrokerUnavailableError(f"{what}: broker{'s' if len(brokers) > 1 else ''} {', '.join(brokers)} could not "
-                                  f"answer now ({first}); retry when {'they are' if len(brokers) > 1 else 'it is'} "
-                                  "back", code=first.code, remark=first.remark)
+    return BrokerUnavailableError(
+        f"{what}: broker{'s' if len(brokers) > 1 else ''} {', '.join(brokers)} could not "
+        f"answer now ({first}); retry when {'they are' if len(brokers) > 1 else 'it is'} "
+        "back",
+        code=first.code,
+        remark=first.remark,
+    )
 
 
 class BaseClient:
@@ -91,8 +113,13 @@ class BaseClient:
 
     request_timeout: float
 
-    def __init__(self, *, route_ttl: float = 30.0, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
-                 namespace: Namespace = NO_NAMESPACE) -> None:
+    def __init__(
+        self,
+        *,
+        route_ttl: float = 30.0,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        namespace: Namespace = NO_NAMESPACE,
+    ) -> None:
         self._route_ttl = route_ttl
         self.namespace = namespace  # topics and groups go to the brokers in it; the client's callers never see it
         self.max_message_bytes = max_message_bytes
@@ -148,8 +175,16 @@ class BaseClient:
         """Make the broker of ``mq`` know ``group`` the way brokers create groups: by a pull in its name."""
         self.pull(mq, offset, 1, group=group)
 
-    def pull_async(self, mq: MessageQueue, offset: int, max_nums: int = SLOT, *, group: str = DEFAULT_GROUP,
-                   expression: FilterExpression = EVERY_MESSAGE, suspend_ms: int = 0) -> Call:
+    def pull_async(
+        self,
+        mq: MessageQueue,
+        offset: int,
+        max_nums: int = SLOT,
+        *,
+        group: str = DEFAULT_GROUP,
+        expression: FilterExpression = EVERY_MESSAGE,
+        suspend_ms: int = 0,
+    ) -> Call:
         """Send a pull and return at once; the call answers a PullResult. With ``suspend_ms`` > 0 the server may
         hold it until messages arrive (long polling)."""
         raise NotImplementedError
@@ -159,8 +194,14 @@ class BaseClient:
         ``hold_ms`` pass. UnsupportedError where the transport cannot tell when a pull has ended."""
         raise UnsupportedError(f"{type(self).__name__} cannot hold pulls")
 
-    def send_async(self, mq: MessageQueue, messages: Sequence[OutgoingMessage], *,
-                   group: str = DEFAULT_PRODUCER_GROUP, sys_flag: int = 0) -> Call:
+    def send_async(
+        self,
+        mq: MessageQueue,
+        messages: Sequence[OutgoingMessage],
+        *,
+        group: str = DEFAULT_PRODUCER_GROUP,
+        sys_flag: int = 0,
+    ) -> Call:
         """Send one message or a batch (each carrying its UNIQ_KEY) to one queue's master and return at once; the
         call answers a SendResult. ``sys_flag`` marks every message of the send (e.g. compressed bodies)."""
         raise NotImplementedError
@@ -175,24 +216,28 @@ class BaseClient:
         self.pull(mq, 0, 1, group=group, expression=expression)
 
     # -- calls some transports lack --------------------------------------------------------------------------
-    def send_half_async(self, mq: MessageQueue, message: OutgoingMessage, *, group: str = DEFAULT_PRODUCER_GROUP,
-                        sys_flag: int = 0) -> Call:
+    def send_half_async(
+        self, mq: MessageQueue, message: OutgoingMessage, *, group: str = DEFAULT_PRODUCER_GROUP, sys_flag: int = 0
+    ) -> Call:
         """Send a transaction's half message bound for ``mq`` and return at once; the call answers its
         HalfMessage handle."""
-        raise UnsupportedError(f"{type(self).__name__} cannot send transactional messages: use the remoting "
-                               "transport (option nameServer)")
+        raise UnsupportedError(
+            f"{type(self).__name__} cannot send transactional messages: use the remoting transport (option nameServer)"
+        )
 
     def end_transaction_async(self, half: HalfMessage, *, commit: bool, group: str = DEFAULT_PRODUCER_GROUP) -> Call:
         """Commit or roll back a half message and return at once."""
-        raise UnsupportedError(f"{type(self).__name__} cannot end transactions: use the remoting transport "
-                               "(option nameServer)")
+        raise UnsupportedError(
+            f"{type(self).__name__} cannot end transactions: use the remoting transport (option nameServer)"
+        )
 
     def topics(self) -> list[str]:
         """Every topic known to the cluster."""
         raise UnsupportedError(f"{type(self).__name__} cannot list topics")
 
-    def create_topic(self, topic: str, queues: int = 4, *, broker_names: Iterable[str] | None = None,
-                     seed_topic: str = "TBW102") -> None:
+    def create_topic(
+        self, topic: str, queues: int = 4, *, broker_names: Iterable[str] | None = None, seed_topic: str = "TBW102"
+    ) -> None:
         """Create or update ``topic`` with ``queues`` read/write queues on the masters of the cluster (found
         through ``seed_topic``'s route, or the given brokers)."""
         raise UnsupportedError(f"{type(self).__name__} cannot create topics")
@@ -308,8 +353,9 @@ class BaseClient:
         return self.route(topic, refresh=refresh).read_queues()
 
     # -- the fan-out -----------------------------------------------------------------------------------------
-    def _gather(self, what: str, mqs: Iterable[MessageQueue], make: Callable[[MessageQueue], Call], *,
-                partial: bool) -> Answers:
+    def _gather(
+        self, what: str, mqs: Iterable[MessageQueue], make: Callable[[MessageQueue], Call], *, partial: bool
+    ) -> Answers:
         """``make(mq)`` for every queue, all in flight at once (every broker asked concurrently). A queue whose
         broker does not answer is asked once more on its own (fresh route and connection, maybe another member
         of its broker group); if that fails too, it is unavailable: with ``partial`` it goes to
@@ -357,13 +403,18 @@ class BaseClient:
         """The offset after the last message (exclusive end), per queue."""
         return self._gather("max offsets", mqs, self._max_offset_call, partial=partial)
 
-    def search_offsets(self, mqs: Iterable[MessageQueue], timestamp: int, boundary: Boundary = Boundary.LOWER, *,
-                       partial: bool = False) -> Answers:
+    def search_offsets(
+        self, mqs: Iterable[MessageQueue], timestamp: int, boundary: Boundary = Boundary.LOWER, *, partial: bool = False
+    ) -> Answers:
         """Per queue, the offset of the first (``LOWER``) or last (``UPPER``) message stored at or after / at or
         before ``timestamp`` ms, as the broker's SEARCH_OFFSET_BY_TIMESTAMP defines it."""
         boundary = Boundary(boundary)
-        answers = self._gather("offsets by timestamp", mqs,
-                               lambda mq: self._search_offset_call(mq, int(timestamp), boundary), partial=partial)
+        answers = self._gather(
+            "offsets by timestamp",
+            mqs,
+            lambda mq: self._search_offset_call(mq, int(timestamp), boundary),
+            partial=partial,
+        )
         near = sorted(mq for mq, v in answers.items() if isinstance(v, NearOffset))
         if not near:
             return answers
@@ -372,8 +423,14 @@ class BaseClient:
             out.pop(mq, None)
         return out
 
-    def _boundaries(self, near: Mapping[MessageQueue, NearOffset], mqs: list[MessageQueue], timestamp: int,
-                    boundary: Boundary, partial: bool) -> Answers:
+    def _boundaries(
+        self,
+        near: Mapping[MessageQueue, NearOffset],
+        mqs: list[MessageQueue],
+        timestamp: int,
+        boundary: Boundary,
+        partial: bool,
+    ) -> Answers:
         """The boundary offsets of ``mqs``, whose broker answered an offset near the time (``time_search``)."""
         firsts = self.min_offsets(mqs, partial=partial)
         ends = self.max_offsets([mq for mq in mqs if mq in firsts], partial=partial)
@@ -393,17 +450,26 @@ class BaseClient:
 
     def query_consumer_offsets(self, group: str, mqs: Iterable[MessageQueue], *, partial: bool = False) -> Answers:
         """The group's committed (next-to-consume) offset per queue, None where the group has none."""
-        return self._gather(f"offsets of consumer group {group!r}", mqs,
-                            lambda mq: self._consumer_offset_call(group, mq), partial=partial)
+        return self._gather(
+            f"offsets of consumer group {group!r}",
+            mqs,
+            lambda mq: self._consumer_offset_call(group, mq),
+            partial=partial,
+        )
 
-    def update_consumer_offsets(self, group: str, offsets: Mapping[MessageQueue, int], *,
-                                partial: bool = False) -> Answers:
+    def update_consumer_offsets(
+        self, group: str, offsets: Mapping[MessageQueue, int], *, partial: bool = False
+    ) -> Answers:
         """Store the group's next-to-consume offset for each queue on its broker's master (as
         RemoteBrokerOffsetStore.persistAll does). A group the broker does not know yet is created the way brokers
         create groups: by a pull in its name. With ``partial``, queues whose master is unavailable are left in
         ``Answers.failed`` (nothing stored for them)."""
-        stored = self._gather(f"offset update of consumer group {group!r}", offsets,
-                              lambda mq: self._store_offset_call(group, mq, offsets[mq]), partial=partial)
+        stored = self._gather(
+            f"offset update of consumer group {group!r}",
+            offsets,
+            lambda mq: self._store_offset_call(group, mq, offsets[mq]),
+            partial=partial,
+        )
         for mq in [mq for mq, ok in stored.items() if not ok]:
             try:
                 self._create_group(group, mq, offsets[mq])
@@ -415,9 +481,12 @@ class BaseClient:
                 stored.failed[mq] = e
                 continue
             except RocketMQError as e:
-                raise RocketMQError(f"consumer group {group!r} does not exist on broker {mq.broker_name} and could "
-                                    f"not be created by a pull ({e}); {hints.GROUP}",
-                                    code=e.code, remark=e.remark) from e
+                raise RocketMQError(
+                    f"consumer group {group!r} does not exist on broker {mq.broker_name} and could "
+                    f"not be created by a pull ({e}); {hints.GROUP}",
+                    code=e.code,
+                    remark=e.remark,
+                ) from e
             if not ok:
                 raise BrokerError(f"update of group {group!r} offset on {mq} failed: {hints.GROUP}")
             stored[mq] = True
@@ -444,16 +513,22 @@ class BaseClient:
     def update_consumer_offset(self, group: str, mq: MessageQueue, offset: int) -> None:
         self.update_consumer_offsets(group, {mq: offset})
 
-    def send(self, mq: MessageQueue, messages: OutgoingMessage | Sequence[OutgoingMessage], *,
-             group: str = DEFAULT_PRODUCER_GROUP) -> SendResult:
+    def send(
+        self,
+        mq: MessageQueue,
+        messages: OutgoingMessage | Sequence[OutgoingMessage],
+        *,
+        group: str = DEFAULT_PRODUCER_GROUP,
+    ) -> SendResult:
         """Send one message or a batch to one queue and wait; each message gets a UNIQ_KEY unless it has one."""
         batch = [messages] if isinstance(messages, OutgoingMessage) else list(messages)
         if not batch:
             raise ValueError("send needs at least one message")
         return self.send_async(mq, [m.with_unique_id() for m in batch], group=group).result()
 
-    def pull_session(self, mq: MessageQueue, *, group: str = DEFAULT_GROUP,
-                     expression: FilterExpression = EVERY_MESSAGE) -> PullSession:
+    def pull_session(
+        self, mq: MessageQueue, *, group: str = DEFAULT_GROUP, expression: FilterExpression = EVERY_MESSAGE
+    ) -> PullSession:
         """The pulls of one range read of ``mq`` (over the client's shared connections unless a transport has
         better)."""
         return SharedPulls(self, mq, group=group, expression=expression)
@@ -463,16 +538,37 @@ class BaseClient:
         return self.pull_async(mq, offset, max_nums, **kw).result()
 
     # -- exact range reads -----------------------------------------------------------------------------------
-    def read_range(self, mq: MessageQueue, start: int, end: int, *, depth: int = DEFAULT_PULL_DEPTH, group: str = DEFAULT_GROUP,
-                   expression: FilterExpression = EVERY_MESSAGE, fail_on_data_loss: bool = True,
-                   retry_timeout: float = DEFAULT_RETRY_TIMEOUT, sparse: bool = False) -> Iterator[Message]:
+    def read_range(
+        self,
+        mq: MessageQueue,
+        start: int,
+        end: int,
+        *,
+        depth: int = DEFAULT_PULL_DEPTH,
+        group: str = DEFAULT_GROUP,
+        expression: FilterExpression = EVERY_MESSAGE,
+        fail_on_data_loss: bool = True,
+        retry_timeout: float = DEFAULT_RETRY_TIMEOUT,
+        sparse: bool = False,
+    ) -> Iterator[Message]:
         """Every message of ``mq`` with ``start <= queueOffset < end`` that matches the filter, in order,
         with ``depth`` pulls in flight. A broker that goes away is waited for up to ``retry_timeout`` seconds;
         ``sparse`` accepts gaps in the offsets (compaction topics)."""
-        reader = RangeReader(self, mq, start, end, depth=depth, group=group, expression=expression,
-                             fail_on_data_loss=fail_on_data_loss, retry_timeout=retry_timeout, sparse=sparse)
-        collected = MessageCollector(mq, tags=expression.tags, max_body=self.max_message_bytes,
-                                     topic=mq.topic if self.namespace else None)
+        reader = RangeReader(
+            self,
+            mq,
+            start,
+            end,
+            depth=depth,
+            group=group,
+            expression=expression,
+            fail_on_data_loss=fail_on_data_loss,
+            retry_timeout=retry_timeout,
+            sparse=sparse,
+        )
+        collected = MessageCollector(
+            mq, tags=expression.tags, max_body=self.max_message_bytes, topic=mq.topic if self.namespace else None
+        )
         for _ in reader.fill(collected):
             yield from collected.take()
         yield from collected.take()

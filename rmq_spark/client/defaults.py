@@ -1,5 +1,6 @@
 """The client layer's defaults, one per setting: the clients' keyword arguments and the connector's options
 (``options.py``, which must not import the transports or the native core) both take theirs from here."""
+
 from __future__ import annotations
 
 DEFAULT_REQUEST_TIMEOUT = 10.0  # s, option requestTimeoutMs

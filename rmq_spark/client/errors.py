@@ -4,6 +4,7 @@ compiled core's errors become one of them in ``core_errors.package_error``). Use
 
 Each class names its condition, a stable prefix of its text (``[ROCKETMQ_DATA_LOSS] ...``), which users grep and
 alert on where Spark shows errors as text; the README lists them with their fixes."""
+
 from __future__ import annotations
 
 import re
@@ -74,8 +75,16 @@ class AuthError(RocketMQError, condition="ROCKETMQ_AUTH_FAILED"):
 class OffsetMovedError(RocketMQError, condition="ROCKETMQ_OFFSET_MOVED"):
     """The requested offset is outside what the broker holds (deleted or beyond the end)."""
 
-    def __init__(self, message: str, *, code: int | None = None, remark: str | None = None,
-                 next_begin_offset: int = -1, min_offset: int = -1, max_offset: int = -1) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: int | None = None,
+        remark: str | None = None,
+        next_begin_offset: int = -1,
+        min_offset: int = -1,
+        max_offset: int = -1,
+    ) -> None:
         super().__init__(message, code=code, remark=remark)
         self.next_begin_offset = next_begin_offset
         self.min_offset = min_offset
@@ -111,4 +120,3 @@ class DataLossError(RocketMQError, condition="ROCKETMQ_DATA_LOSS"):
 
 # Failures that say "not now" rather than "never": a caller may retry them (with backoff, up to a deadline).
 RETRYABLE = (ConnectionLostError, RequestTimeoutError, BrokerBusyError)
-

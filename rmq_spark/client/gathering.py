@@ -3,10 +3,11 @@
 core owns the record rules: the record walk, decompression bounded by maxMessageBytes, inner batches, properties,
 message ids, the tag re-check. ``arrow_decoder`` builds Arrow batches of the output schema from the columns;
 ``MessageCollector`` builds the client's Messages (``read_range``)."""
+
 from __future__ import annotations
 
 import struct
-from typing import Sequence
+from collections.abc import Sequence
 
 import pyarrow as pa
 
@@ -18,9 +19,25 @@ from rmq_spark.compiled import BlockGatherer, BodyTooLargeError, UnreadableError
 
 # The gatherer's columns for a Message: the output schema's (brokerName is the queue's), timestamps in
 # milliseconds, and the record fields outside the schema.
-MESSAGE_COLUMNS = ("topic", "queueId", "queueOffset", "msgId", "tags", "keys", "body", "bornMillis", "storeMillis",
-                   "bornHost", "storeHost", "reconsumeTimes", "flag", "properties", "sysFlag", "commitLogOffset",
-                   "bodyCrc")
+MESSAGE_COLUMNS = (
+    "topic",
+    "queueId",
+    "queueOffset",
+    "msgId",
+    "tags",
+    "keys",
+    "body",
+    "bornMillis",
+    "storeMillis",
+    "bornHost",
+    "storeHost",
+    "reconsumeTimes",
+    "flag",
+    "properties",
+    "sysFlag",
+    "commitLogOffset",
+    "bodyCrc",
+)
 MIN_OFFSET = -(1 << 63)
 MAX_OFFSET = (1 << 63) - 1
 
@@ -50,8 +67,15 @@ class Gatherer:
     message); a compressed body may expand to ``max_body`` bytes. ``topic``: every row's topic instead of the one
     its record names (a read in a namespace, whose records name the topic as the brokers know it)."""
 
-    def __init__(self, columns: Sequence[str], queue: MessageQueue, *, tags: frozenset[str] | set[str] | None = None,
-                 max_body: int = DEFAULT_MAX_MESSAGE_BYTES, topic: str | None = None) -> None:
+    def __init__(
+        self,
+        columns: Sequence[str],
+        queue: MessageQueue,
+        *,
+        tags: frozenset[str] | set[str] | None = None,
+        max_body: int = DEFAULT_MAX_MESSAGE_BYTES,
+        topic: str | None = None,
+    ) -> None:
         self.queue = queue
         self._topic = string_scalar(topic) if topic is not None and "topic" in columns else None
         tag_set = sorted(tags) if tags and "*" not in tags else None
@@ -83,8 +107,12 @@ class Gatherer:
         try:
             self.native.add_v2(list(frames), self.queue.topic, low, high)
         except UnreadableError as e:
-            raise package_error(e, None if isinstance(e, BodyTooLargeError) else
-                                f"{self.queue}: a PullMessage answer frame does not read: {e}") from None
+            raise package_error(
+                e,
+                None
+                if isinstance(e, BodyTooLargeError)
+                else f"{self.queue}: a PullMessage answer frame does not read: {e}",
+            ) from None
 
     def native_target(self) -> BlockGatherer:
         """The gatherer a native pull loop adds blocks to directly, in order after what was gathered before."""
@@ -104,8 +132,14 @@ class MessageCollector(Gatherer):
     """The client's Messages of pulled chunks inside their windows, in order: the chunk builder of
     ``read_range``."""
 
-    def __init__(self, queue: MessageQueue, *, tags: frozenset[str] | None = None,
-                 max_body: int = DEFAULT_MAX_MESSAGE_BYTES, topic: str | None = None) -> None:
+    def __init__(
+        self,
+        queue: MessageQueue,
+        *,
+        tags: frozenset[str] | None = None,
+        max_body: int = DEFAULT_MAX_MESSAGE_BYTES,
+        topic: str | None = None,
+    ) -> None:
         super().__init__(MESSAGE_COLUMNS, queue, tags=tags, max_body=max_body, topic=topic)
 
     def take(self) -> list[Message]:
@@ -117,12 +151,62 @@ class MessageCollector(Gatherer):
         cuts, words = c["keyOffsets"], c["keyWords"]
         keys = [tuple(words[a:b]) for a, b in zip(cuts, cuts[1:])]
         broker = self.queue.broker_name
-        return [Message(topic=topic, broker_name=broker, queue_id=queue_id, queue_offset=offset, msg_id=msg_id,
-                        tags=tag, keys=k, body=body, born_timestamp=born, store_timestamp=stored,
-                        born_host=born_host, store_host=store_host, reconsume_times=reconsume, flag=flag,
-                        properties=p, sys_flag=sys_flag, commit_log_offset=phys, body_crc=crc)
-                for (topic, queue_id, offset, msg_id, tag, k, body, born, stored, born_host, store_host, reconsume,
-                     flag, p, sys_flag, phys, crc)
-                in zip(c["topic"], c["queueId"], c["queueOffset"], c["msgId"], c["tags"], keys, c["body"],
-                       c["bornMillis"], c["storeMillis"], c["bornHost"], c["storeHost"], c["reconsumeTimes"],
-                       c["flag"], properties, c["sysFlag"], c["commitLogOffset"], c["bodyCrc"])]
+        return [
+            Message(
+                topic=topic,
+                broker_name=broker,
+                queue_id=queue_id,
+                queue_offset=offset,
+                msg_id=msg_id,
+                tags=tag,
+                keys=k,
+                body=body,
+                born_timestamp=born,
+                store_timestamp=stored,
+                born_host=born_host,
+                store_host=store_host,
+                reconsume_times=reconsume,
+                flag=flag,
+                properties=p,
+                sys_flag=sys_flag,
+                commit_log_offset=phys,
+                body_crc=crc,
+            )
+            for (
+                topic,
+                queue_id,
+                offset,
+                msg_id,
+                tag,
+                k,
+                body,
+                born,
+                stored,
+                born_host,
+                store_host,
+                reconsume,
+                flag,
+                p,
+                sys_flag,
+                phys,
+                crc,
+            ) in zip(
+                c["topic"],
+                c["queueId"],
+                c["queueOffset"],
+                c["msgId"],
+                c["tags"],
+                keys,
+                c["body"],
+                c["bornMillis"],
+                c["storeMillis"],
+                c["bornHost"],
+                c["storeHost"],
+                c["reconsumeTimes"],
+                c["flag"],
+                properties,
+                c["sysFlag"],
+                c["commitLogOffset"],
+                c["bodyCrc"],
+            )
+        ]

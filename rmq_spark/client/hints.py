@@ -3,32 +3,52 @@
 TOPIC = "check the topic name, or create the topic"
 AUTH = "check accessKey/secretKey and the user's permissions on the broker"
 UNKNOWN_USER = "the accessKey is not a user of this cluster: check accessKey"
-GROUP = ("the consumer group does not exist on the broker: create it (mqadmin updateSubGroup) or enable "
-         "autoCreateSubscriptionGroup")
+GROUP = (
+    "the consumer group does not exist on the broker: create it (mqadmin updateSubGroup) or enable "
+    "autoCreateSubscriptionGroup"
+)
 FILTER = "check subExpression and expressionType"
 NOT_REMOTING = "the server does not support this request; check the address points at a RocketMQ name server or broker"
-NO_PULL_API = ("this server has no pull API: it is not an rmq-spark pull gateway (the stock RocketMQ proxy "
-               "implements only the push and simple consumer calls of apache.rocketmq.v2, not PullMessage, "
-               "UpdateOffset, GetOffset or QueryOffset). Read over the remoting protocol with option nameServer set "
-               "to the cluster's name servers, or run the pull gateway beside the cluster (jvm-shim/gateway/README.md) and "
-               "point option endpoint at it")
-NOT_GRPC = ("check that endpoint is the host:port of a RocketMQ v2 gRPC pull gateway and that it is up; a name "
-            "server or broker address goes in option nameServer instead")
-TLS_SERVER = ("the server's TLS certificate was not accepted: set tlsCaFile to the CA that signed it, and "
-              "tlsServerName if it names another host")
-TLS_CLIENT = ("the server refused this client's TLS certificate (none was given, or no CA it trusts signed it): "
-              "set tlsCertFile and tlsKeyFile")
-TLS_FILES = ("gRPC could not set up TLS from the certificates: check that tlsCaFile, tlsCertFile and tlsKeyFile "
-             "hold PEM and that the key is the certificate's")
-BUSY = ("the broker asked to back off (busy, flow control, or starting / stopping); try again in a moment (range "
-        "reads retry it with backoff up to brokerRetryTimeoutMs)")
-TOO_LARGE = ("the broker refused the message as too large or malformed: a body must fit the broker's "
-             "maxMessageSize (4 MiB by default) and the properties 32 KiB; split the body or raise maxMessageSize on "
-             "the brokers")
-STATIC_TOPIC = ("it is a static topic (RocketMQ 5 logic queues): its logic queues and their offsets span the queues "
-                "of several brokers over time, which rmq-spark does not read or write; read it with RocketMQ's own "
-                "consumers, or use a topic without logic queues")
+NO_PULL_API = (
+    "this server has no pull API: it is not an rmq-spark pull gateway (the stock RocketMQ proxy "
+    "implements only the push and simple consumer calls of apache.rocketmq.v2, not PullMessage, "
+    "UpdateOffset, GetOffset or QueryOffset). Read over the remoting protocol with option nameServer set "
+    "to the cluster's name servers, or run the pull gateway beside the cluster (jvm-shim/gateway/README.md) and "
+    "point option endpoint at it"
+)
+NOT_GRPC = (
+    "check that endpoint is the host:port of a RocketMQ v2 gRPC pull gateway and that it is up; a name "
+    "server or broker address goes in option nameServer instead"
+)
+TLS_SERVER = (
+    "the server's TLS certificate was not accepted: set tlsCaFile to the CA that signed it, and "
+    "tlsServerName if it names another host"
+)
+TLS_CLIENT = (
+    "the server refused this client's TLS certificate (none was given, or no CA it trusts signed it): "
+    "set tlsCertFile and tlsKeyFile"
+)
+TLS_FILES = (
+    "gRPC could not set up TLS from the certificates: check that tlsCaFile, tlsCertFile and tlsKeyFile "
+    "hold PEM and that the key is the certificate's"
+)
+BUSY = (
+    "the broker asked to back off (busy, flow control, or starting / stopping); try again in a moment (range "
+    "reads retry it with backoff up to brokerRetryTimeoutMs)"
+)
+TOO_LARGE = (
+    "the broker refused the message as too large or malformed: a body must fit the broker's "
+    "maxMessageSize (4 MiB by default) and the properties 32 KiB; split the body or raise maxMessageSize on "
+    "the brokers"
+)
+STATIC_TOPIC = (
+    "it is a static topic (RocketMQ 5 logic queues): its logic queues and their offsets span the queues "
+    "of several brokers over time, which rmq-spark does not read or write; read it with RocketMQ's own "
+    "consumers, or use a topic without logic queues"
+)
 TIMER_OFF = "the broker does not deliver timer messages: enable timerWheelEnable on the brokers, or drop deliverTimeMs"
-MESSAGE_TYPE = ("the topic's message.type does not take this kind of message (RocketMQ 5's proxy checks it): rows with "
-                "a shardingKey are FIFO, rows with a deliverTimeMs DELAY, others NORMAL; create the topic with that "
-                "message.type or MIXED, or write rows of the topic's type")
+MESSAGE_TYPE = (
+    "the topic's message.type does not take this kind of message (RocketMQ 5's proxy checks it): rows with "
+    "a shardingKey are FIFO, rows with a deliverTimeMs DELAY, others NORMAL; create the topic with that "
+    "message.type or MIXED, or write rows of the topic's type"
+)

@@ -1,9 +1,11 @@
 """Values of the RocketMQ client: queues, routes, messages and pull results (transport-neutral, picklable)."""
+
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Iterable, final
+from typing import TYPE_CHECKING, final
 
 from rmq_spark.client.unique_ids import new_unique_id
 
@@ -52,8 +54,12 @@ class MessageQueue:
     def __eq__(self, other: object) -> bool:
         if type(other) is not MessageQueue:
             return NotImplemented
-        return (self._hash == other._hash and self.queue_id == other.queue_id
-                and self.broker_name == other.broker_name and self.topic == other.topic)
+        return (
+            self._hash == other._hash
+            and self.queue_id == other.queue_id
+            and self.broker_name == other.broker_name
+            and self.topic == other.topic
+        )
 
     def __reduce__(self):
         return MessageQueue, (self.topic, self.broker_name, self.queue_id)
@@ -109,7 +115,7 @@ class FilterExpression:
         object.__setattr__(self, "tags", tags)
 
     @classmethod
-    def of_tags(cls, tags: Iterable[str]) -> "FilterExpression":
+    def of_tags(cls, tags: Iterable[str]) -> FilterExpression:
         """The TAG filter that passes exactly ``tags`` (at least one)."""
         names = sorted({t.strip() for t in tags} - {""})
         if not names or "*" in names:
@@ -199,8 +205,9 @@ class TopicRoute:
 
     def read_queues(self) -> list[MessageQueue]:
         """Every readable queue, sorted by broker name and queue id."""
-        out = [queue_of(self.topic, q.broker_name, i)
-               for q in self.queues if q.readable for i in range(q.read_queue_nums)]
+        out = [
+            queue_of(self.topic, q.broker_name, i) for q in self.queues if q.readable for i in range(q.read_queue_nums)
+        ]
         return sorted(out)
 
     def write_queues(self) -> list[MessageQueue]:
@@ -208,8 +215,12 @@ class TopicRoute:
         name and queue id: the queues the Java producer publishes to (MQClientInstance.
         topicRouteData2TopicPublishInfo), so that a sharding key's queue is the one it picks."""
         masters = {b.broker_name for b in self.brokers if b.master_address is not None}
-        out = [MessageQueue(self.topic, q.broker_name, i)
-               for q in self.queues if q.writable and q.broker_name in masters for i in range(q.write_queue_nums)]
+        out = [
+            MessageQueue(self.topic, q.broker_name, i)
+            for q in self.queues
+            if q.writable and q.broker_name in masters
+            for i in range(q.write_queue_nums)
+        ]
         return sorted(out)
 
 
@@ -336,7 +347,7 @@ class OutgoingMessage:
             return MessageType.DELAY
         return MessageType.NORMAL if self.sharding_key is None else MessageType.FIFO
 
-    def with_unique_id(self) -> "OutgoingMessage":
+    def with_unique_id(self) -> OutgoingMessage:
         """This message with a UNIQ_KEY property (a new one unless it already has one)."""
         if self.properties.get(PROPERTY_UNIQ_KEY):
             return self

@@ -2,6 +2,7 @@
 group ``ns%group``, a retry topic ``%RETRY%ns%group`` (RocketMQ's NamespaceUtil rules); everywhere else, in
 columns, offsets JSON and errors, the names are shown without the namespace. System topics and groups are never
 wrapped, and a name given with the namespace already is not wrapped twice."""
+
 from __future__ import annotations
 
 import re
@@ -23,7 +24,7 @@ def _split_kind(resource: str) -> tuple[str, str]:
     """(``%RETRY%``, ``%DLQ%`` or "", the rest)."""
     for kind in (RETRY_PREFIX, DLQ_PREFIX):
         if resource.startswith(kind):
-            return kind, resource[len(kind):]
+            return kind, resource[len(kind) :]
     return "", resource
 
 
@@ -51,7 +52,7 @@ class Namespace:
             return resource
         kind, rest = _split_kind(resource)
         prefix = self.name + SEPARATOR
-        return kind + rest[len(prefix):] if rest.startswith(prefix) else resource
+        return kind + rest[len(prefix) :] if rest.startswith(prefix) else resource
 
     def owns(self, resource: str) -> bool:
         """Whether the brokers' ``resource`` is in this namespace (every name is, without one)."""

@@ -1,12 +1,13 @@
 """Log each outage once: a warning when a broker or name server first stops answering, a line when it is back,
 and nothing for the polls in between (the streaming driver asks every few milliseconds); and pace the calls to what
 is down, so that a caller that runs every few milliseconds retries it on a clock, not on every call."""
+
 from __future__ import annotations
 
 import logging
 import threading
 import time
-from typing import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 # How often a call to something that is down is tried again by callers that ask ``due`` first.
 RETRY_DOWN_S = 5.0
@@ -47,8 +48,13 @@ class OutageLog:
         if since is not None:
             self._log.warning("%s answers again after %.1f s", who, time.monotonic() - since)
 
-    def report(self, brokers: Iterable[str], failed: Mapping[str, BaseException | str], who: Callable[[str], str],
-               consequence: str) -> None:
+    def report(
+        self,
+        brokers: Iterable[str],
+        failed: Mapping[str, BaseException | str],
+        who: Callable[[str], str],
+        consequence: str,
+    ) -> None:
         """The outcome of asking each of ``brokers`` (named in the log by ``who``): down with its error for those in
         ``failed``, up for the others."""
         for broker in sorted(set(brokers)):

@@ -13,14 +13,16 @@ waited for (backoff up to ``retry_timeout``). This module drives the cursor over
 - any other session (gRPC, TLS, signed requests) sends each pull through Python and hands each answer to the same
   cursor.
 """
+
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Iterator, Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from rmq_spark.client.defaults import DEFAULT_PULL_DEPTH, DEFAULT_RETRY_TIMEOUT
 from rmq_spark.client.core_errors import package_error
+from rmq_spark.client.defaults import DEFAULT_PULL_DEPTH, DEFAULT_RETRY_TIMEOUT
 from rmq_spark.client.errors import RETRYABLE
 from rmq_spark.client.model import EVERY_MESSAGE, SLOT, FilterExpression, MessageQueue, PullResult
 from rmq_spark.compiled import BlockGatherer, DataLostError, RangeCursor, RefusedError, Step, UnavailableError
@@ -109,17 +111,37 @@ class RangeChunk:
 class RangeReader:
     """Reads ``[start, end)`` of ``mq`` into a builder (``fill``); ``lost`` counts offsets skipped for data loss."""
 
-    def __init__(self, client: Puller, mq: MessageQueue, start: int, end: int, *, depth: int = DEFAULT_PULL_DEPTH,
-                 slot: int = SLOT, group: str, expression: FilterExpression = EVERY_MESSAGE,
-                 fail_on_data_loss: bool = True, retry_timeout: float = DEFAULT_RETRY_TIMEOUT,
-                 sparse: bool = False) -> None:
+    def __init__(
+        self,
+        client: Puller,
+        mq: MessageQueue,
+        start: int,
+        end: int,
+        *,
+        depth: int = DEFAULT_PULL_DEPTH,
+        slot: int = SLOT,
+        group: str,
+        expression: FilterExpression = EVERY_MESSAGE,
+        fail_on_data_loss: bool = True,
+        retry_timeout: float = DEFAULT_RETRY_TIMEOUT,
+        sparse: bool = False,
+    ) -> None:
         if start < 0 or end < start:
             raise ValueError(f"bad range [{start}, {end}) for {mq}")
         self.client, self.mq, self.start, self.end = client, mq, start, end
         self.group, self.expression = group, expression
-        self._cursor = RangeCursor(str(mq), mq.broker_name, start, end, depth=depth, slot=slot,
-                                   filtered=expression.filters, sparse=sparse, fail_on_data_loss=fail_on_data_loss,
-                                   retry_timeout=retry_timeout)
+        self._cursor = RangeCursor(
+            str(mq),
+            mq.broker_name,
+            start,
+            end,
+            depth=depth,
+            slot=slot,
+            filtered=expression.filters,
+            sparse=sparse,
+            fail_on_data_loss=fail_on_data_loss,
+            retry_timeout=retry_timeout,
+        )
 
     @property
     def lost(self) -> int:
@@ -144,8 +166,9 @@ class RangeReader:
         """One run of the core's pull loop, and what it hands back."""
         cursor, result = self._cursor, None
         try:
-            step = pulls.run(cursor, builder.native_target(), max(1, rows - builder.rows),
-                             max(1, nbytes - builder.nbytes))
+            step = pulls.run(
+                cursor, builder.native_target(), max(1, rows - builder.rows), max(1, nbytes - builder.nbytes)
+            )
             match step:
                 case Step.Done():
                     return False
@@ -188,12 +211,14 @@ class RangeReader:
                 verdict = cursor.failed(str(e))
             self._take(self._settle(verdict, cancel), result, builder)
             return True
+
         return step
 
     # -- shared by both ------------------------------------------------------------------------------------------
     def _judge(self, r: PullResult) -> Step:
-        return self._cursor.judge(r.status, r.next_begin_offset, r.min_offset, r.max_offset, r.first_offset,
-                                  len(r.body))
+        return self._cursor.judge(
+            r.status, r.next_begin_offset, r.min_offset, r.max_offset, r.first_offset, len(r.body)
+        )
 
     def _settle(self, step: Step, cancel: Callable[[list[int]], None]) -> Step:
         """Follow ``step`` through the gap check and the wait it may ask for. Returns a ``Take`` or a ``Skip``."""

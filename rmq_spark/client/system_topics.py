@@ -3,20 +3,33 @@ TopicValidator set and its ``rmq_sys_`` prefix, the ``RMQ_SYS_`` topics of newer
 light message queue topics, and the topics each broker creates under its cluster's and its own name) and this
 connector's internal topics (``CONNECTOR_TOPIC_PREFIX``). A topic named explicitly (option topic or topics) is read
 whatever it is."""
+
 from __future__ import annotations
 
 # TopicValidator.SYSTEM_TOPIC_SET: the system topics every client knows by name
-ROCKETMQ_SYSTEM_TOPICS = frozenset({
-    "TBW102", "SCHEDULE_TOPIC_XXXX", "BenchmarkTest", "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRACE_TOPIC",
-    "RMQ_SYS_TRANS_OP_HALF_TOPIC", "TRANS_CHECK_MAX_TIME_TOPIC", "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT",
-    "CHECKPOINT_TOPIC"})
+ROCKETMQ_SYSTEM_TOPICS = frozenset(
+    {
+        "TBW102",
+        "SCHEDULE_TOPIC_XXXX",
+        "BenchmarkTest",
+        "RMQ_SYS_TRANS_HALF_TOPIC",
+        "RMQ_SYS_TRACE_TOPIC",
+        "RMQ_SYS_TRANS_OP_HALF_TOPIC",
+        "TRANS_CHECK_MAX_TIME_TOPIC",
+        "SELF_TEST_TOPIC",
+        "OFFSET_MOVED_EVENT",
+        "CHECKPOINT_TOPIC",
+    }
+)
 ROCKETMQ_SYSTEM_PREFIX = "rmq_sys_"  # TopicValidator.SYSTEM_TOPIC_PREFIX: timer, revive, trace, broker sync topics
 # The topics this connector keeps for itself (the exactly-once sink's commit records, rmq_spark_commits_<group>)
 CONNECTOR_TOPIC_PREFIX = "rmq_spark_"
 RETRY_PREFIX, DLQ_PREFIX = "%RETRY%", "%DLQ%"  # MixAll: a group's retry and dead-letter topics
 # RMQ_SYS_ topics outside TopicValidator's set (5.5's RMQ_SYS_ROCKSDB_TRANS_HALF_TOPIC), MixAll's light message queues
 _INTERNAL_PREFIXES = (ROCKETMQ_SYSTEM_PREFIX, "RMQ_SYS_", RETRY_PREFIX, DLQ_PREFIX, "%LMQ%", CONNECTOR_TOPIC_PREFIX)
-REPLY_TOPIC_SUFFIX = "_REPLY_TOPIC"  # MixAll.REPLY_TOPIC_POSTFIX: a cluster's request-reply topic is <cluster>_REPLY_TOPIC
+REPLY_TOPIC_SUFFIX = (
+    "_REPLY_TOPIC"  # MixAll.REPLY_TOPIC_POSTFIX: a cluster's request-reply topic is <cluster>_REPLY_TOPIC
+)
 
 
 def is_rocketmq_system_topic(topic: str) -> bool:

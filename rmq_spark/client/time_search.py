@@ -1,6 +1,7 @@
 """Offsets by store time where the broker's search has no boundary type (RocketMQ 4.x): its answer is the offset of
 the message whose store time is nearest the time, on either side of it (the last message for a time past them all),
 so the first message stored at or after the time is looked for around it, as Kafka's offsetsForTimes defines it."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -19,8 +20,9 @@ class NearOffset:
     offset: int
 
 
-def first_stored_at_or_after(client: "BaseClient", mq: MessageQueue, timestamp: int, near: int, first: int,
-                             end: int) -> int:
+def first_stored_at_or_after(
+    client: BaseClient, mq: MessageQueue, timestamp: int, near: int, first: int, end: int
+) -> int:
     """The first offset in ``[first, end)`` of ``mq`` whose message was stored at or after ``timestamp`` ms, ``end``
     where none was (store times grow along a queue). Read from ``near`` forward while the messages are older, else
     backward in growing windows until an older one is found."""
@@ -48,7 +50,7 @@ def first_stored_at_or_after(client: "BaseClient", mq: MessageQueue, timestamp: 
     return at
 
 
-def _first_newer(client: "BaseClient", mq: MessageQueue, begin: int, end: int, timestamp: int) -> int | None:
+def _first_newer(client: BaseClient, mq: MessageQueue, begin: int, end: int, timestamp: int) -> int | None:
     """The first offset in ``[begin, end)`` stored at or after ``timestamp``; None where every message is older."""
     for m in client.read_range(mq, begin, end, fail_on_data_loss=False):
         if m.store_timestamp >= timestamp:

@@ -1,5 +1,6 @@
 """TLS settings shared by both transports: which CAs to trust, which name to verify, and the client certificate for
 mutual TLS. Picklable (paths, not loaded keys): each process loads the files where it connects."""
+
 from __future__ import annotations
 
 import ssl
@@ -45,8 +46,10 @@ class TlsConfig:
             try:
                 ctx.load_cert_chain(self.cert_file, self.key_file)
             except ssl.SSLError as e:
-                raise RocketMQError(f"the client certificate {self.cert_file!r} and key {self.key_file!r} (options "
-                                    f"tlsCertFile, tlsKeyFile) do not load: {e}") from None
+                raise RocketMQError(
+                    f"the client certificate {self.cert_file!r} and key {self.key_file!r} (options "
+                    f"tlsCertFile, tlsKeyFile) do not load: {e}"
+                ) from None
         return ctx
 
     def grpc_parts(self) -> tuple[bytes | None, bytes | None, bytes | None]:

@@ -1,9 +1,11 @@
 """Client-side message ids (the UNIQ_KEY property), in the layout of the Java client's MessageClientIDSetter."""
+
 from __future__ import annotations
 
 import datetime
 import os
 import threading
+
 
 class _UniqueIds:
     """MessageClientIDSetter layout: 4-byte IP | int16 pid | int32 random | int32 ms since month start |
@@ -44,7 +46,6 @@ class _UniqueIds:
             self._counter = (counter + 1) & 0xFFFF
             self._last_diff = diff
         return f"{self._prefix}{diff & 0xFFFFFFFF:08X}{counter:04X}"
-
 
     def after_fork(self) -> None:
         self._lock = threading.Lock()  # another thread may have held it at the fork

@@ -15,6 +15,7 @@ kept in memory and written to disk every few seconds.
   the record does not name appends a started(N) over the union first.
 
 What a broker's host crash can still lose is said in the README ("Exactly-once writes")."""
+
 from __future__ import annotations
 
 import enum
@@ -22,12 +23,17 @@ import hashlib
 import json
 import logging
 from collections import Counter, defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
 
 from rmq_spark.client.base import Answers, BaseClient
-from rmq_spark.client.errors import (BrokerUnavailableError, DataLossError, RocketMQError, TopicNotFoundError,
-                                     UnsupportedError)
+from rmq_spark.client.errors import (
+    BrokerUnavailableError,
+    DataLossError,
+    RocketMQError,
+    TopicNotFoundError,
+    UnsupportedError,
+)
 from rmq_spark.client.model import MessageQueue, OutgoingMessage
 from rmq_spark.client.system_topics import CONNECTOR_TOPIC_PREFIX
 from rmq_spark.errors import CommitError
@@ -65,25 +71,38 @@ class CommitRecord:
     scan: dict[MessageQueue, int] = field(default_factory=dict)
 
     def encode(self) -> bytes:
-        return json.dumps({"version": RECORD_VERSION, "batch": self.batch, "step": self.step.value,
-                           "pairs": sorted(self.pairs),
-                           "scan": [[mq.topic, mq.broker_name, mq.queue_id, start]
-                                    for mq, start in sorted(self.scan.items())]},
-                          separators=(",", ":")).encode("utf-8")
+        return json.dumps(
+            {
+                "version": RECORD_VERSION,
+                "batch": self.batch,
+                "step": self.step.value,
+                "pairs": sorted(self.pairs),
+                "scan": [[mq.topic, mq.broker_name, mq.queue_id, start] for mq, start in sorted(self.scan.items())],
+            },
+            separators=(",", ":"),
+        ).encode("utf-8")
 
     @classmethod
-    def decode(cls, body: bytes, where: str) -> "CommitRecord":
+    def decode(cls, body: bytes, where: str) -> CommitRecord:
         """The record in ``body``; CommitError naming ``where`` when it is not one this release can read."""
         try:
             data = json.loads(body)
             if data["version"] > RECORD_VERSION:
-                raise CommitError(f"the commit record at {where} was written by a newer rmq-spark (record version "
-                                  f"{data['version']}): run the query with that release or a newer one")
-            return cls(int(data["batch"]), Step(data["step"]), frozenset((t, b) for t, b in data["pairs"]),
-                       {MessageQueue(t, b, int(q)): int(s) for t, b, q, s in data["scan"]})
+                raise CommitError(
+                    f"the commit record at {where} was written by a newer rmq-spark (record version "
+                    f"{data['version']}): run the query with that release or a newer one"
+                )
+            return cls(
+                int(data["batch"]),
+                Step(data["step"]),
+                frozenset((t, b) for t, b in data["pairs"]),
+                {MessageQueue(t, b, int(q)): int(s) for t, b, q, s in data["scan"]},
+            )
         except (ValueError, KeyError, TypeError) as e:
-            raise CommitError(f"the message at {where} is not a commit record of rmq-spark ({e}): is topic "
-                              f"{where.split(':')[0]!r} written by something else?") from e
+            raise CommitError(
+                f"the message at {where} is not a commit record of rmq-spark ({e}): is topic "
+                f"{where.split(':')[0]!r} written by something else?"
+            ) from e
 
 
 def slot(pair: Pair) -> MessageQueue:
@@ -132,9 +151,11 @@ class CommitRecords:
         record which one it is, is away."""
         holders = self._holders()
         if len(holders) > 1:
-            raise CommitError(f"topic {self.records_topic!r}, which keeps the commit records of producer group "
-                              f"{self.producer_group!r}, is on {len(holders)} broker groups ({', '.join(holders)}); "
-                              "it must be on one: delete it from all but the one that holds messages")
+            raise CommitError(
+                f"topic {self.records_topic!r}, which keeps the commit records of producer group "
+                f"{self.producer_group!r}, is on {len(holders)} broker groups ({', '.join(holders)}); "
+                "it must be on one: delete it from all but the one that holds messages"
+            )
         if holders:
             return holders[0], self.last(holders[0])
         brokers = self._brokers({*topics, self.topic})
@@ -173,15 +194,18 @@ class CommitRecords:
         answers = self.client.query_consumer_offsets(self.home_group, sorted(slot(p) for p in brokers), partial=True)
         prints = {v for v in answers.values() if v is not None}  # a slave's copy counts: it never changes
         if len(prints) > 1:
-            raise CommitError(f"the slots of producer group {self.producer_group!r} record {len(prints)} different "
-                              "broker groups as the home of its commit records: is the group used by another query?")
+            raise CommitError(
+                f"the slots of producer group {self.producer_group!r} record {len(prints)} different "
+                "broker groups as the home of its commit records: is the group used by another query?"
+            )
         if not prints:
             unsure = {mq.broker_name for mq in (*answers.failed, *answers.replica)}
             if unsure:
                 raise BrokerUnavailableError(
                     f"cannot tell which broker group keeps the commit records of producer group "
                     f"{self.producer_group!r}: {', '.join(sorted(unsure))}, which may record it, have no master "
-                    "answering now")
+                    "answering now"
+                )
             return None
         recorded = prints.pop()
         home = next((b for _, b in sorted(brokers) if fingerprint(b) == recorded), None)
@@ -192,14 +216,17 @@ class CommitRecords:
                 f"(recorded by {', '.join(holders)}) is not in the route of topic {self.topic!r} now: it is "
                 "stopped or unreachable. The records never move to another broker group; if that one is gone "
                 "for good, the query can only go on under a new producerGroup, and the batch cut by the crash "
-                "may then be written twice")
+                "may then be written twice"
+            )
         return home
 
     def _first_home(self) -> str:
         masters = sorted(b.broker_name for b in self.client.route(self.topic).brokers if b.master_address)
         if not masters:
-            raise BrokerUnavailableError(f"topic {self.topic!r} has no broker group with a master now to keep "
-                                         f"the commit records of producer group {self.producer_group!r}")
+            raise BrokerUnavailableError(
+                f"topic {self.topic!r} has no broker group with a master now to keep "
+                f"the commit records of producer group {self.producer_group!r}"
+            )
         return masters[0]
 
     def _record_home(self, home: str, brokers: set[Pair]) -> None:
@@ -214,8 +241,10 @@ class CommitRecords:
         try:
             self.client.create_topic(self.records_topic, 1, broker_names=[home], seed_topic=self.topic)
         except UnsupportedError as e:
-            raise CommitError(f"{e}: the commit records of deliveryGuarantee=exactly_once need topic "
-                              f"{self.records_topic!r}, and this transport cannot create it") from e
+            raise CommitError(
+                f"{e}: the commit records of deliveryGuarantee=exactly_once need topic "
+                f"{self.records_topic!r}, and this transport cannot create it"
+            ) from e
         except RocketMQError as e:
             if isinstance(e, BrokerUnavailableError):
                 raise
@@ -224,18 +253,22 @@ class CommitRecords:
                 f"producer group {self.producer_group!r}, failed: {e}. Create it yourself with one read and one "
                 f"write queue on that broker group only (mqadmin updateTopic -b <{home}'s master> -t "
                 f"{self.records_topic} -r 1 -w 1), or let this user create topics",
-                code=e.code, remark=e.remark) from e
+                code=e.code,
+                remark=e.remark,
+            ) from e
         if self._holders() != [home]:
-            raise BrokerUnavailableError(f"topic {self.records_topic!r} was created on {home} and is not in the "
-                                         "name servers' route yet")
+            raise BrokerUnavailableError(
+                f"topic {self.records_topic!r} was created on {home} and is not in the name servers' route yet"
+            )
 
     def _legacy_marker(self, home: str) -> CommitRecord | None:
         """The state the marker of a release before the records topic holds (a consumer offset on the home's
         slot: 2N + 1 while batch N committed, 2N + 2 once done)."""
         mq = slot((self.topic, home))
         what = f"reading the commit marker of producer group {self.producer_group!r} on {home}"
-        value = on_masters(what, self.client.query_consumer_offsets(self.producer_group + LEGACY_MARKER_SUFFIX, [mq],
-                                                                   partial=True))[mq]
+        value = on_masters(
+            what, self.client.query_consumer_offsets(self.producer_group + LEGACY_MARKER_SUFFIX, [mq], partial=True)
+        )[mq]
         return None if value is None else CommitRecord((value - 1) // 2, Step.STARTED if value % 2 else Step.DONE)
 
     # -- the records ----------------------------------------------------------------------------------------
@@ -251,10 +284,14 @@ class CommitRecords:
         except DataLossError:
             found = []
         if not found:
-            log.warning("rocketmq sink: the last commit record of producer group %r (%s, offset %d) was deleted by "
-                        "the broker's retention: the query had not committed for longer than it. Going on as if its "
-                        "last batch was done; if a crash had cut that batch, it may be written twice",
-                        self.producer_group, mq, end - 1)
+            log.warning(
+                "rocketmq sink: the last commit record of producer group %r (%s, offset %d) was deleted by "
+                "the broker's retention: the query had not committed for longer than it. Going on as if its "
+                "last batch was done; if a crash had cut that batch, it may be written twice",
+                self.producer_group,
+                mq,
+                end - 1,
+            )
             return None
         return CommitRecord.decode(found[0].body, f"{mq.topic}:{mq.broker_name}/{mq.queue_id}/{end - 1}")
 
@@ -301,13 +338,16 @@ class CommitRecords:
             missing += [f"{b} ({t})" for b in sorted(brokers - {q.broker_name for q in route.queues})]
             for q in route.queues:
                 if q.broker_name in brokers:
-                    out.update(MessageQueue(t, q.broker_name, i)
-                               for i in range(max(q.read_queue_nums, q.write_queue_nums)))
+                    out.update(
+                        MessageQueue(t, q.broker_name, i) for i in range(max(q.read_queue_nums, q.write_queue_nums))
+                    )
                     readable.update(MessageQueue(t, q.broker_name, i) for i in range(q.read_queue_nums))
         if missing:
-            raise BrokerUnavailableError(f"broker group(s) {', '.join(missing)} of the commit of producer group "
-                                         f"{self.producer_group!r} are not in the topic route now (stopped, or not "
-                                         "registered again yet after a restart)")
+            raise BrokerUnavailableError(
+                f"broker group(s) {', '.join(missing)} of the commit of producer group "
+                f"{self.producer_group!r} are not in the topic route now (stopped, or not "
+                "registered again yet after a restart)"
+            )
         return sorted(out), readable
 
     # -- reading back a cut commit --------------------------------------------------------------------------
@@ -323,8 +363,12 @@ class CommitRecords:
         starts = dict(record.scan)
         unrecorded = [mq for mq in queues if mq not in starts]  # read from their first offset: nothing to lose
         if unrecorded:
-            log.warning("rocketmq sink: %s have no recorded scan start; batch %d's rows are looked for in them from "
-                        "their first offset", ", ".join(map(str, unrecorded)), batch_id)
+            log.warning(
+                "rocketmq sink: %s have no recorded scan start; batch %d's rows are looked for in them from "
+                "their first offset",
+                ", ".join(map(str, unrecorded)),
+                batch_id,
+            )
             starts.update(on_masters(what, self.client.min_offsets(unrecorded, partial=True)))
         ends = on_masters(what, self.client.max_offsets(sorted(starts), partial=True))
         moved = [mq for mq in sorted(starts) if ends[mq] > starts[mq]]
@@ -336,13 +380,15 @@ class CommitRecords:
                     f"{mq} holds messages stored since batch {batch_id}'s commit began (offsets {starts[mq]} to "
                     f"{ends[mq]}), but topic {mq.topic!r} no longer has it as a readable queue (it shrank): which "
                     f"rows of the batch were committed cannot be told. Give {mq.topic!r} on {mq.broker_name} at least "
-                    f"{mq.queue_id + 1} read queues again (mqadmin updateTopic -r), then restart the query")
+                    f"{mq.queue_id + 1} read queues again (mqadmin updateTopic -r), then restart the query"
+                )
             if firsts.get(mq, starts[mq]) > starts[mq]:
                 raise CommitError(
                     f"the broker's retention deleted messages of {mq} stored since batch {batch_id}'s commit began "
                     f"(offsets {starts[mq]} to {firsts[mq]}): which rows of the batch were committed cannot be told, "
                     "and restarting will not change that. To go on, run the query under a new producerGroup, "
-                    f"accepting that batch {batch_id} may be written twice")
+                    f"accepting that batch {batch_id} may be written twice"
+                )
         prefix = batch_prefix(self.producer_group, batch_id)
         keys: Counter = Counter()
         for mq in moved:
@@ -364,4 +410,5 @@ class CommitRecords:
                     f"{record.batch}, cut by a crash, cannot tell which of its rows were committed, since compaction "
                     "may have removed them. Write compaction topics with deliveryGuarantee=at_least_once (a "
                     "compaction topic keeps the last message of each key anyway); to go on, run the query under a "
-                    f"new producerGroup, accepting that batch {record.batch} may be written twice")
+                    f"new producerGroup, accepting that batch {record.batch} may be written twice"
+                )

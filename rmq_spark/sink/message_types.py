@@ -1,6 +1,7 @@
 """RocketMQ 5's rule for a topic's message.type, checked by the sink before a topic's first send of each kind of
 message: a topic takes messages of its own type, a MIXED topic every type. The proxy refuses other sends; brokers
 reached over remoting store them, so the sink refuses them itself, naming the topic, its type and the fix."""
+
 from __future__ import annotations
 
 from rmq_spark.client.base import BaseClient
@@ -10,13 +11,19 @@ from rmq_spark.sink.transaction_check import refuse_unended_transactions
 
 # what makes a row of each kind, and how to write it as another
 _WHY = {
-    MessageType.TRANSACTION: ("deliveryGuarantee=exactly_once sends half messages (TRANSACTION)",
-                              "use deliveryGuarantee=at_least_once"),
+    MessageType.TRANSACTION: (
+        "deliveryGuarantee=exactly_once sends half messages (TRANSACTION)",
+        "use deliveryGuarantee=at_least_once",
+    ),
     MessageType.DELAY: ("rows with a deliverTimeMs are timer messages (DELAY)", "leave deliverTimeMs null"),
-    MessageType.FIFO: ("rows with a shardingKey are ordered messages of that message group (FIFO)",
-                       "drop the shardingKey column"),
-    MessageType.NORMAL: ("rows without a shardingKey or deliverTimeMs are NORMAL messages",
-                         "give every row a shardingKey (FIFO) or write to another topic"),
+    MessageType.FIFO: (
+        "rows with a shardingKey are ordered messages of that message group (FIFO)",
+        "drop the shardingKey column",
+    ),
+    MessageType.NORMAL: (
+        "rows without a shardingKey or deliverTimeMs are NORMAL messages",
+        "give every row a shardingKey (FIFO) or write to another topic",
+    ),
 }
 
 
@@ -25,9 +32,11 @@ def refuse_timers(client: BaseClient, topic: str) -> None:
     as a plain message, delivered at once)."""
     release = client.v4_release(topic)
     if release is not None:
-        raise OptionError(f"topic {topic!r} is on RocketMQ {release} brokers, which have no timer messages (they "
-                          "came with RocketMQ 5): a row with a deliverTimeMs would be delivered at once. Leave "
-                          "deliverTimeMs null (drop the column), or write to a topic on RocketMQ 5 brokers")
+        raise OptionError(
+            f"topic {topic!r} is on RocketMQ {release} brokers, which have no timer messages (they "
+            "came with RocketMQ 5): a row with a deliverTimeMs would be delivered at once. Leave "
+            "deliverTimeMs null (drop the column), or write to a topic on RocketMQ 5 brokers"
+        )
 
 
 class TopicTypes:
@@ -53,9 +62,11 @@ class TopicTypes:
         declared = self._types[topic]
         if declared is not None and not declared.takes(kind):
             why, other = _WHY[kind]
-            raise OptionError(f"topic {topic!r} has message.type={declared.value}, which does not take {kind.value} "
-                              f"messages: {why}. Create the topic with message.type={kind.value} or MIXED, or "
-                              f"{other}")
+            raise OptionError(
+                f"topic {topic!r} has message.type={declared.value}, which does not take {kind.value} "
+                f"messages: {why}. Create the topic with message.type={kind.value} or MIXED, or "
+                f"{other}"
+            )
         if kind is MessageType.TRANSACTION:
             refuse_unended_transactions(self._client, topic, self._group)
         self._taken.add((topic, kind))

@@ -1,5 +1,6 @@
 """The sink's one rule for transient failures: try again with backoff until brokerRetryTimeoutMs has passed since
 the first failure, then fail naming the option."""
+
 from __future__ import annotations
 
 import time
@@ -23,9 +24,12 @@ class Retries:
         if self._since is None:
             self._since = now
         if now - self._since > self.timeout:
-            raise type(error)(f"{what} kept failing for {now - self._since:.0f} s, past option brokerRetryTimeoutMs "
-                              f"({self.timeout * 1000:.0f} ms): {error}", code=error.code,
-                              remark=error.remark) from error
+            raise type(error)(
+                f"{what} kept failing for {now - self._since:.0f} s, past option brokerRetryTimeoutMs "
+                f"({self.timeout * 1000:.0f} ms): {error}",
+                code=error.code,
+                remark=error.remark,
+            ) from error
         time.sleep(backoff_delay(self._attempts))
         self._attempts += 1
 

@@ -1,5 +1,6 @@
 """Which queue each message goes to: the sharding key's queue (as the Java producer's SelectMessageQueueByHash
 picks it, so Java and Spark producers of one key agree), an explicit brokerName/queueId, or round robin."""
+
 from __future__ import annotations
 
 import pyarrow as pa
@@ -44,17 +45,22 @@ class Router:
             try:
                 queues = self._client.route(topic).write_queues()
             except TopicNotFoundError as e:
-                raise TopicNotFoundError(f"cannot write to topic {topic!r}: the name servers have no route for it; "
-                                         "create the topic (mqadmin updateTopic) or check its name") from e
+                raise TopicNotFoundError(
+                    f"cannot write to topic {topic!r}: the name servers have no route for it; "
+                    "create the topic (mqadmin updateTopic) or check its name"
+                ) from e
             if not queues:
-                raise TopicNotFoundError(f"cannot write to topic {topic!r}: it has no writable queue now (its "
-                                         "brokers are read-only, down or without a master)")
+                raise TopicNotFoundError(
+                    f"cannot write to topic {topic!r}: it has no writable queue now (its "
+                    "brokers are read-only, down or without a master)"
+                )
             # the Java producer orders publish queues by broker name, then queue id, as the route lists them
             self._queues[topic] = queues
         return queues
 
     def named_queues(self, default_topic: str | None) -> RowRule:
         """The rule that a row naming a queue (brokerName, queueId) names one of its topic's writable queues now."""
+
         def bad(batch: pa.RecordBatch) -> int:
             names = batch.schema.names
             if "brokerName" not in names:
@@ -62,15 +68,23 @@ class Router:
             n = len(batch)
             topics = batch.column("topic").to_pylist() if "topic" in names else [default_topic] * n
             named = zip(topics, batch.column("brokerName").to_pylist(), batch.column("queueId").to_pylist())
-            return sum(1 for topic, broker, queue_id in named
-                       if topic is not None and (broker is not None or queue_id is not None)
-                       and _named(topic, broker, queue_id) not in self.write_queues(topic))
-        return RowRule("a brokerName and queueId that are not one of the writable queues of their topic now",
-                       "name a queue of the topic's route (mqadmin topicRoute), or leave both null to spread the "
-                       "rows round robin", bad)
+            return sum(
+                1
+                for topic, broker, queue_id in named
+                if topic is not None
+                and (broker is not None or queue_id is not None)
+                and _named(topic, broker, queue_id) not in self.write_queues(topic)
+            )
 
-    def route(self, topic: str, sharding_key: str | None = None, broker: str | None = None,
-              queue_id: int | None = None) -> MessageQueue:
+        return RowRule(
+            "a brokerName and queueId that are not one of the writable queues of their topic now",
+            "name a queue of the topic's route (mqadmin topicRoute), or leave both null to spread the rows round robin",
+            bad,
+        )
+
+    def route(
+        self, topic: str, sharding_key: str | None = None, broker: str | None = None, queue_id: int | None = None
+    ) -> MessageQueue:
         queues = self.write_queues(topic)
         if broker is not None or queue_id is not None:
             return _named(topic, broker, queue_id)  # one of ``queues``: rows keep ``named_queues`` first

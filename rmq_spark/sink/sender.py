@@ -2,6 +2,7 @@
 memory bounded by the batch and in-flight limits, transient failures retried with backoff until a deadline. In
 exactly-once mode every message is a transaction's half message (the broker takes halves one by one) and the task
 returns their handles for the driver to commit."""
+
 from __future__ import annotations
 
 from collections import deque
@@ -40,8 +41,15 @@ class Sender:
     """Sends one task's messages. ``add`` in row order, then ``finish``; ``sent`` counts the stored messages and
     ``halves()`` lists the half messages in row order (exactly-once)."""
 
-    def __init__(self, client: BaseClient, group: str, *, transactional: bool, retry_timeout: float,
-                 max_in_flight: int = MAX_IN_FLIGHT) -> None:
+    def __init__(
+        self,
+        client: BaseClient,
+        group: str,
+        *,
+        transactional: bool,
+        retry_timeout: float,
+        max_in_flight: int = MAX_IN_FLIGHT,
+    ) -> None:
         self._client = client
         self._group = group
         self._transactional = transactional
@@ -62,8 +70,12 @@ class Sender:
             return
         pending = self._pending.get(mq)
         alone = message.deliver_time_ms is not None  # the broker schedules timer messages sent one by one
-        if pending is not None and (pending.sys_flag != sys_flag or alone or len(pending.messages) >= BATCH_MESSAGES
-                                    or pending.size + len(message.body) > BATCH_BYTES):
+        if pending is not None and (
+            pending.sys_flag != sys_flag
+            or alone
+            or len(pending.messages) >= BATCH_MESSAGES
+            or pending.size + len(message.body) > BATCH_BYTES
+        ):
             self._flush(mq)
             pending = None
         if alone:
@@ -106,11 +118,11 @@ class Sender:
     def _start(self, send: _Send) -> None:
         try:
             if self._transactional:
-                send.call = self._client.send_half_async(send.mq, send.messages[0], group=self._group,
-                                                         sys_flag=send.sys_flag)
+                send.call = self._client.send_half_async(
+                    send.mq, send.messages[0], group=self._group, sys_flag=send.sys_flag
+                )
             else:
-                send.call = self._client.send_async(send.mq, send.messages, group=self._group,
-                                                    sys_flag=send.sys_flag)
+                send.call = self._client.send_async(send.mq, send.messages, group=self._group, sys_flag=send.sys_flag)
         except RETRYABLE as e:
             send.call = _Failed(e)
 

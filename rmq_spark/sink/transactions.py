@@ -10,15 +10,17 @@ first, the messages stored since the scan starts are read back, and of each row 
 as the replay has more of them than are stored (``rmq_spark.sink.row_keys``: keys name the content, not the task, so
 any partitioning of the replay recovers the same rows).
 """
+
 from __future__ import annotations
 
 import enum
 import logging
 from collections import defaultdict
-from typing import Callable, Sequence, TypeVar
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 from rmq_spark.client.base import BaseClient, Call
-from rmq_spark.client.errors import BrokerBusyError, RETRYABLE
+from rmq_spark.client.errors import RETRYABLE, BrokerBusyError
 from rmq_spark.client.model import HalfMessage, MessageQueue
 from rmq_spark.sink.commit_records import CommitError, CommitRecords, Step, pairs_of
 from rmq_spark.sink.retry import Retries
@@ -35,8 +37,9 @@ class Outcome(enum.Enum):
     RECOVERED = "recovered"  # part had been committed by an attempt cut by a crash
 
 
-def end_halves(client: BaseClient, halves: Sequence[HalfMessage], *, commit: bool, group: str,
-               retry_timeout: float) -> None:
+def end_halves(
+    client: BaseClient, halves: Sequence[HalfMessage], *, commit: bool, group: str, retry_timeout: float
+) -> None:
     """Commit or roll back ``halves``: the queues in parallel, each queue's halves one at a time in order (the broker
     ends transactions on a thread pool, so two in flight for one queue could land out of order). A request that
     could not be sent (the broker is away: restarting, not in the route), a broker that asked to back off, and any
@@ -64,8 +67,11 @@ def end_halves(client: BaseClient, halves: Sequence[HalfMessage], *, commit: boo
             except RETRYABLE as e:
                 done_here = f"{position[mq]} of {len(per_queue[mq])}"
                 if commit and not isinstance(call, Exception) and not isinstance(e, BrokerBusyError):
-                    raise CommitError(f"committing the half messages for {mq} stopped at {done_here}: {e}",
-                                      code=e.code, remark=e.remark) from e
+                    raise CommitError(
+                        f"committing the half messages for {mq} stopped at {done_here}: {e}",
+                        code=e.code,
+                        remark=e.remark,
+                    ) from e
                 retries[mq].wait(e, f"ending the half messages for {mq} (stopped at {done_here})")
                 continue
             retries[mq].reset()
@@ -85,40 +91,51 @@ def patiently(what: str, step: Callable[[], T], retry_timeout: float) -> T:
             try:
                 retries.wait(e, what)
             except RETRYABLE as late:
-                raise CommitError(f"{late}. Restarting the query completes the batch exactly once when the broker "
-                                  "is back", code=late.code, remark=late.remark) from e
+                raise CommitError(
+                    f"{late}. Restarting the query completes the batch exactly once when the broker is back",
+                    code=late.code,
+                    remark=late.remark,
+                ) from e
 
 
-def commit_batch(records: CommitRecords, batch_id: int, halves: Sequence[tuple[str, HalfMessage]],
-                 retry_timeout: float) -> Outcome:
+def commit_batch(
+    records: CommitRecords, batch_id: int, halves: Sequence[tuple[str, HalfMessage]], retry_timeout: float
+) -> Outcome:
     """Commit streaming batch ``batch_id`` (its halves with their row keys) exactly once. A broker that is away is
     waited for up to ``retry_timeout`` seconds."""
     group = records.producer_group
     handles = [h for _, h in halves]
     pairs = pairs_of(h.queue for h in handles)
     topics = {t for t, _ in pairs}
-    home, last = patiently(f"finding the commit records of batch {batch_id}", lambda: records.locate(topics),
-                           retry_timeout)
+    home, last = patiently(
+        f"finding the commit records of batch {batch_id}", lambda: records.locate(topics), retry_timeout
+    )
     if last is not None and last.batch > batch_id:
-        raise CommitError(f"the commit records of producer group {group!r} (topic {records.records_topic!r} on "
-                          f"{home}) are at batch {last.batch}, past this query's batch {batch_id}: another query uses "
-                          "this producerGroup. Give each exactly_once query its own producerGroup, kept across "
-                          "restarts")
+        raise CommitError(
+            f"the commit records of producer group {group!r} (topic {records.records_topic!r} on "
+            f"{home}) are at batch {last.batch}, past this query's batch {batch_id}: another query uses "
+            "this producerGroup. Give each exactly_once query its own producerGroup, kept across "
+            "restarts"
+        )
     if last is not None and last.batch == batch_id and last.step is Step.DONE:
         end_halves(records.client, handles, commit=False, group=group, retry_timeout=retry_timeout)
         return Outcome.REPLAYED
     if last is not None and last.batch == batch_id:
         if not last.pairs:
-            raise CommitError(f"batch {batch_id} of producer group {group!r} was cut by a crash while an earlier "
-                              "rmq-spark release committed it, whose records this release cannot read back: restart "
-                              "the query once with that release to complete the batch, then upgrade")
+            raise CommitError(
+                f"batch {batch_id} of producer group {group!r} was cut by a crash while an earlier "
+                "rmq-spark release committed it, whose records this release cannot read back: restart "
+                "the query once with that release to complete the batch, then upgrade"
+            )
         record = last
         new = pairs - record.pairs
         if new:
-            record = patiently(f"recording the new targets of batch {batch_id}",
-                               lambda: records.extend(home, last, new), retry_timeout)
-        stored = patiently(f"reading back the rows of batch {batch_id}", lambda: records.committed_rows(record),
-                           retry_timeout)
+            record = patiently(
+                f"recording the new targets of batch {batch_id}", lambda: records.extend(home, last, new), retry_timeout
+            )
+        stored = patiently(
+            f"reading back the rows of batch {batch_id}", lambda: records.committed_rows(record), retry_timeout
+        )
         handles, stored_again = [], []
         for key, h in halves:
             if stored[key] > 0:
@@ -129,8 +146,9 @@ def commit_batch(records: CommitRecords, batch_id: int, halves: Sequence[tuple[s
         end_halves(records.client, stored_again, commit=False, group=group, retry_timeout=retry_timeout)
         outcome = Outcome.RECOVERED
     else:
-        patiently(f"starting the commit of batch {batch_id}", lambda: records.begin(home, batch_id, pairs),
-                  retry_timeout)
+        patiently(
+            f"starting the commit of batch {batch_id}", lambda: records.begin(home, batch_id, pairs), retry_timeout
+        )
         outcome = Outcome.COMMITTED
     end_halves(records.client, handles, commit=True, group=group, retry_timeout=retry_timeout)
     patiently(f"marking batch {batch_id} committed", lambda: records.finish(home, batch_id), retry_timeout)

@@ -1,9 +1,10 @@
 """The PySpark writers of the sink: tasks send (``write``), the driver commits or aborts (exactly-once)."""
+
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Iterator, Sequence
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
@@ -13,12 +14,12 @@ from rmq_spark.client.model import HalfMessage
 from rmq_spark.client_pool import new_client, shared_client
 from rmq_spark.options import OptionError, SinkOptions, check_topic_name
 from rmq_spark.sink.columns import iter_rows
+from rmq_spark.sink.commit_records import CommitRecords, records_topic
 from rmq_spark.sink.message_types import TopicTypes
 from rmq_spark.sink.routing import Router
+from rmq_spark.sink.row_keys import ROW_KEY_PROPERTY, row_key
 from rmq_spark.sink.row_rules import RowRule, counter
 from rmq_spark.sink.sender import Sender
-from rmq_spark.sink.commit_records import CommitRecords, records_topic
-from rmq_spark.sink.row_keys import ROW_KEY_PROPERTY, row_key
 from rmq_spark.sink.transactions import Outcome, commit_batch, end_halves
 
 log = logging.getLogger(__name__)
@@ -37,6 +38,7 @@ class SinkCommit(WriterCommitMessage):
 
 def _partition() -> int:
     from pyspark import TaskContext
+
     ctx = TaskContext.get()
     return ctx.partitionId() if ctx is not None else 0
 
@@ -45,13 +47,16 @@ def _micro_batch() -> int:
     """The id of the micro-batch this task writes: Spark's MicroBatchExecution sets it as a local property of the
     batch's jobs, and a replay after a restart runs under the same id."""
     from pyspark import TaskContext
+
     ctx = TaskContext.get()
     value = ctx.getLocalProperty(BATCH_ID_PROPERTY) if ctx is not None else None
     if value is None:
-        raise RocketMQError(f"the task of a streaming write has no local property {BATCH_ID_PROPERTY}, which "
-                            "exactly_once needs to key its rows by micro-batch: this Spark does not set it. Run "
-                            "the query with the micro-batch engine of Spark 4 (not continuous or real-time mode), "
-                            "or write with deliveryGuarantee=at_least_once")
+        raise RocketMQError(
+            f"the task of a streaming write has no local property {BATCH_ID_PROPERTY}, which "
+            "exactly_once needs to key its rows by micro-batch: this Spark does not set it. Run "
+            "the query with the micro-batch engine of Spark 4 (not continuous or real-time mode), "
+            "or write with deliveryGuarantee=at_least_once"
+        )
     return int(value)
 
 
@@ -61,7 +66,9 @@ TIMER_ROWS = RowRule(
     "a deliverTimeMs (a timer message), which a streaming query with deliveryGuarantee=exactly_once cannot write",
     "the broker holds a committed timer message aside until its time, so the recovery of a batch cut by a crash "
     "would not see it and would commit it again. Write timer rows with deliveryGuarantee=at_least_once (or a batch "
-    "df.write), or leave deliverTimeMs null", counter("deliverTimeMs", null=False))
+    "df.write), or leave deliverTimeMs null",
+    counter("deliverTimeMs", null=False),
+)
 
 
 def write_task(options: SinkOptions, batches: Iterator[pa.RecordBatch], batch_id: int | None = None) -> SinkCommit:
@@ -71,8 +78,7 @@ def write_task(options: SinkOptions, batches: Iterator[pa.RecordBatch], batch_id
     eo = options.exactly_once
     with shared_client(options) as client:
         router = Router(client, start=partition)
-        sender = Sender(client, options.producer_group, transactional=eo,
-                        retry_timeout=options.broker_retry_timeout)
+        sender = Sender(client, options.producer_group, transactional=eo, retry_timeout=options.broker_retry_timeout)
         types = TopicTypes(client, transactional=eo, group=options.producer_group)
         # a streaming exactly-once batch, whose commit a restart may recover: its rows are keyed
         keyed_batch = batch_id if eo else None
@@ -86,8 +92,15 @@ def write_task(options: SinkOptions, batches: Iterator[pa.RecordBatch], batch_id
                 mq = router.route(topic, message.sharding_key, *named)
                 types.check(topic, message)
                 if keyed_batch is not None:
-                    keys.append(row_key(options.producer_group, keyed_batch, topic, message,
-                                        None if named[0] is None else (mq.broker_name, mq.queue_id)))
+                    keys.append(
+                        row_key(
+                            options.producer_group,
+                            keyed_batch,
+                            topic,
+                            message,
+                            None if named[0] is None else (mq.broker_name, mq.queue_id),
+                        )
+                    )
                     message.properties[ROW_KEY_PROPERTY] = keys[-1]
                 elif eo:
                     keys.append("")
@@ -117,15 +130,25 @@ class RocketMQWriter(DataSourceArrowWriter):
         halves = _halves(messages)
         if halves:
             with shared_client(self.options) as client:
-                end_halves(client, [h for _, h in halves], commit=True, group=self.options.producer_group,
-                           retry_timeout=self.options.broker_retry_timeout)
+                end_halves(
+                    client,
+                    [h for _, h in halves],
+                    commit=True,
+                    group=self.options.producer_group,
+                    retry_timeout=self.options.broker_retry_timeout,
+                )
 
     def abort(self, messages: Sequence[WriterCommitMessage | None]) -> None:
         halves = _halves(messages)
         if halves:
             with shared_client(self.options) as client:
-                end_halves(client, [h for _, h in halves], commit=False, group=self.options.producer_group,
-                           retry_timeout=self.options.broker_retry_timeout)
+                end_halves(
+                    client,
+                    [h for _, h in halves],
+                    commit=False,
+                    group=self.options.producer_group,
+                    retry_timeout=self.options.broker_retry_timeout,
+                )
 
 
 class RocketMQStreamWriter(DataSourceStreamArrowWriter):
@@ -134,11 +157,14 @@ class RocketMQStreamWriter(DataSourceStreamArrowWriter):
 
     def __init__(self, options: SinkOptions) -> None:
         if options.exactly_once and options.topic is None:
-            raise OptionError("deliveryGuarantee=exactly_once in a streaming query needs option topic: the commit "
-                              "records are kept on a broker group of that topic (rows may still name other topics)")
+            raise OptionError(
+                "deliveryGuarantee=exactly_once in a streaming query needs option topic: the commit "
+                "records are kept on a broker group of that topic (rows may still name other topics)"
+            )
         if options.exactly_once:
-            check_topic_name("producerGroup (in the name of the topic of its commit records)",
-                             records_topic(options.producer_group))
+            check_topic_name(
+                "producerGroup (in the name of the topic of its commit records)", records_topic(options.producer_group)
+            )
         self.options = options
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommit:
@@ -151,8 +177,9 @@ class RocketMQStreamWriter(DataSourceStreamArrowWriter):
         o = self.options
         assert o.topic is not None, "halves come from exactly-once writes, which __init__ gave a topic"
         with new_client(o) as client:  # fresh routes, and reads on masters (no suggestion of a slave kept)
-            outcome = commit_batch(CommitRecords(client, o.producer_group, o.topic), batchId, halves,
-                                   o.broker_retry_timeout)
+            outcome = commit_batch(
+                CommitRecords(client, o.producer_group, o.topic), batchId, halves, o.broker_retry_timeout
+            )
         if outcome is not Outcome.COMMITTED:
             log.warning("rocketmq sink: batch %d was %s (%d half messages)", batchId, outcome.value, len(halves))
 
@@ -160,5 +187,10 @@ class RocketMQStreamWriter(DataSourceStreamArrowWriter):
         halves = _halves(messages)
         if halves:
             with shared_client(self.options) as client:
-                end_halves(client, [h for _, h in halves], commit=False, group=self.options.producer_group,
-                           retry_timeout=self.options.broker_retry_timeout)
+                end_halves(
+                    client,
+                    [h for _, h in halves],
+                    commit=False,
+                    group=self.options.producer_group,
+                    retry_timeout=self.options.broker_retry_timeout,
+                )

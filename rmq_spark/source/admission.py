@@ -1,11 +1,12 @@
 """Admission control of a micro-batch: how far each queue may be read under the trigger's limits (as Spark's Kafka
 source's ``maxOffsetsPerTrigger``, ``minOffsetsPerTrigger`` with ``maxTriggerDelay``, and Trigger.AvailableNow's
 cap). Pure: the stream reader hands in the offsets, the limit and the time waited."""
+
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
 
@@ -27,8 +28,9 @@ class TriggerLimits:
         return self.min_messages is not None
 
 
-def prorate(start: Mapping[MessageQueue, int], latest: Mapping[MessageQueue, int],
-            limit: int) -> dict[MessageQueue, int]:
+def prorate(
+    start: Mapping[MessageQueue, int], latest: Mapping[MessageQueue, int], limit: int
+) -> dict[MessageQueue, int]:
     """End offsets that read at most about ``limit`` messages, each queue getting a share proportional to its
     backlog (as Spark's Kafka source does); every queue with a backlog advances by at least one."""
     backlog = {mq: max(0, latest[mq] - start.get(mq, latest[mq])) for mq in latest}
@@ -49,8 +51,15 @@ def capped(latest: int, begin: int, cap: int) -> int:
     return latest if latest < begin else max(min(latest, cap), begin)
 
 
-def admit(begin: Mapping[MessageQueue, int], target: Mapping[MessageQueue, int], limit: ReadLimit,
-          limits: TriggerLimits, *, waited_ms: float, available_now: bool) -> dict[MessageQueue, int]:
+def admit(
+    begin: Mapping[MessageQueue, int],
+    target: Mapping[MessageQueue, int],
+    limit: ReadLimit,
+    limits: TriggerLimits,
+    *,
+    waited_ms: float,
+    available_now: bool,
+) -> dict[MessageQueue, int]:
     """The end of the next batch from ``begin``, given how far each queue may be read (``target``), Spark's
     ``limit`` and the trigger options; ``waited_ms`` since the last batch. Queues whose target is below their
     start (reset) pass through as they are."""
@@ -59,8 +68,7 @@ def admit(begin: Mapping[MessageQueue, int], target: Mapping[MessageQueue, int],
     if isinstance(limit, ReadAllAvailable) or not moving:
         return end
     backlog = sum(o - begin.get(mq, o) for mq, o in moving.items())
-    if (limits.min_messages and backlog < limits.min_messages and waited_ms < limits.max_delay_ms
-            and not available_now):
+    if limits.min_messages and backlog < limits.min_messages and waited_ms < limits.max_delay_ms and not available_now:
         end.update({mq: begin.get(mq, t) for mq, t in moving.items()})
         return end
     max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else limits.max_messages

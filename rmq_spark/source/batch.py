@@ -1,9 +1,10 @@
 """The batch reader: plan exact per-queue ranges once on the driver, read each in its own task."""
+
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Iterator, Sequence
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
@@ -11,15 +12,14 @@ from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
 from rmq_spark.client.base import BaseClient
 from rmq_spark.client.model import Boundary, MessageQueue
 from rmq_spark.client_pool import new_client
-from rmq_spark.source.offset_reader import OffsetResolver
-from rmq_spark.source.offset_specs import check_named
-from rmq_spark.source.offsets import QueueRange
-from rmq_spark.source.range_calculator import plan_partitions
 from rmq_spark.options import OptionError, SourceOptions
-from rmq_spark.source.offset_specs import ByTimestamp, SpecificOffsets
+from rmq_spark.source.offset_reader import OffsetResolver
+from rmq_spark.source.offset_specs import ByTimestamp, SpecificOffsets, check_named
+from rmq_spark.source.offsets import QueueRange
 from rmq_spark.source.partition_reader import read_range
 from rmq_spark.source.planning import check_filter, compacted_topics, plan_ranges, resolve_queues
 from rmq_spark.source.pushdown import Narrowing, push
+from rmq_spark.source.range_calculator import plan_partitions
 from rmq_spark.source.schema import COLUMNS
 from rmq_spark.worker_heap import freeze_once
 
@@ -33,13 +33,20 @@ class RangePartition(InputPartition):
 
 def partitions_of(ranges: list[QueueRange], options: SourceOptions) -> list[RangePartition]:
     """The tasks that read ``ranges`` (split and grouped as the options say)."""
-    return [RangePartition(task) for task in plan_partitions(
-        ranges, min_partitions=options.min_partitions, max_per_partition=options.max_messages_per_partition,
-        min_per_partition=options.min_messages_per_partition)]
+    return [
+        RangePartition(task)
+        for task in plan_partitions(
+            ranges,
+            min_partitions=options.min_partitions,
+            max_per_partition=options.max_messages_per_partition,
+            min_per_partition=options.min_messages_per_partition,
+        )
+    ]
 
 
-def read_partition(options: SourceOptions, partition: InputPartition,
-                   columns: tuple[str, ...]) -> Iterator[pa.RecordBatch]:
+def read_partition(
+    options: SourceOptions, partition: InputPartition, columns: tuple[str, ...]
+) -> Iterator[pa.RecordBatch]:
     """The batches of a task's ranges, in order (nothing for the one InputPartition(None) Spark plans for an empty
     query)."""
     try:
@@ -105,20 +112,23 @@ class RocketMQPushdownBatchReader(RocketMQBatchReader):
 def _check_order(o: SourceOptions, starts: dict, ends: dict) -> None:
     """An end before the start that the user's own offsets or times asked for is an option error (one the broker
     made, e.g. a committed offset past a queue's end, is a reset queue: planning's data-loss rule)."""
-    if not isinstance(o.starting, (SpecificOffsets, ByTimestamp)) and not isinstance(o.ending,
-                                                                                     (SpecificOffsets, ByTimestamp)):
+    if not isinstance(o.starting, (SpecificOffsets, ByTimestamp)) and not isinstance(
+        o.ending, (SpecificOffsets, ByTimestamp)
+    ):
         return
     for mq in sorted(ends):
         if ends[mq] < starts[mq]:
-            raise OptionError(f"{mq}: the end offset {ends[mq]} is before the start offset {starts[mq]}; check the "
-                              "starting and ending options")
+            raise OptionError(
+                f"{mq}: the end offset {ends[mq]} is before the start offset {starts[mq]}; check the "
+                "starting and ending options"
+            )
 
 
 def _time_bounds(client: BaseClient, queues: list[MessageQueue], time_range_ms: tuple[int, int]) -> dict:
     """Per queue, the offsets [first stored at or after lo, first stored at or after hi) of a time range."""
     lo_ms, hi_ms = time_range_ms
-    if lo_ms <= 0 and hi_ms >= 2 ** 63 - 1:
+    if lo_ms <= 0 and hi_ms >= 2**63 - 1:
         return {}
     lows = client.search_offsets(queues, lo_ms, Boundary.LOWER) if lo_ms > 0 else {}
-    highs = client.search_offsets(queues, hi_ms, Boundary.LOWER) if hi_ms < 2 ** 63 - 1 else {}
-    return {mq: (lows.get(mq, 0), highs.get(mq, 2 ** 63 - 1)) for mq in queues}
+    highs = client.search_offsets(queues, hi_ms, Boundary.LOWER) if hi_ms < 2**63 - 1 else {}
+    return {mq: (lows.get(mq, 0), highs.get(mq, 2**63 - 1)) for mq in queues}

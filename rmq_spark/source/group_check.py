@@ -1,9 +1,10 @@
 """The check that a stream's consumer group is its own: a group other applications consume with is refused before
 any offset is mirrored to it (its progress would be overwritten), unless allowSharedConsumerGroup is set."""
+
 from __future__ import annotations
 
 import logging
-from typing import Callable
+from collections.abc import Callable
 
 from rmq_spark.client.base import BaseClient
 from rmq_spark.client.errors import RocketMQError, UnsupportedError
@@ -22,8 +23,11 @@ class GroupCheck:
         self.client = client
         self.options = options
         self.topics = topics
-        self.passed = (not options.commit_offsets_to_broker or options.consumer_group is None
-                       or options.allow_shared_consumer_group)
+        self.passed = (
+            not options.commit_offsets_to_broker
+            or options.consumer_group is None
+            or options.allow_shared_consumer_group
+        )
 
     def check(self) -> bool:
         """Whether the group may be mirrored to; OptionError when another application consumes with it."""
@@ -48,6 +52,7 @@ class GroupCheck:
                 f"consumer group {group!r} has {len(consumers)} online consumer(s) "
                 f"({', '.join(consumers[:5])}{' ...' if len(consumers) > 5 else ''}): another application consumes "
                 "with it, and mirroring this query's offsets would overwrite its progress. Use a consumerGroup of "
-                "its own for this query, set commitOffsetsToBroker=false, or set allowSharedConsumerGroup=true")
+                "its own for this query, set commitOffsetsToBroker=false, or set allowSharedConsumerGroup=true"
+            )
         self.passed = True
         return True

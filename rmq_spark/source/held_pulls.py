@@ -3,12 +3,13 @@ flag, PullRequestHoldService), so that the stream driver learns which queues mov
 a clock. A hold is mostly a doorbell: only a master's answer that a message just ended tells the queue's end; a
 queue whose hold ends any other way (an older answer, a failure) is handed back to be asked its offsets
 (docs/DESIGN.md §10's rules live with that asking, in QueueWatch)."""
+
 from __future__ import annotations
 
 import collections
 import time
+from collections.abc import Iterable
 from dataclasses import replace
-from typing import Iterable
 
 from rmq_spark.client.base import BaseClient, HeldCall
 from rmq_spark.client.errors import RETRYABLE, RocketMQError, UnsupportedError
@@ -125,8 +126,11 @@ class HeldPulls:
                 raise result
             assert result is not None, "an ended hold keeps what it answered"
             self._refused.pop(mq, None)  # the broker takes holds of the queue again
-            if result.status is PullStatus.NO_NEW_MSG and result.next_begin_offset == offset \
-                    and result.max_offset in (-1, offset):  # -1: the transport does not report it
+            if (
+                result.status is PullStatus.NO_NEW_MSG
+                and result.next_begin_offset == offset
+                and result.max_offset in (-1, offset)
+            ):  # -1: the transport does not report it
                 self.arm(mq, offset)  # quiet: nothing came before the hold timed out
             elif result.status is PullStatus.FOUND and result.max_offset > offset and hold.stands(now):
                 moved[mq] = result.max_offset

@@ -2,12 +2,13 @@
 its ``walCommit`` timer, between the offset-log write and the next batch, so the brokers' round trips
 (QUERY_CONSUMER_OFFSET, UPDATE_CONSUMER_OFFSET) are made here instead. Only ends Spark handed over are mirrored;
 when several queue up, the newest wins."""
+
 from __future__ import annotations
 
 import logging
 import threading
 import time
-from typing import Mapping
+from collections.abc import Mapping
 
 from rmq_spark.client.model import MessageQueue
 from rmq_spark.client.outages import RETRY_DOWN_S
@@ -44,8 +45,9 @@ class OffsetMirror:
                 merged[mq] = max(offset, merged.get(mq, offset))
             self._pending = merged
             if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name=f"rmq-spark-mirror-{self.store.group}",
-                                                daemon=True)
+                self._thread = threading.Thread(
+                    target=self._run, name=f"rmq-spark-mirror-{self.store.group}", daemon=True
+                )
                 self._thread.start()
             self._wake.notify()
 
@@ -68,11 +70,15 @@ class OffsetMirror:
             return True
         with self._wake:
             pending = set(self._pending or ()) | set(self.store.unstored())
-        log.warning("rocketmq source: the offsets of %d queue(s) of consumer group %r were not mirrored to the "
-                    "brokers within %.1f s of stop (%s); the group shows them behind the checkpoint until the "
-                    "query runs again, which mirrors its last committed batch when it starts",
-                    len(pending), self.store.group, self.flush_timeout,
-                    ", ".join(map(str, sorted(pending)[:5])) + (" ..." if len(pending) > 5 else ""))
+        log.warning(
+            "rocketmq source: the offsets of %d queue(s) of consumer group %r were not mirrored to the "
+            "brokers within %.1f s of stop (%s); the group shows them behind the checkpoint until the "
+            "query runs again, which mirrors its last committed batch when it starts",
+            len(pending),
+            self.store.group,
+            self.flush_timeout,
+            ", ".join(map(str, sorted(pending)[:5])) + (" ..." if len(pending) > 5 else ""),
+        )
         return False
 
     def _run(self) -> None:

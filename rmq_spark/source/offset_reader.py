@@ -1,8 +1,9 @@
 """Offset specs resolved against the brokers: an offset per queue, each broker asked concurrently (as Spark's
 ``KafkaOffsetReader``)."""
+
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from rmq_spark.client.base import Answers, BaseClient
 from rmq_spark.client.model import Boundary, MessageQueue
@@ -38,8 +39,10 @@ class OffsetResolver:
                 return self._committed(spec, queues)
             case SpecificOffsets():
                 chosen = {mq: spec.offsets.get(mq, spec.default) for mq in queues}
-                return _merge(Answers({mq: o for mq, o in chosen.items() if o >= 0}),
-                              *(self.resolve(edge, [mq for mq, o in chosen.items() if o == edge]) for edge in Edge))
+                return _merge(
+                    Answers({mq: o for mq, o in chosen.items() if o >= 0}),
+                    *(self.resolve(edge, [mq for mq, o in chosen.items() if o == edge]) for edge in Edge),
+                )
             case ByTimestamp():
                 return self._by_timestamp(spec, queues)
             case _:
@@ -53,8 +56,9 @@ class OffsetResolver:
             if ts is not None:
                 by_ts.setdefault(ts, []).append(mq)
         rest = [mq for mq in queues if mq not in per_queue]
-        found = _merge(*(self.client.search_offsets(mqs, ts, Boundary.LOWER, partial=self.partial)
-                         for ts, mqs in by_ts.items()))
+        found = _merge(
+            *(self.client.search_offsets(mqs, ts, Boundary.LOWER, partial=self.partial) for ts, mqs in by_ts.items())
+        )
         if spec.strict:
             self._check_found(spec, found, per_queue)
         return _merge(found, self.resolve(spec.default, rest))
@@ -67,18 +71,22 @@ class OffsetResolver:
         if past:
             raise OptionError(
                 f"option {spec.option}: no message is stored at or after the time in "
-                + ", ".join(f"{mq} (time {times[mq]})" for mq in past[:10]) + (" ..." if len(past) > 10 else "")
+                + ", ".join(f"{mq} (time {times[mq]})" for mq in past[:10])
+                + (" ..." if len(past) > 10 else "")
                 + "; set startingOffsetsByTimestampStrategy=latest to start such queues at their end, or choose "
-                "an earlier time")
+                "an earlier time"
+            )
 
     def _committed(self, spec: Committed, queues: list[MessageQueue]) -> Answers:
         stored = self.client.query_consumer_offsets(spec.group, queues, partial=self.partial)
         missing = [mq for mq, off in stored.items() if off is None or off < 0]
         if missing and spec.fallback is None:
-            raise OptionError(f"consumer group {spec.group!r} has no committed offset for "
-                              + ", ".join(str(mq) for mq in missing[:10])
-                              + (" ..." if len(missing) > 10 else "")
-                              + "; set startingOffsetsFallback to earliest or latest to start those queues there")
+            raise OptionError(
+                f"consumer group {spec.group!r} has no committed offset for "
+                + ", ".join(str(mq) for mq in missing[:10])
+                + (" ..." if len(missing) > 10 else "")
+                + "; set startingOffsetsFallback to earliest or latest to start those queues there"
+            )
         found = Answers({mq: off for mq, off in stored.items() if off is not None and off >= 0}, stored.failed)
         if spec.fallback is None:  # (so no queue is missing)
             return found

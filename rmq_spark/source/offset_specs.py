@@ -1,16 +1,17 @@
 """Where reading starts or ends, parsed once from the options into a typed spec (as Spark's
 ``KafkaOffsetRangeLimit``), and the per-queue JSON the offset options and offsets JSON share."""
+
 from __future__ import annotations
 
 import enum
 import json
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
-from typing import Iterable, Mapping, NoReturn, Union
+from typing import NoReturn, Union
 
 from rmq_spark.client.errors import BrokerUnavailableError
 from rmq_spark.client.model import MessageQueue, queue_of
 from rmq_spark.option_values import OptionError, parse_int
-
 
 # Where the end of a streaming query's first batch records that batch's start (``offsets.offsets_to_json``).
 START_KEY = "$start"
@@ -29,8 +30,9 @@ def topics_json(name: str, value: str, *, what: str, example: str) -> dict:
     try:
         data = json.loads(value)
     except json.JSONDecodeError as e:
-        raise OptionError(f"option {name} is not valid JSON ({e.msg} at position {e.pos}); expected {what} "
-                          f"like {example}") from None
+        raise OptionError(
+            f"option {name} is not valid JSON ({e.msg} at position {e.pos}); expected {what} like {example}"
+        ) from None
     if not isinstance(data, dict) or not data:
         raise OptionError(f"option {name} must be a JSON object of topics, like {example}")
     return data
@@ -45,8 +47,9 @@ def parse_queue_json(name: str, value: str, *, what: str) -> dict[str, dict[str,
         if is_annotation(topic):
             continue  # offsets copied from a checkpoint or a query's progress: its notes are not topics
         if not isinstance(queues, dict):
-            raise OptionError(f"option {name}: topic {topic!r} must map to an object of \"brokerName/queueId\" "
-                              f"keys, like {example}")
+            raise OptionError(
+                f'option {name}: topic {topic!r} must map to an object of "brokerName/queueId" keys, like {example}'
+            )
         out[topic] = {}
         for key, v in queues.items():
             mq = parse_queue_key(name, topic, key)
@@ -60,8 +63,9 @@ def parse_queue_key(name: str, topic: str, key: object) -> MessageQueue:
     """A ``"brokerName/queueId"`` key of topic ``topic`` in option ``name``'s JSON, as a queue."""
     broker, sep, qid = str(key).rpartition("/")
     if not sep or not broker or not qid.isdigit():
-        raise OptionError(f"option {name}: queue key {key!r} of topic {topic!r} must be "
-                          "\"brokerName/queueId\", e.g. \"broker-a/0\"")
+        raise OptionError(
+            f'option {name}: queue key {key!r} of topic {topic!r} must be "brokerName/queueId", e.g. "broker-a/0"'
+        )
     return MessageQueue(topic, broker, int(qid))
 
 
@@ -126,10 +130,9 @@ def queue_offsets(nested: Mapping[str, Mapping[str, int]]) -> dict[MessageQueue,
     return out
 
 
-
-
-def offset_spec(opts: Mapping[str, str], side: str, group: str | None, fallback: Edge | None, *,
-                 default: OffsetSpec) -> OffsetSpec:
+def offset_spec(
+    opts: Mapping[str, str], side: str, group: str | None, fallback: Edge | None, *, default: OffsetSpec
+) -> OffsetSpec:
     """The start (``side`` "starting") or end ("ending") of reading, from its three options. Precedence as in
     Spark's Kafka source: {side}Timestamp, then {side}OffsetsByTimestamp, then {side}Offsets."""
     name_ts, name_by_ts, name_offsets = f"{side}Timestamp", f"{side}OffsetsByTimestamp", f"{side}Offsets"
@@ -141,8 +144,9 @@ def offset_spec(opts: Mapping[str, str], side: str, group: str | None, fallback:
         for topic, queues in per_queue.items():
             for key, ts in queues.items():
                 if ts < 0:
-                    raise OptionError(f"option {name_by_ts}: {topic} {key} must be a time in ms since the epoch, "
-                                      f"not {ts}")
+                    raise OptionError(
+                        f"option {name_by_ts}: {topic} {key} must be a time in ms since the epoch, not {ts}"
+                    )
         return ByTimestamp(name_by_ts, per_queue=queue_offsets(per_queue), default=unnamed)
     if name_offsets not in opts:
         return default
@@ -159,11 +163,14 @@ def offset_spec(opts: Mapping[str, str], side: str, group: str | None, fallback:
         offsets = queue_offsets(parse_queue_json(name_offsets, v, what="offsets (-2 earliest, -1 latest)"))
         for mq, o in offsets.items():
             if o < Edge.EARLIEST:
-                raise OptionError(f"option {name_offsets}: offset {o} for {mq} is not valid (use >= 0, -2 earliest, "
-                                  "-1 latest)")
+                raise OptionError(
+                    f"option {name_offsets}: offset {o} for {mq} is not valid (use >= 0, -2 earliest, -1 latest)"
+                )
         return SpecificOffsets(name_offsets, offsets, unnamed)
-    raise OptionError(f"option {name_offsets} must be {' | '.join(words)} or a JSON object like "
-                      f'{{"TopicA": {{"broker-a/0": 42}}}}, not {v!r}')
+    raise OptionError(
+        f"option {name_offsets} must be {' | '.join(words)} or a JSON object like "
+        f'{{"TopicA": {{"broker-a/0": 42}}}}, not {v!r}'
+    )
 
 
 def named_queues(spec: OffsetSpec) -> tuple[str, Mapping[MessageQueue, int]] | None:
@@ -191,20 +198,26 @@ def check_named(spec: OffsetSpec, queues: Iterable[MessageQueue], *, waits: bool
     away = []
     for mq in sorted(named):
         if mq.topic not in topics:
-            raise OptionError(f"option {option} names topic {mq.topic!r}, which this query does not read "
-                              f"(it reads {', '.join(sorted(topics))})")
+            raise OptionError(
+                f"option {option} names topic {mq.topic!r}, which this query does not read "
+                f"(it reads {', '.join(sorted(topics))})"
+            )
         if mq in known:
             continue
         if (mq.topic, mq.broker_name) in groups:
-            raise OptionError(f"option {option} names queue {mq.key} of topic {mq.topic!r}, which does not "
-                              "exist; its queues are "
-                              + ", ".join(q.key for q in sorted(known) if q.topic == mq.topic))
+            raise OptionError(
+                f"option {option} names queue {mq.key} of topic {mq.topic!r}, which does not "
+                "exist; its queues are " + ", ".join(q.key for q in sorted(known) if q.topic == mq.topic)
+            )
         in_route = sorted({b for t, b in groups if t == mq.topic})
-        away.append(f"option {option} names queue {mq.key} of topic {mq.topic!r}, whose broker group is not "
-                    f"in the topic's route now (it has {', '.join(in_route)}): check the name")
+        away.append(
+            f"option {option} names queue {mq.key} of topic {mq.topic!r}, whose broker group is not "
+            f"in the topic's route now (it has {', '.join(in_route)}): check the name"
+        )
     if away and not waits:
-        raise BrokerUnavailableError("; ".join(away) + "; if that broker group is stopped or restarting, read when "
-                                     "it is back")
+        raise BrokerUnavailableError(
+            "; ".join(away) + "; if that broker group is stopped or restarting, read when it is back"
+        )
     return away
 
 

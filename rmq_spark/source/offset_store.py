@@ -2,11 +2,12 @@
 does: ``update`` changes memory, ``persist_all`` sends UPDATE_CONSUMER_OFFSET for what changed. It is fed only from
 Spark's committed batches, so the broker never runs ahead of what the sink has stored; it starts from the group's
 stored offsets and only moves them forward, so a group is never rewound."""
+
 from __future__ import annotations
 
 import logging
 import threading
-from typing import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from rmq_spark.client.base import BaseClient
 from rmq_spark.client.errors import RocketMQError
@@ -79,13 +80,16 @@ class OffsetStore:
         try:
             stored = self.client.update_consumer_offsets(self.group, due, partial=True)
         except RocketMQError as e:
-            log.warning("could not mirror %d offsets of group %r to the brokers (tried again in a few seconds): "
-                        "%s", len(due), self.group, e)
+            log.warning(
+                "could not mirror %d offsets of group %r to the brokers (tried again in a few seconds): %s",
+                len(due),
+                self.group,
+                e,
+            )
             return False
         with self._lock:
             self._persisted.update({mq: due[mq] for mq in stored})
-        self._report(list(due), stored.failed, master_of,
-                     f"offsets of group {self.group!r} are kept until it is back")
+        self._report(list(due), stored.failed, master_of, f"offsets of group {self.group!r} are kept until it is back")
         return len(due) == len(changed) and not stored.failed
 
     # -- brokers that are away ---------------------------------------------------------------------------------
@@ -94,7 +98,13 @@ class OffsetStore:
         due = {b for b in {mq.broker_name for mq in queues} if self.client.outages.due(who(b))}
         return [mq for mq in queues if mq.broker_name in due]
 
-    def _report(self, asked: list[MessageQueue], failed: Mapping[MessageQueue, Exception],
-                who: Callable[[str], str], consequence: str) -> None:
-        self.client.outages.report((mq.broker_name for mq in asked), {mq.broker_name: e for mq, e in failed.items()},
-                                   who, consequence)
+    def _report(
+        self,
+        asked: list[MessageQueue],
+        failed: Mapping[MessageQueue, Exception],
+        who: Callable[[str], str],
+        consequence: str,
+    ) -> None:
+        self.client.outages.report(
+            (mq.broker_name for mq in asked), {mq.broker_name: e for mq, e in failed.items()}, who, consequence
+        )

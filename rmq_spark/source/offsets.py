@@ -3,11 +3,12 @@
 The end of a streaming query's first batch also carries that batch's start under ``START_KEY`` (not a legal topic
 name): Spark logs no start for a Python source, and a batch 0 replayed after a crash must read from the start it was
 planned with, not from a start resolved again (docs/DESIGN.md §8)."""
+
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 
 from rmq_spark.client.model import MessageQueue
 from rmq_spark.source.offset_specs import START_KEY, queue_offsets
@@ -28,8 +29,9 @@ class QueueRange:
         return max(0, self.end - self.start)
 
 
-def offsets_to_json(offsets: Mapping[MessageQueue, int], *,
-                    start: Mapping[MessageQueue, int] | None = None) -> dict[str, dict]:
+def offsets_to_json(
+    offsets: Mapping[MessageQueue, int], *, start: Mapping[MessageQueue, int] | None = None
+) -> dict[str, dict]:
     """Per-queue offsets → the nested dict, topics and queue keys in canonical order (sorted by broker, then
     queue id numerically), so equal offsets always serialize to the same JSON string; ``start``, when given, is
     recorded under ``START_KEY`` (last)."""

@@ -1,19 +1,27 @@
 """Driver-side planning shared by the batch and streaming readers: which queues, and which ranges to read, under
 the one data-loss rule (docs/DESIGN.md §10: lost is only what a live broker proves)."""
+
 from __future__ import annotations
 
 import logging
 import re
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 from rmq_spark.client.base import BaseClient
-from rmq_spark.client.errors import (RETRYABLE, AuthError, BrokerUnavailableError, DataLossError, InvalidFilterError,
-                                     TopicNotFoundError, UnsupportedError)
+from rmq_spark.client.errors import (
+    RETRYABLE,
+    AuthError,
+    BrokerUnavailableError,
+    DataLossError,
+    InvalidFilterError,
+    TopicNotFoundError,
+    UnsupportedError,
+)
 from rmq_spark.client.model import MessageQueue, TopicRoute
 from rmq_spark.client.system_topics import is_internal_topic
 from rmq_spark.compiled import data_loss_error, data_loss_note
-from rmq_spark.source.offsets import QueueRange
 from rmq_spark.options import OptionError, SourceOptions
+from rmq_spark.source.offsets import QueueRange
 
 log = logging.getLogger(__name__)
 
@@ -46,8 +54,10 @@ def check_assigned(options: SourceOptions, routes: Mapping[str, TopicRoute | Non
         route = routes.get(mq.topic)
         queue_data = route.queue_data(mq.broker_name) if route else None
         if queue_data is not None and mq.queue_id >= queue_data.read_queue_nums:
-            missing.append(f"{mq} (broker group {mq.broker_name} has {queue_data.read_queue_nums} readable queues "
-                           f"of topic {mq.topic})")
+            missing.append(
+                f"{mq} (broker group {mq.broker_name} has {queue_data.read_queue_nums} readable queues "
+                f"of topic {mq.topic})"
+            )
     if missing:
         raise OptionError(f"option assign names queues that do not exist: {'; '.join(missing)}")
 
@@ -83,14 +93,19 @@ def first_route(client: BaseClient, topic: str, options: SourceOptions) -> Topic
         return None
     except TopicNotFoundError as e:
         if options.topic_pattern is not None:
-            log.info("rocketmq source: topic %s matches topicPattern but has no route now (deleted, or its brokers "
-                     "are away); it is read once it has one", topic)
+            log.info(
+                "rocketmq source: topic %s matches topicPattern but has no route now (deleted, or its brokers "
+                "are away); it is read once it has one",
+                topic,
+            )
             return None
         what = f"topic {topic!r} does not exist on {where(options)}: check the topic option, or create the topic"
         try:
             if not client.live_brokers():
-                what = (f"topic {topic!r} has no route on {where(options)}: no broker is registered with the name "
-                        "servers now; start the brokers, or check nameServer")
+                what = (
+                    f"topic {topic!r} has no route on {where(options)}: no broker is registered with the name "
+                    "servers now; start the brokers, or check nameServer"
+                )
         except (UnsupportedError, *RETRYABLE):
             pass
         raise TopicNotFoundError(what, code=e.code, remark=e.remark) from None
@@ -116,7 +131,8 @@ def resolve_queues(client: BaseClient, options: SourceOptions) -> list[MessageQu
         if away:
             raise BrokerUnavailableError(
                 f"option assign names queues whose broker group is not in the route now (stopped, restarting or "
-                f"unreachable): {', '.join(map(str, away))}; read them when it is back")
+                f"unreachable): {', '.join(map(str, away))}; read them when it is back"
+            )
     return sorted(mq for mq in found if reads_queue(options, mq))
 
 
@@ -134,9 +150,11 @@ def check_filter(client: BaseClient, options: SourceOptions, queues: Iterable[Me
         try:
             client.check_filter(mq, o.pull_group, o.filter)
         except InvalidFilterError as e:
-            raise OptionError(f"option subExpression {o.filter.expression!r} (expressionType {o.filter.type}) cannot "
-                              f"be used by broker {mq.broker_name}: {e.remark or e}. Fix the expression, or the "
-                              "expressionType") from None
+            raise OptionError(
+                f"option subExpression {o.filter.expression!r} (expressionType {o.filter.type}) cannot "
+                f"be used by broker {mq.broker_name}: {e.remark or e}. Fix the expression, or the "
+                "expressionType"
+            ) from None
         except RETRYABLE:
             continue
 
@@ -150,8 +168,12 @@ def compacted_topics(client: BaseClient, topics: Iterable[str]) -> frozenset[str
             if client.is_compacted(topic):
                 out.add(topic)
         except (UnsupportedError, AuthError) as e:
-            log.info("rocketmq source: cannot tell whether topic %s is a compaction topic (%s); reading it as a "
-                     "normal topic, where a gap in the offsets is data loss", topic, e)
+            log.info(
+                "rocketmq source: cannot tell whether topic %s is a compaction topic (%s); reading it as a "
+                "normal topic, where a gap in the offsets is data loss",
+                topic,
+                e,
+            )
             return frozenset(out)
         except RETRYABLE as e:
             log.info("rocketmq source: cannot read the attributes of topic %s now (%s)", topic, e)
@@ -172,9 +194,13 @@ def check_data_loss(queue: MessageQueue, requested: int, available: int, fail: b
     still held, else ``available`` under failOnDataLoss=false (logged), else DataLossError naming all three."""
     if requested >= available:
         return requested
-    data_loss(f"{queue}: offset {requested} was requested but the broker's first available offset is {available}; "
-              f"messages [{requested}, {available}) were deleted before they were read", fail,
-              remedy="start at the first available offset", action=f"starting at {available}")
+    data_loss(
+        f"{queue}: offset {requested} was requested but the broker's first available offset is {available}; "
+        f"messages [{requested}, {available}) were deleted before they were read",
+        fail,
+        remedy="start at the first available offset",
+        action=f"starting at {available}",
+    )
     return available
 
 
@@ -183,15 +209,24 @@ def check_reset(queue: MessageQueue, reached: int, end: int, first: int | None, 
     topic deleted and recreated, or the broker lost its tail). DataLossError, or under failOnDataLoss=false the
     queue's first offset ``first`` (0 when unknown), logged."""
     start = first if first is not None else 0
-    data_loss(f"{queue}: the broker's end offset {end} is below offset {reached}, which this query had reached: the "
-              "queue was reset (the topic deleted and recreated?), so what it holds now is not what was read", fail,
-              remedy="read the queue again from its first offset", action=f"reading it again from offset {start}")
+    data_loss(
+        f"{queue}: the broker's end offset {end} is below offset {reached}, which this query had reached: the "
+        "queue was reset (the topic deleted and recreated?), so what it holds now is not what was read",
+        fail,
+        remedy="read the queue again from its first offset",
+        action=f"reading it again from offset {start}",
+    )
     return start
 
 
-def plan_ranges(starts: Mapping[MessageQueue, int], ends: Mapping[MessageQueue, int],
-                mins: Mapping[MessageQueue, int], *, fail_on_data_loss: bool,
-                sparse_topics: frozenset[str] = frozenset()) -> list[QueueRange]:
+def plan_ranges(
+    starts: Mapping[MessageQueue, int],
+    ends: Mapping[MessageQueue, int],
+    mins: Mapping[MessageQueue, int],
+    *,
+    fail_on_data_loss: bool,
+    sparse_topics: frozenset[str] = frozenset(),
+) -> list[QueueRange]:
     """One range ``[start, end)`` per queue of ``ends`` that has something to read, under the one data-loss rule:
     an end below the start is a reset queue (``check_reset``), a start below the queue's first offset is data loss
     (``check_data_loss``). A queue missing from ``mins`` (its broker did not answer) is checked by its task when it

@@ -1,12 +1,14 @@
 """How far a streaming query is behind the brokers, and how many messages it skipped, from its progress (the PySpark
 source API has no custom metrics: the source reports the brokers' latest offsets through reportLatestOffset, and
 beside them, under ``SKIPPED_KEY``, the messages it skipped under failOnDataLoss=false)."""
+
 from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from rmq_spark.source.offset_specs import is_annotation
 from rmq_spark.source.skipped import SKIPPED_KEY
@@ -36,8 +38,12 @@ def source_lag(source_progress: Mapping[str, Any]) -> Lag | None:
     latest, end = _as_dict(source_progress.get("latestOffset")), _as_dict(source_progress.get("endOffset"))
     if not latest:
         return None
-    behind = [max(0, int(off) - int(end.get(topic, {}).get(key, 0)))
-              for topic, queues in latest.items() if not is_annotation(topic) for key, off in queues.items()]
+    behind = [
+        max(0, int(off) - int(end.get(topic, {}).get(key, 0)))
+        for topic, queues in latest.items()
+        if not is_annotation(topic)
+        for key, off in queues.items()
+    ]
     if not behind:
         return None
     return Lag(sum(behind), min(behind), sum(behind) / len(behind), max(behind), len(behind))
@@ -90,13 +96,26 @@ def lag_listener():
             query = p.name or p.id
             for lag in query_lag(p.json):
                 if lag is not None:
-                    log.info("query %s batch %d: %d messages behind (per queue min %d, avg %.1f, max %d)",
-                             query, p.batchId, lag.total, lag.min, lag.avg, lag.max)
+                    log.info(
+                        "query %s batch %d: %d messages behind (per queue min %d, avg %.1f, max %d)",
+                        query,
+                        p.batchId,
+                        lag.total,
+                        lag.min,
+                        lag.avg,
+                        lag.max,
+                    )
             for source, total in enumerate(query_skipped(p.json)):
                 more = total - self.skipped.get((p.id, source), 0)
                 if more > 0:
-                    log.warning("query %s batch %d: %d messages skipped (deleted before they were read, "
-                                "failOnDataLoss=false), %d since the query started", query, p.batchId, more, total)
+                    log.warning(
+                        "query %s batch %d: %d messages skipped (deleted before they were read, "
+                        "failOnDataLoss=false), %d since the query started",
+                        query,
+                        p.batchId,
+                        more,
+                        total,
+                    )
                 self.skipped[(p.id, source)] = total
 
         def onQueryIdle(self, event):
@@ -106,4 +125,3 @@ def lag_listener():
             pass
 
     return LagListener()
-

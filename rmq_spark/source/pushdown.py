@@ -3,21 +3,21 @@
 Exact narrowings (topic, brokerName, queueId, queueOffset, tags) are reported to Spark as handled; storeTimestamp
 bounds narrow the ranges through the broker's time index but are left for Spark to re-check.
 """
+
 from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
-from pyspark.sql.datasource import (EqualTo, Filter, GreaterThan, GreaterThanOrEqual, In, LessThan,
-                                    LessThanOrEqual)
+from pyspark.sql.datasource import EqualTo, Filter, GreaterThan, GreaterThanOrEqual, In, LessThan, LessThanOrEqual
 
 from rmq_spark.client.model import FilterExpression, MessageQueue
-from rmq_spark.source.offsets import QueueRange
 from rmq_spark.options import SourceOptions
+from rmq_spark.source.offsets import QueueRange
 
-_INF = 2 ** 63 - 1
+_INF = 2**63 - 1
 # the filters that may narrow the plan: a column compared with a value (any other, Not among them, is Spark's)
 _COMPARISONS = (EqualTo, GreaterThan, GreaterThanOrEqual, LessThan, LessThanOrEqual, In)
 
@@ -34,9 +34,11 @@ class Narrowing:
     tags: frozenset[str] | None = None
 
     def allows(self, mq: MessageQueue) -> bool:
-        return ((self.topics is None or mq.topic in self.topics)
-                and (self.brokers is None or mq.broker_name in self.brokers)
-                and (self.queue_ids is None or mq.queue_id in self.queue_ids))
+        return (
+            (self.topics is None or mq.topic in self.topics)
+            and (self.brokers is None or mq.broker_name in self.brokers)
+            and (self.queue_ids is None or mq.queue_id in self.queue_ids)
+        )
 
     def clip(self, r: QueueRange, by_time: tuple[int, int] | None = None) -> QueueRange:
         lo, hi = self.offset_range
@@ -52,8 +54,11 @@ class Narrowing:
 
     @property
     def empty(self) -> bool:
-        return (self.offset_range[0] >= self.offset_range[1] or self.time_range_ms[0] >= self.time_range_ms[1]
-                or any(s is not None and not s for s in (self.topics, self.brokers, self.queue_ids, self.tags)))
+        return (
+            self.offset_range[0] >= self.offset_range[1]
+            or self.time_range_ms[0] >= self.time_range_ms[1]
+            or any(s is not None and not s for s in (self.topics, self.brokers, self.queue_ids, self.tags))
+        )
 
 
 def _ms(value: object, *, ceil: bool) -> int | None:
@@ -95,20 +100,34 @@ def push(filters: list[Filter], options: SourceOptions) -> tuple[Narrowing, list
         elif col == "queueOffset" and isinstance(f.value, int) and not isinstance(f, In):
             lo, hi = n.offset_range
             v = f.value
-            bounds = {EqualTo: (v, v + 1), GreaterThan: (v + 1, _INF), GreaterThanOrEqual: (v, _INF),
-                      LessThan: (0, v), LessThanOrEqual: (0, v + 1)}.get(type(f))
+            bounds = {
+                EqualTo: (v, v + 1),
+                GreaterThan: (v + 1, _INF),
+                GreaterThanOrEqual: (v, _INF),
+                LessThan: (0, v),
+                LessThanOrEqual: (0, v + 1),
+            }.get(type(f))
             if bounds is None:
                 handled = False
             else:
                 n = dataclasses.replace(n, offset_range=(max(lo, bounds[0]), min(hi, bounds[1])))
-        elif col == "storeTimestamp" and type(f) in (GreaterThan, GreaterThanOrEqual, LessThan, LessThanOrEqual,
-                                                      EqualTo):
+        elif col == "storeTimestamp" and type(f) in (
+            GreaterThan,
+            GreaterThanOrEqual,
+            LessThan,
+            LessThanOrEqual,
+            EqualTo,
+        ):
             floor_ms, ceil_ms = _ms(f.value, ceil=False), _ms(f.value, ceil=True)
             if floor_ms is not None and ceil_ms is not None:  # (a datetime: both)
                 lo, hi = n.time_range_ms
-                window = {GreaterThan: (floor_ms + 1, _INF),
-                          GreaterThanOrEqual: (ceil_ms, _INF), LessThan: (0, ceil_ms),
-                          LessThanOrEqual: (0, floor_ms + 1), EqualTo: (ceil_ms, floor_ms + 1)}[type(f)]
+                window = {
+                    GreaterThan: (floor_ms + 1, _INF),
+                    GreaterThanOrEqual: (ceil_ms, _INF),
+                    LessThan: (0, ceil_ms),
+                    LessThanOrEqual: (0, floor_ms + 1),
+                    EqualTo: (ceil_ms, floor_ms + 1),
+                }[type(f)]
                 n = dataclasses.replace(n, time_range_ms=(max(lo, window[0]), min(hi, window[1])))
             rest.append(f)  # narrowed through the time index, re-checked by Spark
             continue

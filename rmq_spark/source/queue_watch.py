@@ -8,24 +8,31 @@ came, or it failed) or that have none (their master is away, or the transport ca
 every ``OFFSET_POLL_S``; the name servers every ``pollNameServerIntervalMs``. An idle query costs one request per
 queue per hold, whatever the trigger. Nothing here raises because a broker or every name server is unreachable once
 the query has seen its topics: the last routes and offsets are kept, and each outage is logged once."""
+
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from concurrent.futures import wait as futures_wait
-from typing import Any, Callable, Iterable, TypeVar
+from typing import Any, TypeVar
 
 from rmq_spark.client.base import NAME_SERVERS, ROUTE_WAIT_S, BaseClient
-from rmq_spark.client.errors import (RETRYABLE, RequestTimeoutError, RocketMQError, TopicNotFoundError,
-                                     UnsupportedError)
+from rmq_spark.client.errors import RETRYABLE, RequestTimeoutError, RocketMQError, TopicNotFoundError, UnsupportedError
 from rmq_spark.client.model import MessageQueue, TopicRoute
 from rmq_spark.client.outages import RETRY_DOWN_S, broker_group
-from rmq_spark.source.held_pulls import HeldPulls
 from rmq_spark.options import SourceOptions
-from rmq_spark.source.planning import (check_assigned, check_filter, compacted_topics, first_route, query_topics,
-                                reads_queue)
+from rmq_spark.source.held_pulls import HeldPulls
+from rmq_spark.source.planning import (
+    check_assigned,
+    check_filter,
+    compacted_topics,
+    first_route,
+    query_topics,
+    reads_queue,
+)
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -76,8 +83,9 @@ class QueueWatch:
             self._apply_routes(self._read_routes())
             self._routes_at = now
             due = True
-        elif force or (self._reading is None
-                       and now - self._routes_at >= self.options.poll_name_server_interval_ms / 1000):
+        elif force or (
+            self._reading is None and now - self._routes_at >= self.options.poll_name_server_interval_ms / 1000
+        ):
             if self._reading is not None and self._take_routes(0.0):  # a read older than this call, ended
                 due = True
             if self._reading is None:
@@ -203,8 +211,7 @@ class QueueWatch:
         failed: dict[str, BaseException | str] = {mq.broker_name: e for mq, e in answers.failed.items()}
         refusing = self._refusing_reads(answers)
         failed.update(refusing)
-        self.silent = ((self.silent - asked) | set(answers.failed)
-                       | {mq for mq in answers if mq.broker_name in refusing})
+        self.silent = (self.silent - asked) | set(answers.failed) | {mq for mq in answers if mq.broker_name in refusing}
         self.client.outages.report((mq.broker_name for mq in queues), failed, broker_group, WAITS)
         for mq, offset in answers.items():
             if mq not in answers.replica:
@@ -236,8 +243,13 @@ class QueueWatch:
         """The readable queues of the query (only the assigned ones with option assign) the routes show now,
         sorted."""
         if self._queues is None:
-            self._queues = sorted(mq for r in self._routes.values() if r is not None for mq in r.read_queues()
-                                  if reads_queue(self.options, mq))
+            self._queues = sorted(
+                mq
+                for r in self._routes.values()
+                if r is not None
+                for mq in r.read_queues()
+                if reads_queue(self.options, mq)
+            )
             self._queue_set = frozenset(self._queues)
         return self._queues
 
@@ -293,8 +305,7 @@ class QueueWatch:
                 vanished.add(mq)
             else:
                 unavailable.add(mq)
-                self.client.outages.down(broker_group(mq.broker_name), WAITS,
-                                         f"not in the route of topic {mq.topic}")
+                self.client.outages.down(broker_group(mq.broker_name), WAITS, f"not in the route of topic {mq.topic}")
         return unavailable, vanished
 
     def _back_in_route(self, mq: MessageQueue, fresh: dict[str, TopicRoute | None]) -> bool:

@@ -1,5 +1,6 @@
 """A query's (or micro-batch's) queue ranges as the work of its tasks: ranges split and small ones grouped (as
 Spark's ``KafkaOffsetRangeCalculator``)."""
+
 from __future__ import annotations
 
 import math
@@ -8,8 +9,9 @@ from dataclasses import replace
 from rmq_spark.source.offsets import QueueRange
 
 
-def group_ranges(parts: list[QueueRange], *, min_per_partition: int,
-                 max_per_partition: int | None = None) -> list[tuple[QueueRange, ...]]:
+def group_ranges(
+    parts: list[QueueRange], *, min_per_partition: int, max_per_partition: int | None = None
+) -> list[tuple[QueueRange, ...]]:
     """The parts, in order, as the work of tasks: consecutive parts of fewer than ``min_per_partition`` messages go
     to one task until it holds that many (never more than ``max_per_partition``); a larger part is a task of its
     own. 0 gives every part its own task."""
@@ -33,8 +35,9 @@ def group_ranges(parts: list[QueueRange], *, min_per_partition: int,
     return tasks
 
 
-def plan_partitions(ranges: list[QueueRange], *, min_partitions: int | None, max_per_partition: int | None,
-                    min_per_partition: int) -> list[tuple[QueueRange, ...]]:
+def plan_partitions(
+    ranges: list[QueueRange], *, min_partitions: int | None, max_per_partition: int | None, min_per_partition: int
+) -> list[tuple[QueueRange, ...]]:
     """The ranges of a query (or micro-batch) as the work of its tasks: split (``split_ranges``), then small parts
     grouped (``group_ranges``), unless ``min_partitions`` asks for parallelism."""
     parts = split_ranges(ranges, min_partitions=min_partitions, max_per_partition=max_per_partition)
@@ -43,8 +46,9 @@ def plan_partitions(ranges: list[QueueRange], *, min_partitions: int | None, max
     return group_ranges(parts, min_per_partition=min_per_partition, max_per_partition=max_per_partition)
 
 
-def split_ranges(ranges: list[QueueRange], *, min_partitions: int | None = None,
-                 max_per_partition: int | None = None) -> list[QueueRange]:
+def split_ranges(
+    ranges: list[QueueRange], *, min_partitions: int | None = None, max_per_partition: int | None = None
+) -> list[QueueRange]:
     """Empty ranges dropped; ranges above ``max_per_partition`` cut evenly; then, while there are fewer parts
     than ``min_partitions``, every range is cut in proportion to its share of all messages (as Spark's Kafka
     source does). The parts of a range are contiguous, so reading all parts reads the range exactly once."""

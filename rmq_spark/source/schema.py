@@ -1,28 +1,52 @@
 """The source's output schema (docs/DESIGN.md §6) and the Arrow batch builder that matches it exactly."""
+
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import pyarrow as pa
 
 from rmq_spark.options import OptionError
 
 COLUMN_TYPES = (  # name and Spark SQL type of each column, in order
-    ("topic", "STRING"), ("brokerName", "STRING"), ("queueId", "INT"), ("queueOffset", "BIGINT"),
-    ("msgId", "STRING"), ("tags", "STRING"), ("keys", "ARRAY<STRING>"), ("body", "BINARY"),
-    ("bornTimestamp", "TIMESTAMP"), ("storeTimestamp", "TIMESTAMP"), ("bornHost", "STRING"), ("storeHost", "STRING"),
-    ("reconsumeTimes", "INT"), ("flag", "INT"), ("properties", "MAP<STRING, STRING>"),
+    ("topic", "STRING"),
+    ("brokerName", "STRING"),
+    ("queueId", "INT"),
+    ("queueOffset", "BIGINT"),
+    ("msgId", "STRING"),
+    ("tags", "STRING"),
+    ("keys", "ARRAY<STRING>"),
+    ("body", "BINARY"),
+    ("bornTimestamp", "TIMESTAMP"),
+    ("storeTimestamp", "TIMESTAMP"),
+    ("bornHost", "STRING"),
+    ("storeHost", "STRING"),
+    ("reconsumeTimes", "INT"),
+    ("flag", "INT"),
+    ("properties", "MAP<STRING, STRING>"),
 )
 SCHEMA_DDL = ", ".join(f"{name} {ddl}" for name, ddl in COLUMN_TYPES)
 
 _TS = pa.timestamp("us", tz="UTC")
-ARROW_SCHEMA = pa.schema([
-    ("topic", pa.string()), ("brokerName", pa.string()), ("queueId", pa.int32()), ("queueOffset", pa.int64()),
-    ("msgId", pa.string()), ("tags", pa.string()), ("keys", pa.list_(pa.field("element", pa.string()))),
-    ("body", pa.binary()), ("bornTimestamp", _TS), ("storeTimestamp", _TS), ("bornHost", pa.string()),
-    ("storeHost", pa.string()), ("reconsumeTimes", pa.int32()), ("flag", pa.int32()),
-    ("properties", pa.map_(pa.string(), pa.string())),
-])
+ARROW_SCHEMA = pa.schema(
+    [
+        ("topic", pa.string()),
+        ("brokerName", pa.string()),
+        ("queueId", pa.int32()),
+        ("queueOffset", pa.int64()),
+        ("msgId", pa.string()),
+        ("tags", pa.string()),
+        ("keys", pa.list_(pa.field("element", pa.string()))),
+        ("body", pa.binary()),
+        ("bornTimestamp", _TS),
+        ("storeTimestamp", _TS),
+        ("bornHost", pa.string()),
+        ("storeHost", pa.string()),
+        ("reconsumeTimes", pa.int32()),
+        ("flag", pa.int32()),
+        ("properties", pa.map_(pa.string(), pa.string())),
+    ]
+)
 COLUMNS = tuple(ARROW_SCHEMA.names)
 assert COLUMNS == tuple(name for name, _ in COLUMN_TYPES)
 
@@ -44,8 +68,10 @@ def projection(fields: Sequence[tuple[str, str]] | None) -> tuple[str, ...]:
             hint = f" (did you mean {near[0]!r}? column names are case-sensitive here)" if near else ""
             raise OptionError(f"the rocketmq source has no column {name!r}{hint}" + valid)
         if spark_type.lower().replace(" ", "") != types[name]:
-            raise OptionError(f"column {name!r} is {dict(COLUMN_TYPES)[name]} in the rocketmq source, not "
-                              f"{spark_type.upper()}" + valid)
+            raise OptionError(
+                f"column {name!r} is {dict(COLUMN_TYPES)[name]} in the rocketmq source, not "
+                f"{spark_type.upper()}" + valid
+            )
         if name in seen:
             raise OptionError(f"column {name!r} is named twice in the schema given to the rocketmq source")
         seen.add(name)

@@ -1,10 +1,11 @@
 """The messages a stream skipped under failOnDataLoss=false (deleted by retention before they were read), counted by
 the driver when it plans a batch: logged, and reported with the brokers' latest offsets, so they reach the query's
 progress (``rmq_spark.source.progress.query_skipped``)."""
+
 from __future__ import annotations
 
 import logging
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 from rmq_spark.client.model import MessageQueue
 from rmq_spark.source.offsets import QueueRange, offsets_to_json
@@ -23,8 +24,9 @@ class SkippedMessages:
         self._counts: dict[MessageQueue, int] = {}
         self.version = 0
 
-    def count(self, begin: Mapping[MessageQueue, int], ends: Mapping[MessageQueue, int],
-              ranges: Iterable[QueueRange]) -> int:
+    def count(
+        self, begin: Mapping[MessageQueue, int], ends: Mapping[MessageQueue, int], ranges: Iterable[QueueRange]
+    ) -> int:
         """Add what planning skipped of a batch: per queue of ``ends`` read from ``begin``, the offsets before its
         planned range's start (all of them when no range is left). A reset queue (end below its start) skips
         nothing known. Returns the batch's count, logged when not 0."""
@@ -40,8 +42,12 @@ class SkippedMessages:
                 skipped += n
         if skipped:
             self.version += 1
-            log.warning("rocketmq source: %d messages were skipped planning this batch (deleted before they were "
-                        "read, failOnDataLoss=false), %d since the query started", skipped, sum(self._counts.values()))
+            log.warning(
+                "rocketmq source: %d messages were skipped planning this batch (deleted before they were "
+                "read, failOnDataLoss=false), %d since the query started",
+                skipped,
+                sum(self._counts.values()),
+            )
         return skipped
 
     def report(self) -> dict[str, dict]:

@@ -4,30 +4,36 @@ that Spark logs before it runs. After Spark commits a batch, its end is mirrored
 The fault model (docs/DESIGN.md §10): a queue whose broker is missing from the route or silent is unavailable, not
 lost. Its offset stays in every batch's end unchanged and it is planned again when its broker answers; the rest
 of the query keeps going. Data loss is only what a live broker proves."""
+
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Iterator, Sequence
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
-from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadMaxRows, ReadMinRows,
-                                              SupportsTriggerAvailableNow)
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    ReadMinRows,
+    SupportsTriggerAvailableNow,
+)
 
-from rmq_spark.source.admission import TriggerLimits, admit, capped
-from rmq_spark.source.batch import partitions_of, read_partition
 from rmq_spark.client.base import BaseClient
 from rmq_spark.client.model import MessageQueue
 from rmq_spark.client_pool import new_client
+from rmq_spark.options import SourceOptions
+from rmq_spark.source.admission import TriggerLimits, admit, capped
+from rmq_spark.source.batch import partitions_of, read_partition
 from rmq_spark.source.group_check import GroupCheck
 from rmq_spark.source.offset_mirror import OffsetMirror
-from rmq_spark.source.offset_store import OffsetStore
 from rmq_spark.source.offset_reader import OffsetResolver
 from rmq_spark.source.offset_specs import check_named, entering_spec
+from rmq_spark.source.offset_store import OffsetStore
 from rmq_spark.source.offsets import offsets_from_json, offsets_to_json, recorded_start
-from rmq_spark.options import SourceOptions
 from rmq_spark.source.planning import plan_ranges, query_topics
 from rmq_spark.source.queue_watch import QueueWatch
 from rmq_spark.source.schema import COLUMNS
@@ -72,8 +78,9 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._initial_offsets: dict[MessageQueue, int] | None = None  # the same, parsed
         self._group_check: GroupCheck | None = None
         self._unavailable: set[MessageQueue] = set()  # the queues the last planned end waits for
-        self._limits = TriggerLimits(options.max_messages_per_trigger, options.min_messages_per_trigger,
-                                     options.max_trigger_delay_ms)
+        self._limits = TriggerLimits(
+            options.max_messages_per_trigger, options.min_messages_per_trigger, options.max_trigger_delay_ms
+        )
         self._idle: Answered | None = None  # the last start with nothing to read: the same start, the same answer
         self._skipped = SkippedMessages()
         self._reported: Answered | None = None  # reportLatestOffset's last answer
@@ -104,8 +111,9 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         o = self.options
         if self._store is None and o.commit_offsets_to_broker and o.consumer_group:
             # stop() waits for the update in flight and the one pending
-            self._store = OffsetMirror(OffsetStore(self.client, o.consumer_group),
-                                       flush_timeout=2 * o.request_timeout_ms / 1000)
+            self._store = OffsetMirror(
+                OffsetStore(self.client, o.consumer_group), flush_timeout=2 * o.request_timeout_ms / 1000
+            )
         return self._store
 
     @property
@@ -125,8 +133,11 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self.group_check.check()
             self.watch.poll(force=True)
             for note in check_named(self.options.starting, self.watch.queues(), waits=True):
-                log.warning("rocketmq source: %s; if that broker group is stopped or restarting, the queue starts "
-                            "where the option puts it once the group is back", note)
+                log.warning(
+                    "rocketmq source: %s; if that broker group is stopped or restarting, the queue starts "
+                    "where the option puts it once the group is back",
+                    note,
+                )
             starts = OffsetResolver(self.client, partial=True).resolve(self.options.starting, self.watch.readable())
             self._log_unresolved(starts.failed)
             if any(o > self.watch.latest.get(mq, o) for mq, o in starts.items()):
@@ -186,15 +197,19 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _settled(self, limit: ReadLimit) -> bool:
         """Whether the answer to the same start stays the same until the watch sees a change: no queue waited
         for, no offsets left to mirror, and a limit that does not depend on the time."""
-        return (not self._unavailable and isinstance(limit, (ReadAllAvailable, ReadMaxRows))
-                and not self._limits.time_dependent
-                and (self._store is None or (self.group_check.passed and self._store.settled())))
+        return (
+            not self._unavailable
+            and isinstance(limit, (ReadAllAvailable, ReadMaxRows))
+            and not self._limits.time_dependent
+            and (self._store is None or (self.group_check.passed and self._store.settled()))
+        )
 
     def _end(self, begin: dict[MessageQueue, int], limit: ReadLimit) -> dict[MessageQueue, int]:
         """The end of the next batch from ``begin`` under ``limit`` and the trigger options."""
         waited_ms = (time.monotonic() - self._last_batch_at) * 1000
-        return admit(begin, self._targets(begin), limit, self._limits, waited_ms=waited_ms,
-                     available_now=self._cap is not None)
+        return admit(
+            begin, self._targets(begin), limit, self._limits, waited_ms=waited_ms, available_now=self._cap is not None
+        )
 
     def reportLatestOffset(self) -> dict | None:
         watch = self._watch
@@ -215,8 +230,9 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # under failOnDataLoss=false every queue does, so that the driver counts what is skipped (skipped.py).
         asked = [mq for mq, o in moved.items() if o < begin[mq] or not self.options.fail_on_data_loss]
         mins = self.client.min_offsets(asked, partial=True) if asked else {}
-        ranges = plan_ranges(begin, moved, mins, fail_on_data_loss=self.options.fail_on_data_loss,
-                             sparse_topics=self.watch.sparse_topics)
+        ranges = plan_ranges(
+            begin, moved, mins, fail_on_data_loss=self.options.fail_on_data_loss, sparse_topics=self.watch.sparse_topics
+        )
         self._skipped.count(begin, moved, ranges)
         return partitions_of(ranges, self.options)
 
@@ -261,7 +277,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 target[mq] = capped(latest, b, self._cap.get(mq, b))
             else:
                 target[mq] = latest
-        new = ([mq for mq in watch.readable() if mq not in begin] if not begin.keys() >= watch.queue_set else [])
+        new = [mq for mq in watch.readable() if mq not in begin] if not begin.keys() >= watch.queue_set else []
         if new:
             target.update(self._new_queue_starts(new))
         return target
@@ -276,17 +292,25 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _log_unresolved(self, failed: dict) -> None:
         brokers = sorted({mq.broker_name for mq in failed})
         if brokers:
-            log.warning("rocketmq source: broker(s) %s did not answer at the start; their queues start once they "
-                        "answer: where the starting options name them, else at their first offset (under committed: "
-                        "the group's offset, else startingOffsetsFallback)", ", ".join(brokers))
+            log.warning(
+                "rocketmq source: broker(s) %s did not answer at the start; their queues start once they "
+                "answer: where the starting options name them, else at their first offset (under committed: "
+                "the group's offset, else startingOffsetsFallback)",
+                ", ".join(brokers),
+            )
 
     def _log_lag(self, end: dict[MessageQueue, int], latest: dict[MessageQueue, int]) -> None:
         if not log.isEnabledFor(logging.INFO):
             return
         behind = [max(0, latest[mq] - end[mq]) for mq in end if mq in latest]
         if behind:
-            log.info("rocketmq source: planned batch ends %d messages behind latest (per queue min %d, avg %.1f, "
-                     "max %d)", sum(behind), min(behind), sum(behind) / len(behind), max(behind))
+            log.info(
+                "rocketmq source: planned batch ends %d messages behind latest (per queue min %d, avg %.1f, max %d)",
+                sum(behind),
+                min(behind),
+                sum(behind) / len(behind),
+                max(behind),
+            )
 
     # -- the consumer group mirror -----------------------------------------------------------------------------
     def _mirror(self, committed: dict[MessageQueue, int], recorded: dict[MessageQueue, int] | None) -> None:

@@ -3,10 +3,11 @@ answers once the newest route no longer has a queue proves it *drained* (read to
 every batch's end, so a topic that grows back resumes it there; RocketMQ keeps the consume queues of a shrunk
 topic) or *lost* (the data-loss rule). A slave's answer (it may lag behind its master) or none proves nothing: the
 queue is unavailable, its offset carried, and its master is asked again every few seconds."""
+
 from __future__ import annotations
 
 import logging
-from typing import Mapping
+from collections.abc import Mapping
 
 from rmq_spark.client.base import Answers, BaseClient
 from rmq_spark.client.errors import RocketMQError
@@ -30,8 +31,9 @@ class VanishedQueues:
         self._drained: dict[MessageQueue, int] = {}  # proven read to its end, at this offset
         self._waiting: set[MessageQueue] = set()  # out of the route, neither proven drained nor lost
 
-    def classify(self, watch: QueueWatch, begin: Mapping[MessageQueue, int]
-                 ) -> tuple[set[MessageQueue], set[MessageQueue], set[MessageQueue]]:
+    def classify(
+        self, watch: QueueWatch, begin: Mapping[MessageQueue, int]
+    ) -> tuple[set[MessageQueue], set[MessageQueue], set[MessageQueue]]:
         """(unavailable, drained, gone) among the queues of ``begin``: ``watch.classify``'s unavailable ones and
         the vanished ones no master has judged yet; those proven read to their end at their offset (kept); those
         that leave the offsets (proven lost, after the data-loss rule, which raises under failOnDataLoss; or
@@ -47,8 +49,9 @@ class VanishedQueues:
         unproven, proven, gone = self._judge(vanished, begin)
         return unavailable | waiting | unproven, drained | proven, gone
 
-    def _judge(self, vanished: set[MessageQueue], begin: Mapping[MessageQueue, int]
-               ) -> tuple[set[MessageQueue], set[MessageQueue], set[MessageQueue]]:
+    def _judge(
+        self, vanished: set[MessageQueue], begin: Mapping[MessageQueue, int]
+    ) -> tuple[set[MessageQueue], set[MessageQueue], set[MessageQueue]]:
         """(unproven, drained, gone) among ``vanished``, from the end offsets their masters answer now."""
         if not vanished:
             return set(), set(), set()
@@ -63,15 +66,16 @@ class VanishedQueues:
         self._waiting = (self._waiting - vanished) | unproven
         drained = {mq for mq, o in masters.items() if o == begin[mq]}
         for mq in sorted(drained):
-            log.info("rocketmq source: %s left the topic route after it was read to its end (offset %d)", mq,
-                     begin[mq])
+            log.info("rocketmq source: %s left the topic route after it was read to its end (offset %d)", mq, begin[mq])
         kept = {mq for mq in drained if reads_queue(self.options, mq)}
         self._drained.update({mq: begin[mq] for mq in kept})
         lost = sorted(masters.keys() - drained)
         if lost:
-            what = ("queues " + ", ".join(f"{mq} (read to {begin[mq]}, end {masters[mq]})" for mq in lost)
-                    + " are no longer in the topic route although their masters are up (the topic shrank or was "
-                    "deleted); messages not yet read from them may be lost")
-            data_loss(what, self.options.fail_on_data_loss, remedy="go on without them",
-                      action="going on without them")
+            what = (
+                "queues "
+                + ", ".join(f"{mq} (read to {begin[mq]}, end {masters[mq]})" for mq in lost)
+                + " are no longer in the topic route although their masters are up (the topic shrank or was "
+                "deleted); messages not yet read from them may be lost"
+            )
+            data_loss(what, self.options.fail_on_data_loss, remedy="go on without them", action="going on without them")
         return unproven, kept, (drained - kept) | set(lost)

@@ -1,13 +1,14 @@
 """The deployment tests: rmq-spark as users install and run it. One release wheel (scripts/wheel.sh) is built per
 session and installed into a fresh virtualenv that has no cargo on PATH and no checkout on sys.path; the tests run
 Spark from that virtualenv, as a cluster node would."""
+
 from __future__ import annotations
 
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -37,7 +38,16 @@ def node_venv(release_wheel, tmp_path_factory) -> Iterator[NodeVenv]:
     venv = NodeVenv(home / "venv")
     base = getattr(sys, "_base_executable", sys.executable)
     subprocess.run([base, "-m", "venv", str(venv.root)], check=True)
-    venv.run(venv.python, "-m", "pip", "install", "-q", "--disable-pip-version-check", f"{release_wheel}[pipelines]",
-             cwd=home, timeout=900)
+    venv.run(
+        venv.python,
+        "-m",
+        "pip",
+        "install",
+        "-q",
+        "--disable-pip-version-check",
+        f"{release_wheel}[pipelines]",
+        cwd=home,
+        timeout=900,
+    )
     yield venv
     shutil.rmtree(home, ignore_errors=True)

@@ -1,5 +1,6 @@
 """A cluster node as the deployment tests make it: a virtualenv holding the release wheel, in an environment with
 no cargo and nothing of the checkout; and the checks of what node_job.py reports."""
+
 from __future__ import annotations
 
 import collections
@@ -23,11 +24,17 @@ def job_in(work: Path) -> Path:
 def node_env(**extra: str) -> dict[str, str]:
     """The environment of a machine that has Java but not this checkout or a Rust toolchain: PATH without cargo's
     folders, nothing of ours on PYTHONPATH."""
-    path = [d for d in os.environ.get("PATH", "").split(os.pathsep)
-            if d and not any(os.path.exists(os.path.join(d, tool)) for tool in ("cargo", "rustc", "maturin"))]
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "SPARK_HOME")
-           and not k.startswith(("CARGO", "RUSTUP"))}
+    path = [
+        d
+        for d in os.environ.get("PATH", "").split(os.pathsep)
+        if d and not any(os.path.exists(os.path.join(d, tool)) for tool in ("cargo", "rustc", "maturin"))
+    ]
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "SPARK_HOME")
+        and not k.startswith(("CARGO", "RUSTUP"))
+    }
     return {**env, "PATH": os.pathsep.join(path), "SPARK_LOCAL_IP": "127.0.0.1", **extra}
 
 
@@ -49,10 +56,12 @@ class NodeVenv:
 
     def run(self, *args: str | os.PathLike, cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
         """``args`` run to their end in the node's environment, from ``cwd`` (never the checkout)."""
-        proc = subprocess.run([str(a) for a in args], cwd=cwd, env=self.env(), capture_output=True, text=True,
-                              timeout=timeout)
-        assert proc.returncode == 0, (f"{args[0]} exited {proc.returncode}:\n{proc.stdout[-3000:]}\n"
-                                      f"{proc.stderr[-6000:]}")
+        proc = subprocess.run(
+            [str(a) for a in args], cwd=cwd, env=self.env(), capture_output=True, text=True, timeout=timeout
+        )
+        assert proc.returncode == 0, (
+            f"{args[0]} exited {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}"
+        )
         return proc
 
 

@@ -7,6 +7,7 @@ batch write of every message to TARGET, marked with its source position in prope
 With ``--out``: then an exactly-once streaming read of SOURCE into Parquet files in OUT, in small micro-batches,
 until STOP_FILE exists.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,27 +34,51 @@ def placement(spark) -> dict:
     executors = spark.sparkContext.parallelize(range(tasks), tasks).map(_where_rmq_spark_loads).collect()
     import rmq_spark
 
-    return {"driver": _where_rmq_spark_loads(None), "executors": sorted(set(map(tuple, executors))),
-            "version": rmq_spark.__version__, "cargo": shutil.which("cargo")}
+    return {
+        "driver": _where_rmq_spark_loads(None),
+        "executors": sorted(set(map(tuple, executors))),
+        "version": rmq_spark.__version__,
+        "cargo": shutil.which("cargo"),
+    }
 
 
 def read_write(spark, a: argparse.Namespace) -> dict:
     df = spark.read.format("rocketmq").option("nameServer", a.name_server).option("topic", a.source).load()
-    keys = [[r.brokerName, r.queueId, r.queueOffset] for r in df.select("brokerName", "queueId", "queueOffset")
-            .collect()]
-    out = df.select("body", F.create_map(F.lit("src"), F.concat_ws("/", "brokerName", "queueId", "queueOffset"))
-                    .alias("properties"))
-    (out.write.format("rocketmq").mode("append").option("nameServer", a.name_server).option("topic", a.target)
-     .option("deliveryGuarantee", "exactly_once").option("producerGroup", a.group).save())
+    keys = [
+        [r.brokerName, r.queueId, r.queueOffset] for r in df.select("brokerName", "queueId", "queueOffset").collect()
+    ]
+    out = df.select(
+        "body", F.create_map(F.lit("src"), F.concat_ws("/", "brokerName", "queueId", "queueOffset")).alias("properties")
+    )
+    (
+        out.write.format("rocketmq")
+        .mode("append")
+        .option("nameServer", a.name_server)
+        .option("topic", a.target)
+        .option("deliveryGuarantee", "exactly_once")
+        .option("producerGroup", a.group)
+        .save()
+    )
     return {"keys": keys}
 
 
 def stream(spark, a: argparse.Namespace) -> dict:
-    df = (spark.readStream.format("rocketmq").option("nameServer", a.name_server).option("topic", a.source)
-          .option("startingOffsets", "earliest").option("maxMessagesPerTrigger", "200").load())
-    query = (df.select("brokerName", "queueId", "queueOffset", "body").writeStream.format("parquet")
-             .option("path", a.out).option("checkpointLocation", a.checkpoint)
-             .trigger(processingTime="200 milliseconds").start())
+    df = (
+        spark.readStream.format("rocketmq")
+        .option("nameServer", a.name_server)
+        .option("topic", a.source)
+        .option("startingOffsets", "earliest")
+        .option("maxMessagesPerTrigger", "200")
+        .load()
+    )
+    query = (
+        df.select("brokerName", "queueId", "queueOffset", "body")
+        .writeStream.format("parquet")
+        .option("path", a.out)
+        .option("checkpointLocation", a.checkpoint)
+        .trigger(processingTime="200 milliseconds")
+        .start()
+    )
     while not os.path.exists(a.stop_file):
         if query.exception() is not None:
             raise query.exception()

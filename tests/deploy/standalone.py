@@ -1,5 +1,6 @@
 """A Spark standalone cluster of separate processes, started with the ``spark-class`` of a node's virtualenv: one
 master and workers, each in its own process group (a worker and the executors it launched die together)."""
+
 from __future__ import annotations
 
 import json
@@ -34,23 +35,47 @@ class StandaloneCluster:
     def start(self) -> None:
         """Start the master, then the workers; return once every worker is registered (``close`` stops what
         started, also when this fails)."""
-        self._start("master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port",
-                    str(self.port), "--webui-port", str(self.ui_port))
+        self._start(
+            "master",
+            "org.apache.spark.deploy.master.Master",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--webui-port",
+            str(self.ui_port),
+        )
         wait_until(lambda: self._state() is not None, 60, "the Spark master's status page", self.alive)
         for i in range(self.workers):
-            self._start(f"worker-{i}", "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
-                        *self._worker_args, "--webui-port", "0", "--work-dir", str(self.home / f"worker-{i}"),
-                        self.url)
-        wait_until(lambda: len(self.alive_workers()) == self.workers, 90, f"{self.workers} workers registered",
-                   self.alive)
+            self._start(
+                f"worker-{i}",
+                "org.apache.spark.deploy.worker.Worker",
+                "--host",
+                "127.0.0.1",
+                *self._worker_args,
+                "--webui-port",
+                "0",
+                "--work-dir",
+                str(self.home / f"worker-{i}"),
+                self.url,
+            )
+        wait_until(
+            lambda: len(self.alive_workers()) == self.workers, 90, f"{self.workers} workers registered", self.alive
+        )
 
     def _start(self, name: str, main_class: str, *args: str) -> None:
-        env = self.venv.env(SPARK_DAEMON_MEMORY="384m", SPARK_DAEMON_JAVA_OPTS=QUICK_JVM,
-                            SPARK_LOCAL_DIRS=str(self.home / "local"))
+        env = self.venv.env(
+            SPARK_DAEMON_MEMORY="384m", SPARK_DAEMON_JAVA_OPTS=QUICK_JVM, SPARK_LOCAL_DIRS=str(self.home / "local")
+        )
         with open(self.home / f"{name}.log", "w") as log:
-            self.procs[name] = subprocess.Popen([str(self.venv.bin("spark-class")), main_class, *args], cwd=self.home,
-                                                env=env, stdout=log, stderr=subprocess.STDOUT,
-                                                start_new_session=True)
+            self.procs[name] = subprocess.Popen(
+                [str(self.venv.bin("spark-class")), main_class, *args],
+                cwd=self.home,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
 
     def alive(self) -> None:
         """Raise if a process of the cluster that was not killed has exited."""

@@ -1,16 +1,23 @@
 """rmq-spark on a real Spark standalone cluster: a master and two workers as separate processes, every node running
 the release wheel's virtualenv, jobs sent with spark-submit. One worker (with its executor) is SIGKILLed while a
 streaming query runs; every message still arrives once."""
+
 from __future__ import annotations
 
 import subprocess
 
 import pytest
 
-from tests.deploy.node import (QUICK_JVM, assert_loaded_from, assert_read_and_written_once, job_in, job_result,
-                               topic_keys)
-from tests.support.checkpoints import committed_offsets, logged
+from tests.deploy.node import (
+    QUICK_JVM,
+    assert_loaded_from,
+    assert_read_and_written_once,
+    job_in,
+    job_result,
+    topic_keys,
+)
 from tests.deploy.standalone import StandaloneCluster
+from tests.support.checkpoints import committed_offsets, logged
 from tests.support.processes import kill_group
 from tests.support.waiting import wait_until
 
@@ -27,8 +34,9 @@ def standalone(node_venv, tmp_path):
         cluster.close()
 
 
-def test_spark_submit_to_a_standalone_cluster_survives_a_worker_killed_mid_stream(standalone, node_venv, rocketmq,
-                                                                                   topic, tmp_path, spark):
+def test_spark_submit_to_a_standalone_cluster_survives_a_worker_killed_mid_stream(
+    standalone, node_venv, rocketmq, topic, tmp_path, spark
+):
     rocketmq.produce_bulk(topic, 1000, 60, tags=["TagA", "TagB"])
     before_kill = topic_keys(rocketmq, topic)  # what the batch part of the job reads and writes
     target = f"{topic}-copy"
@@ -36,32 +44,73 @@ def test_spark_submit_to_a_standalone_cluster_survives_a_worker_killed_mid_strea
     work = tmp_path / "job"
     work.mkdir()
     out, checkpoint, stop = work / "out", work / "checkpoint", work / "stop"
-    submit = [node_venv.bin("spark-submit"), "--master", standalone.url,
-              "--conf", f"spark.pyspark.python={node_venv.python}", "--conf", "spark.executor.memory=512m",
-              "--conf", "spark.executor.cores=1", "--conf", "spark.ui.enabled=false",
-              "--conf", f"spark.driver.extraJavaOptions={QUICK_JVM}",
-              "--conf", f"spark.executor.extraJavaOptions={QUICK_JVM}",
-              job_in(work), "--name-server", rocketmq.name_server, "--source", topic, "--target", target,
-              "--group", f"cluster-{topic}"[:60], "--out", out, "--checkpoint", checkpoint, "--stop-file", stop]
+    submit = [
+        node_venv.bin("spark-submit"),
+        "--master",
+        standalone.url,
+        "--conf",
+        f"spark.pyspark.python={node_venv.python}",
+        "--conf",
+        "spark.executor.memory=512m",
+        "--conf",
+        "spark.executor.cores=1",
+        "--conf",
+        "spark.ui.enabled=false",
+        "--conf",
+        f"spark.driver.extraJavaOptions={QUICK_JVM}",
+        "--conf",
+        f"spark.executor.extraJavaOptions={QUICK_JVM}",
+        job_in(work),
+        "--name-server",
+        rocketmq.name_server,
+        "--source",
+        topic,
+        "--target",
+        target,
+        "--group",
+        f"cluster-{topic}"[:60],
+        "--out",
+        out,
+        "--checkpoint",
+        checkpoint,
+        "--stop-file",
+        stop,
+    ]
     log = work / "driver.log"
     with open(log, "w") as f:
-        driver = subprocess.Popen(list(map(str, submit)), cwd=work, env=node_venv.env(), stdout=f,
-                                  stderr=subprocess.STDOUT, start_new_session=True)
+        driver = subprocess.Popen(
+            list(map(str, submit)),
+            cwd=work,
+            env=node_venv.env(),
+            stdout=f,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
 
     def alive() -> None:
         standalone.alive()
         assert driver.poll() is None, f"spark-submit exited ({driver.returncode}):\n{log.read_text()[-6000:]}"
 
     try:
-        wait_until(lambda: len(logged(checkpoint, "commits")) >= 2, 240, "two micro-batches committed on the cluster",
-                   alive, poll=0.2)
+        wait_until(
+            lambda: len(logged(checkpoint, "commits")) >= 2,
+            240,
+            "two micro-batches committed on the cluster",
+            alive,
+            poll=0.2,
+        )
         standalone.kill_worker("worker-1")
         killed_at = logged(checkpoint, "commits")[-1]
         wait_until(lambda: len(standalone.alive_workers()) == 1, 60, "the master to see the worker gone", alive)
         rocketmq.produce_bulk(topic, 200, 60, tags=["TagC"])
         ends = {f"{o['brokerName']}/{o['queueId']}": o["maxOffset"] for o in rocketmq.offsets(topic)}
-        wait_until(lambda: committed_offsets(checkpoint).get(topic, {}) == ends, 240,
-                   "the stream to commit every message on the one worker left", alive, poll=0.5)
+        wait_until(
+            lambda: committed_offsets(checkpoint).get(topic, {}) == ends,
+            240,
+            "the stream to commit every message on the one worker left",
+            alive,
+            poll=0.5,
+        )
         assert logged(checkpoint, "commits")[-1] > killed_at
         stop.touch()
         driver.wait(timeout=120)

@@ -1,6 +1,7 @@
 """A Spark Declarative Pipeline reading RocketMQ, run with spark-pipelines from a node that has only the release
 wheel (and its pipelines extra): a streaming table of the topic's messages and a materialized view over it. The
 second run appends only the messages that arrived since the first."""
+
 from __future__ import annotations
 
 import collections
@@ -14,18 +15,30 @@ PIPELINE = Path(__file__).resolve().parent / "pipeline"
 
 def _run(venv: NodeVenv, home: Path, spec: Path) -> None:
     # the catalog must outlive each run's Spark Connect server: Hive's, with its Derby metastore in ``home``
-    venv.run(venv.bin("spark-pipelines"), "run", "--spec", spec, "--conf", "spark.sql.catalogImplementation=hive",
-             "--conf", f"spark.sql.warehouse.dir={home / 'warehouse'}",
-             "--conf", f"spark.driver.extraJavaOptions={QUICK_JVM}", cwd=home, timeout=300)
+    venv.run(
+        venv.bin("spark-pipelines"),
+        "run",
+        "--spec",
+        spec,
+        "--conf",
+        "spark.sql.catalogImplementation=hive",
+        "--conf",
+        f"spark.sql.warehouse.dir={home / 'warehouse'}",
+        "--conf",
+        f"spark.driver.extraJavaOptions={QUICK_JVM}",
+        cwd=home,
+        timeout=300,
+    )
 
 
-def test_a_pipeline_streams_a_topic_into_a_table_and_its_second_run_takes_only_new_messages(node_venv, rocketmq,
-                                                                                           topic, tmp_path, spark):
+def test_a_pipeline_streams_a_topic_into_a_table_and_its_second_run_takes_only_new_messages(
+    node_venv, rocketmq, topic, tmp_path, spark
+):
     home = tmp_path / "pipeline"
     shutil.copytree(PIPELINE, home)
     spec = home / "spark-pipeline.yml"
     spec.write_text(f"""name: rocketmq_events
-storage: {(home / 'storage').as_uri()}
+storage: {(home / "storage").as_uri()}
 libraries:
   - glob:
       include: transformations/**
@@ -42,8 +55,10 @@ configuration:
 
     def java():
         messages = rocketmq.consume(topic)
-        return (sorted((m["brokerName"], m["queueId"], m["queueOffset"]) for m in messages),
-                dict(collections.Counter(m["tags"] for m in messages)))
+        return (
+            sorted((m["brokerName"], m["queueId"], m["queueOffset"]) for m in messages),
+            dict(collections.Counter(m["tags"] for m in messages)),
+        )
 
     rocketmq.produce_bulk(topic, 120, 30, tags=["TagA", "TagB"])
     _run(node_venv, home, spec)

@@ -1,6 +1,7 @@
 """The release wheel: one abi3 manylinux build holding the compiled core and the module Spark discovers. That it
 installs and works where nothing else of ours is (a fresh virtualenv, no cargo, no checkout) is test_cluster's and
 test_pipelines', which run every Spark process from such a virtualenv."""
+
 from __future__ import annotations
 
 import zipfile

@@ -1,7 +1,9 @@
 """An embedded cluster holding one small topic, for the module fixtures of tests that need only a few messages."""
+
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from rmq_spark_testing.embedded import EmbeddedRocketMQ
 

@@ -1,9 +1,8 @@
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 
 from rmq_spark_testing.embedded import EmbeddedRocketMQ
-
 
 _PAIR_USERS: list[str] = []  # node ids of the tests that use replicated_pair, in run order
 _PAIRS: list[EmbeddedRocketMQ] = []

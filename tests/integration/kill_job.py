@@ -8,6 +8,7 @@ to consumer group GROUP. For each target, one more query reads SOURCE_TOPIC thro
 each message to TARGET through the rocketmq sink with deliveryGuarantee GUARANTEE, marked with its source position
 in property ``src``. Every query reads from the earliest offsets in small micro-batches, until killed.
 """
+
 from __future__ import annotations
 
 import os
@@ -19,40 +20,76 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 
-def copy_writer(spark, endpoint: str, topic: str, group: str, out_dir: str, checkpoint: str,
-                starting: str = "earliest", limit: int = 400, name_server: str | None = None):
+def copy_writer(
+    spark,
+    endpoint: str,
+    topic: str,
+    group: str,
+    out_dir: str,
+    checkpoint: str,
+    starting: str = "earliest",
+    limit: int = 400,
+    name_server: str | None = None,
+):
     """The Parquet query, up to its trigger, at most ``limit`` messages a batch (the test runs its last,
     available-now part in its own session); through ``name_server`` when ``endpoint`` is "-"."""
     reader = spark.readStream.format("rocketmq")
     reader = reader.option("nameServer", name_server) if endpoint == "-" else reader.option("endpoint", endpoint)
-    df = (reader.option("topic", topic)
-          .option("startingOffsets", starting).option("consumerGroup", group)
-          .option("maxMessagesPerTrigger", str(limit)).load())
-    return (df.select("brokerName", "queueId", "queueOffset", "body", "msgId").writeStream.format("parquet")
-            .option("path", out_dir).option("checkpointLocation", checkpoint))
+    df = (
+        reader.option("topic", topic)
+        .option("startingOffsets", starting)
+        .option("consumerGroup", group)
+        .option("maxMessagesPerTrigger", str(limit))
+        .load()
+    )
+    return (
+        df.select("brokerName", "queueId", "queueOffset", "body", "msgId")
+        .writeStream.format("parquet")
+        .option("path", out_dir)
+        .option("checkpointLocation", checkpoint)
+    )
 
 
-def sink_writer(spark, name_server: str, source: str, target: str, guarantee: str, group: str, checkpoint: str,
-                limit: int = 600):
+def sink_writer(
+    spark, name_server: str, source: str, target: str, guarantee: str, group: str, checkpoint: str, limit: int = 600
+):
     """A sink query, up to its trigger, at most ``limit`` messages a batch."""
-    df = (spark.readStream.format("rocketmq").option("nameServer", name_server).option("topic", source)
-          .option("startingOffsets", "earliest").option("maxMessagesPerTrigger", str(limit)).load())
-    out = df.select(F.col("body"), F.create_map(F.lit("src"), F.concat_ws("/", "brokerName", "queueId",
-                                                                            "queueOffset")).alias("properties"))
-    return (out.writeStream.format("rocketmq").option("nameServer", name_server).option("topic", target)
-            .option("deliveryGuarantee", guarantee).option("producerGroup", group)
-            .option("checkpointLocation", checkpoint))
+    df = (
+        spark.readStream.format("rocketmq")
+        .option("nameServer", name_server)
+        .option("topic", source)
+        .option("startingOffsets", "earliest")
+        .option("maxMessagesPerTrigger", str(limit))
+        .load()
+    )
+    out = df.select(
+        F.col("body"),
+        F.create_map(F.lit("src"), F.concat_ws("/", "brokerName", "queueId", "queueOffset")).alias("properties"),
+    )
+    return (
+        out.writeStream.format("rocketmq")
+        .option("nameServer", name_server)
+        .option("topic", target)
+        .option("deliveryGuarantee", guarantee)
+        .option("producerGroup", group)
+        .option("checkpointLocation", checkpoint)
+    )
 
 
 def main() -> None:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     name_server, endpoint, source, group, out_dir, checkpoint, *targets = sys.argv[1:]
-    spark = (SparkSession.builder.master("local[2,4]").appName("rmq-spark-kills")
-             .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2").getOrCreate())
+    spark = (
+        SparkSession.builder.master("local[2,4]")
+        .appName("rmq-spark-kills")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .getOrCreate()
+    )
     spark.sparkContext.setLogLevel("ERROR")
     queries = [copy_writer(spark, endpoint, source, group, out_dir, checkpoint, name_server=name_server)]
-    queries += [sink_writer(spark, name_server, source, *targets[i:i + 4]) for i in range(0, len(targets), 4)]
+    queries += [sink_writer(spark, name_server, source, *targets[i : i + 4]) for i in range(0, len(targets), 4)]
     for query in queries:
         query.trigger(processingTime="100 milliseconds").start()
     try:
@@ -69,11 +106,13 @@ def _print_load() -> None:
     Python worker that did not connect back within its fixed 10 s) come from a starved machine."""
     print(f"load average at the failure: {os.getloadavg()}")
     try:
-        top = subprocess.run(["ps", "-eo", "pid,pgid,pcpu,etimes,rss,args", "--sort=-pcpu"], capture_output=True,
-                             text=True, timeout=10).stdout.splitlines()
+        top = subprocess.run(
+            ["ps", "-eo", "pid,pgid,pcpu,etimes,rss,args", "--sort=-pcpu"], capture_output=True, text=True, timeout=10
+        ).stdout.splitlines()
     except (OSError, subprocess.SubprocessError) as e:
         top = [f"ps failed: {e}"]
     print("\n".join(line[:220] for line in top[:15]))
+
 
 if __name__ == "__main__":
     main()

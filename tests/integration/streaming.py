@@ -1,5 +1,6 @@
 """Helpers of the streaming tests that run a query in this process: a sink that records every delivered
 (broker, queue, offset), starting a query, waiting on it, and the exactly-once check against the Java consumer."""
+
 from __future__ import annotations
 
 import threading
@@ -42,15 +43,22 @@ def start_query(spark, cluster, transport, topic, sink, checkpoint, **options):
         reader = reader.option("topic", topic)
     for k, v in {**transport_options(cluster, transport), "startingOffsets": "earliest", **options}.items():
         reader = reader.option(k, v)
-    return (reader.load().writeStream.foreachBatch(sink).option("checkpointLocation", str(checkpoint))
-            .trigger(processingTime="200 milliseconds").start())
+    return (
+        reader.load()
+        .writeStream.foreachBatch(sink)
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(processingTime="200 milliseconds")
+        .start()
+    )
 
 
 def wait_for(condition, timeout, what, query):
     """``wait_until`` the condition holds while ``query`` runs."""
+
     def alive() -> None:
         if query.exception() is not None or not query.isActive:
             raise AssertionError(f"the query stopped while waiting for {what}: {query.exception()}")
+
     wait_until(condition, timeout, what, alive)
 
 
@@ -65,8 +73,16 @@ def stream_around_a_master_outage(spark, cluster, topic: str, checkpoint, total:
     broker-b's messages, then (after ``while_away(sink, query, held_b)``, if given) broker-a's once its master is
     started again, ``total`` in all, every message exactly once."""
     sink = Collect()
-    q = start_query(spark, cluster, "remoting", topic, sink, checkpoint, brokerRetryTimeoutMs="120000",
-                    pollNameServerIntervalMs="300")
+    q = start_query(
+        spark,
+        cluster,
+        "remoting",
+        topic,
+        sink,
+        checkpoint,
+        brokerRetryTimeoutMs="120000",
+        pollNameServerIntervalMs="300",
+    )
     try:
         try:
             held_b = sum(o["maxOffset"] for o in cluster.offsets(topic) if o["brokerName"] == "broker-b")

@@ -1,5 +1,6 @@
 """ACL: a cluster with authentication on accepts signed requests with the right key and refuses a wrong secret
 with an AuthError that says so and never shows the secret."""
+
 from __future__ import annotations
 
 import pytest
@@ -29,11 +30,14 @@ def test_right_key_reads_and_commits(secured, transport):
         assert client.query_consumer_offset(group, mq) == 3
 
 
-@pytest.mark.parametrize("credentials, remark", [
-    (Credentials(AK, "wrong-secret-value"), "signature"),
-    (Credentials("nobody", "wrong-secret-value"), "not found"),
-    (None, "username cannot be null"),
-])
+@pytest.mark.parametrize(
+    "credentials, remark",
+    [
+        (Credentials(AK, "wrong-secret-value"), "signature"),
+        (Credentials("nobody", "wrong-secret-value"), "not found"),
+        (None, "username cannot be null"),
+    ],
+)
 def test_bad_credentials_are_an_auth_error_without_the_secret(secured, credentials, remark):
     with RemotingClient(secured.name_server, credentials=credentials) as client:
         mq = MessageQueue("Secured", "broker-a", 0)
@@ -43,8 +47,9 @@ def test_bad_credentials_are_an_auth_error_without_the_secret(secured, credentia
         assert "accessKey" in str(e.value)
 
 
-@pytest.mark.parametrize("credentials", [Credentials(AK, "wrong-secret-value"),
-                                         Credentials("nobody", "wrong-secret-value"), None])
+@pytest.mark.parametrize(
+    "credentials", [Credentials(AK, "wrong-secret-value"), Credentials("nobody", "wrong-secret-value"), None]
+)
 def test_the_gateway_refuses_bad_credentials_without_showing_the_secret(secured, credentials):
     with GrpcClient(secured.gateway, credentials=credentials) as client:
         mq = MessageQueue("Secured", "broker-a", 0)

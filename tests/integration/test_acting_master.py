@@ -4,12 +4,13 @@ brokerId 0. The stream driver must take it for the slave it is: its queues wait 
 it, no consumer offset is mirrored to it (nor by the pull gateway), and a streaming query goes on with broker-b; when the master is back, its
 queues are held and read there again, every message once. One master outage serves every check (a stop and a
 start cost seconds)."""
+
 from __future__ import annotations
 
 from rmq_spark.client import RemotingClient
-from rmq_spark_testing.embedded import EmbeddedRocketMQ
 from rmq_spark.options import parse_options
 from rmq_spark.source.queue_watch import QueueWatch
+from rmq_spark_testing.embedded import EmbeddedRocketMQ
 from tests.conftest import new_client, unique_topic
 from tests.integration.streaming import stream_around_a_master_outage
 from tests.support.waiting import wait_until
@@ -23,11 +24,12 @@ def _stands_in(client: RemotingClient, topic: str, master: str) -> bool:
     return broker is not None and broker.addresses.get(0, master) != master
 
 
-def test_a_slave_acting_for_its_master_is_a_slave_and_the_stream_goes_on_with_the_other_group(spark, tmp_path,
-                                                                                              request):
+def test_a_slave_acting_for_its_master_is_a_slave_and_the_stream_goes_on_with_the_other_group(spark, tmp_path, request):
     topic = unique_topic(request)
-    with EmbeddedRocketMQ(2, slaves=1, slave_read=False, acting_master=True) as acting, \
-            RemotingClient(acting.name_server) as client:
+    with (
+        EmbeddedRocketMQ(2, slaves=1, slave_read=False, acting_master=True) as acting,
+        RemotingClient(acting.name_server) as client,
+    ):
         acting.create_topic(topic, queues=2)
         acting.produce_bulk(topic, 400, 50)  # returns once the slaves have it too
         watch = QueueWatch(client, parse_options({"nameServer": acting.name_server, "topic": topic}))
@@ -52,8 +54,11 @@ def test_a_slave_acting_for_its_master_is_a_slave_and_the_stream_goes_on_with_th
 
             stream_around_a_master_outage(spark, acting, topic, tmp_path / "c", 400)
 
-            wait_until(lambda: (watch.poll(force=True), all(q in watch._holds for q in on_a))[1], 30,
-                       "the master to hold broker-a's queues again")
+            wait_until(
+                lambda: (watch.poll(force=True), all(q in watch._holds for q in on_a))[1],
+                30,
+                "the master to hold broker-a's queues again",
+            )
             assert watch.silent == set() and watch.replica == set()
         finally:
             watch.close()

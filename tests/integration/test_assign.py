@@ -1,14 +1,15 @@
 """Option assign (as Spark's Kafka source has it): a query reads only the queues it names, in batch and in
 streaming, through both transports, on the real embedded RocketMQ."""
+
 from __future__ import annotations
 
 import json
 
 import pytest
 
-from tests.support.checkpoints import logged
 from tests.conftest import TRANSPORTS, transport_options
 from tests.integration.streaming import Collect, start_query, wait_for
+from tests.support.checkpoints import logged
 
 ASSIGNED = {"broker-a": [1, 3], "broker-b": [0]}
 
@@ -23,8 +24,11 @@ def _assign(topic: str) -> str:
 
 
 def _assigned_keys(rocketmq, topic: str) -> list[tuple[str, int, int]]:
-    return sorted((m["brokerName"], m["queueId"], m["queueOffset"]) for m in rocketmq.consume(topic)
-                  if m["queueId"] in ASSIGNED[m["brokerName"]])
+    return sorted(
+        (m["brokerName"], m["queueId"], m["queueOffset"])
+        for m in rocketmq.consume(topic)
+        if m["queueId"] in ASSIGNED[m["brokerName"]]
+    )
 
 
 def test_a_batch_read_takes_only_the_assigned_queues(spark, rocketmq, topic, transport):
@@ -36,10 +40,16 @@ def test_a_batch_read_takes_only_the_assigned_queues(spark, rocketmq, topic, tra
 
 
 def test_a_queue_that_does_not_exist_is_named(spark, rocketmq, topic):
-    df = spark.read.format("rocketmq").options(nameServer=rocketmq.name_server,
-                                               assign=json.dumps({topic: ["broker-a/0", "broker-a/9"]})).load()
-    with pytest.raises(Exception, match=r"option assign names queues that do not exist: .*broker-a/9 \(broker group "
-                                        r"broker-a has 4 readable queues"):
+    df = (
+        spark.read.format("rocketmq")
+        .options(nameServer=rocketmq.name_server, assign=json.dumps({topic: ["broker-a/0", "broker-a/9"]}))
+        .load()
+    )
+    with pytest.raises(
+        Exception,
+        match=r"option assign names queues that do not exist: .*broker-a/9 \(broker group "
+        r"broker-a has 4 readable queues",
+    ):
         df.collect()
 
 

@@ -1,5 +1,6 @@
 """spark.read.format("rocketmq") against the real embedded RocketMQ, checked against what was sent, through both
 transports (option nameServer: remoting; option endpoint: the v2 pull gateway)."""
+
 from __future__ import annotations
 
 import base64
@@ -25,9 +26,20 @@ def loaded(rocketmq, request):
     rocketmq.create_topic(topic, queues=4)
 
     def round_(r):
-        return [{"body": f"r{r}-{b}-{q}-{i}", "tags": TAGS[i % 3], "keys": [f"k{i}", "x"],
-                 "properties": {"n": str(i), "round": str(r)}, "broker": b, "queueId": q}
-                for b in BROKERS for q in range(4) for i in range(6)]
+        return [
+            {
+                "body": f"r{r}-{b}-{q}-{i}",
+                "tags": TAGS[i % 3],
+                "keys": [f"k{i}", "x"],
+                "properties": {"n": str(i), "round": str(r)},
+                "broker": b,
+                "queueId": q,
+            }
+            for b in BROKERS
+            for q in range(4)
+            for i in range(6)
+        ]
+
     rocketmq.produce(topic, round_(0))
     time.sleep(0.3)
     between = int(time.time() * 1000)
@@ -83,13 +95,15 @@ def test_json_offsets_select_exact_ranges(spark, rocketmq, transport, loaded):
     topic, java, _ = loaded
     start = {topic: {"broker-a/0": 5, "broker-b/3": -2, "broker-a/1": -1}}
     end = {topic: {"broker-a/0": 9, "broker-b/2": 4}}
-    rows = _read(spark, rocketmq, transport, topic, startingOffsets=json.dumps(start),
-                 endingOffsets=json.dumps(end)).collect()
+    rows = _read(
+        spark, rocketmq, transport, topic, startingOffsets=json.dumps(start), endingOffsets=json.dumps(end)
+    ).collect()
 
     def wanted(m):
         lo = {("broker-a", 0): 5, ("broker-a", 1): 12}.get((m["brokerName"], m["queueId"]), 0)
         hi = {("broker-a", 0): 9, ("broker-b", 2): 4}.get((m["brokerName"], m["queueId"]), 12)
         return lo <= m["queueOffset"] < hi
+
     assert _keys(rows) == _java_keys([m for m in java if wanted(m)])
 
 
@@ -101,34 +115,57 @@ def test_timestamps_select_by_store_time(spark, rocketmq, transport, loaded):
     earlier = _read(spark, rocketmq, transport, topic, endingTimestamp=str(between)).collect()
     assert _keys(earlier) == _java_keys([m for m in java if m["storeTimestamp"] < between])
     per_queue = json.dumps({topic: {"broker-b/1": between}})
-    mixed = _read(spark, rocketmq, transport, topic, startingOffsetsByTimestamp=per_queue,
-                  startingTimestamp="0").collect()
+    mixed = _read(
+        spark, rocketmq, transport, topic, startingOffsetsByTimestamp=per_queue, startingTimestamp="0"
+    ).collect()
     assert len(mixed) == len(java)  # startingTimestamp takes precedence over startingOffsetsByTimestamp
     only = _read(spark, rocketmq, transport, topic, startingOffsetsByTimestamp=per_queue).collect()
-    assert _keys(only) == _java_keys([m for m in java if not (m["brokerName"], m["queueId"]) == ("broker-b", 1)
-                                      or m["storeTimestamp"] >= between])
+    assert _keys(only) == _java_keys(
+        [m for m in java if not (m["brokerName"], m["queueId"]) == ("broker-b", 1) or m["storeTimestamp"] >= between]
+    )
 
 
 def test_a_starting_time_past_the_messages_fails_unless_the_strategy_is_latest(spark, rocketmq, transport, loaded):
     topic, java, _ = loaded
     future = str(max(m["storeTimestamp"] for m in java) + 60_000)
-    with pytest.raises(Exception, match=r"option startingTimestamp: no message is stored at or after the time in "
-                                        r".*startingOffsetsByTimestampStrategy=latest"):
+    with pytest.raises(
+        Exception,
+        match=r"option startingTimestamp: no message is stored at or after the time in "
+        r".*startingOffsetsByTimestampStrategy=latest",
+    ):
         _read(spark, rocketmq, transport, topic, startingTimestamp=future).collect()
-    assert _read(spark, rocketmq, transport, topic, startingTimestamp=future,
-                 startingOffsetsByTimestampStrategy="latest").count() == 0
+    assert (
+        _read(
+            spark, rocketmq, transport, topic, startingTimestamp=future, startingOffsetsByTimestampStrategy="latest"
+        ).count()
+        == 0
+    )
 
 
 def test_committed_offsets_with_fallback(spark, rocketmq, transport, loaded):
     topic, java, _ = loaded
     group = f"batch-committed-{topic}"[:100]
     rocketmq.update_consumer_offset(group, topic, "broker-a", 2, 10)
-    rows = _read(spark, rocketmq, transport, topic, startingOffsets="committed", consumerGroup=group,
-                 startingOffsetsFallback="latest").collect()
+    rows = _read(
+        spark,
+        rocketmq,
+        transport,
+        topic,
+        startingOffsets="committed",
+        consumerGroup=group,
+        startingOffsetsFallback="latest",
+    ).collect()
     assert _keys(rows) == [("broker-a", 2, 10), ("broker-a", 2, 11)]
     with pytest.raises(Exception, match="has no committed offset for"):
-        _read(spark, rocketmq, transport, topic, startingOffsets="committed", consumerGroup=group,
-              startingOffsetsFallback="error").collect()
+        _read(
+            spark,
+            rocketmq,
+            transport,
+            topic,
+            startingOffsets="committed",
+            consumerGroup=group,
+            startingOffsetsFallback="error",
+        ).collect()
 
 
 def test_tag_filter(spark, rocketmq, transport, loaded):
@@ -140,20 +177,32 @@ def test_tag_filter(spark, rocketmq, transport, loaded):
 def test_a_user_schema_reads_only_its_columns(spark, rocketmq, transport, loaded):
     """A subset of the columns, in the user's order; the tag filter still applies without the tags column."""
     topic, java, _ = loaded
-    df = _read(spark, rocketmq, transport, topic, schema="body BINARY, queueOffset BIGINT, brokerName STRING, queueId INT",
-               subExpression="TagB")
+    df = _read(
+        spark,
+        rocketmq,
+        transport,
+        topic,
+        schema="body BINARY, queueOffset BIGINT, brokerName STRING, queueId INT",
+        subExpression="TagB",
+    )
     assert df.columns == ["body", "queueOffset", "brokerName", "queueId"]
     rows = df.collect()
-    want = {(m["brokerName"], m["queueId"], m["queueOffset"]): base64.b64decode(m["bodyBase64"])
-            for m in java if m["tags"] == "TagB"}
+    want = {
+        (m["brokerName"], m["queueId"], m["queueOffset"]): base64.b64decode(m["bodyBase64"])
+        for m in java
+        if m["tags"] == "TagB"
+    }
     assert {(r["brokerName"], r["queueId"], r["queueOffset"]): bytes(r["body"]) for r in rows} == want
     assert len(rows) == len(want)
 
 
-@pytest.mark.parametrize("schema, message", [
-    ("queueOffset BIGINT, offset BIGINT", "no column 'offset'.*queueOffset BIGINT"),
-    ("queueOffset INT", "column 'queueOffset' is BIGINT in the rocketmq source, not INT"),
-])
+@pytest.mark.parametrize(
+    "schema, message",
+    [
+        ("queueOffset BIGINT, offset BIGINT", "no column 'offset'.*queueOffset BIGINT"),
+        ("queueOffset INT", "column 'queueOffset' is BIGINT in the rocketmq source, not INT"),
+    ],
+)
 def test_a_wrong_user_schema_lists_the_columns(spark, rocketmq, transport, loaded, schema, message):
     topic, _, _ = loaded
     with pytest.raises(Exception, match=message):
@@ -168,8 +217,10 @@ def test_splitting_gives_the_same_rows(spark, rocketmq, transport, loaded):
     assert split.rdd.getNumPartitions() == 8 * 3 and more.rdd.getNumPartitions() >= 40
     expected = sorted((r["queueOffset"], r["brokerName"], r["queueId"], bytes(r["body"])) for r in whole.collect())
     for df in (split, more):
-        assert sorted((r["queueOffset"], r["brokerName"], r["queueId"], bytes(r["body"]))
-                      for r in df.collect()) == expected
+        assert (
+            sorted((r["queueOffset"], r["brokerName"], r["queueId"], bytes(r["body"])) for r in df.collect())
+            == expected
+        )
 
 
 def test_small_arrow_batches_and_deep_pipelines(spark, rocketmq, transport, topic):
@@ -179,17 +230,29 @@ def test_small_arrow_batches_and_deep_pipelines(spark, rocketmq, transport, topi
     assert df.select("queueOffset", "brokerName", "queueId").distinct().count() == 4000
 
 
-@pytest.mark.parametrize("options, message", [
-    ({"startingOfsets": "earliest"}, "unknown option 'startingofsets'"),
-    ({"startingOffsets": "{oops"}, "option startingOffsets is not valid JSON"),
-    ({"topic": "no-such-topic-here"}, "topic 'no-such-topic-here' does not exist"),
-    ({"unreachable": True}, {"remoting": "no name server answered.*check the nameServer option",
-                             "grpc": "could not talk gRPC to 127.0.0.1:1.*check that endpoint is"}),
-    ({"startingOffsets": '{"T": {"broker-a/0": 5}}', "endingOffsets": '{"T": {"broker-a/0": 2}}'},
-     "end offset 2 is before the start offset 5"),
-    ({"startingOffsets": '{"T": {"broker-z/0": 5}}'}, "names queue broker-z/0 of topic .*, whose broker group is not "
-                                                      "in the topic's route now .*check the name"),
-])
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"startingOfsets": "earliest"}, "unknown option 'startingofsets'"),
+        ({"startingOffsets": "{oops"}, "option startingOffsets is not valid JSON"),
+        ({"topic": "no-such-topic-here"}, "topic 'no-such-topic-here' does not exist"),
+        (
+            {"unreachable": True},
+            {
+                "remoting": "no name server answered.*check the nameServer option",
+                "grpc": "could not talk gRPC to 127.0.0.1:1.*check that endpoint is",
+            },
+        ),
+        (
+            {"startingOffsets": '{"T": {"broker-a/0": 5}}', "endingOffsets": '{"T": {"broker-a/0": 2}}'},
+            "end offset 2 is before the start offset 5",
+        ),
+        (
+            {"startingOffsets": '{"T": {"broker-z/0": 5}}'},
+            "names queue broker-z/0 of topic .*, whose broker group is not in the topic's route now .*check the name",
+        ),
+    ],
+)
 def test_bad_options_fail_before_any_task(spark, rocketmq, transport, loaded, options, message):
     topic, _, _ = loaded
     options = dict(options)  # the parameter is shared by both transports' runs
@@ -208,8 +271,14 @@ def test_both_transports_give_identical_rows(spark, rocketmq, loaded):
         df = _read(spark, rocketmq, transport, topic, **options)
         return sorted((tuple(r.asDict().items()) for r in df.collect()), key=lambda r: (r[1], r[2], r[3]))
 
-    for options in ({}, {"subExpression": "TagB"}, {"startingOffsets": json.dumps({topic: {"broker-b/1": 4}}),
-                                                    "endingOffsets": json.dumps({topic: {"broker-a/2": 9}})}):
+    for options in (
+        {},
+        {"subExpression": "TagB"},
+        {
+            "startingOffsets": json.dumps({topic: {"broker-b/1": 4}}),
+            "endingOffsets": json.dumps({topic: {"broker-a/2": 9}}),
+        },
+    ):
         over_remoting, over_grpc = rows("remoting", **options), rows("grpc", **options)
         assert over_remoting and over_remoting == over_grpc, options
 
@@ -239,16 +308,25 @@ def test_pushed_filters_narrow_the_plan(spark, rocketmq, transport, loaded, push
     assert _keys(tagged.collect()) == _java_keys([m for m in java if m["tags"] == "TagB"])
     # pushed tags narrow subExpression's, never widen them; a SQL92 filter is kept whatever else is pushed
     within = _read(spark, rocketmq, transport, topic, pushFilters="true", subExpression="TagA || TagC")
-    assert _keys(within.where("tags IN ('TagB', 'TagC')").collect()) == \
-        _java_keys([m for m in java if m["tags"] == "TagC"])
+    assert _keys(within.where("tags IN ('TagB', 'TagC')").collect()) == _java_keys(
+        [m for m in java if m["tags"] == "TagC"]
+    )
     assert within.where("tags = 'TagB'").count() == 0
-    sql = _read(spark, rocketmq, transport, topic, pushFilters="true", expressionType="SQL92",
-                subExpression="n > 3 AND round = 1")
-    assert _keys(sql.where("queueId = 1").collect()) == \
-        _java_keys([m for m in java if int(m["properties"]["n"]) > 3 and m["properties"]["round"] == "1"
-                    and m["queueId"] == 1])
+    sql = _read(
+        spark,
+        rocketmq,
+        transport,
+        topic,
+        pushFilters="true",
+        expressionType="SQL92",
+        subExpression="n > 3 AND round = 1",
+    )
+    assert _keys(sql.where("queueId = 1").collect()) == _java_keys(
+        [m for m in java if int(m["properties"]["n"]) > 3 and m["properties"]["round"] == "1" and m["queueId"] == 1]
+    )
 
     import datetime as dt
+
     since = dt.datetime.fromtimestamp(between / 1000, tz=dt.timezone.utc)
     recent = base.where(base.storeTimestamp >= since)
     assert recent.rdd.getNumPartitions() == 8 * 6  # the first round is not even planned
@@ -257,18 +335,21 @@ def test_pushed_filters_narrow_the_plan(spark, rocketmq, transport, loaded, push
 
 def test_pushdown_needs_the_spark_setting_and_is_off_by_default(spark, rocketmq, transport, loaded):
     topic, java, _ = loaded
-    assert _read(spark, rocketmq, transport, topic).where("queueId = 1").count() == \
-        len([m for m in java if m["queueId"] == 1])
+    assert _read(spark, rocketmq, transport, topic).where("queueId = 1").count() == len(
+        [m for m in java if m["queueId"] == 1]
+    )
     with pytest.raises(Exception, match="spark.sql.python.filterPushdown.enabled"):
         _read(spark, rocketmq, transport, topic, pushFilters="true").where("queueId = 1").collect()
 
 
 def test_sql92_filter(spark, rocketmq, transport, loaded):
     topic, java, _ = loaded
-    rows = _read(spark, rocketmq, transport, topic, expressionType="SQL92",
-                 subExpression="n > 3 AND round = 1").collect()
-    assert _keys(rows) == _java_keys([m for m in java if int(m["properties"]["n"]) > 3
-                                      and m["properties"]["round"] == "1"])
+    rows = _read(
+        spark, rocketmq, transport, topic, expressionType="SQL92", subExpression="n > 3 AND round = 1"
+    ).collect()
+    assert _keys(rows) == _java_keys(
+        [m for m in java if int(m["properties"]["n"]) > 3 and m["properties"]["round"] == "1"]
+    )
 
 
 def test_empty_topic_reads_no_rows(spark, rocketmq, transport, topic):

@@ -2,6 +2,7 @@
 
 No timing is asserted; this guards the harness (and the readers it drives) against breaking silently.
 """
+
 from __future__ import annotations
 
 import json
@@ -19,8 +20,14 @@ def test_quick_run_reads_every_message_on_every_line(tmp_path):
 
     out = tmp_path / "quick.json"
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
-    proc = subprocess.run([sys.executable, "-m", "benchmarks.run", "--quick", "--messages", str(MESSAGES),
-                           "--output", str(out)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=420)
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks.run", "--quick", "--messages", str(MESSAGES), "--output", str(out)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=420,
+    )
     tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-60:])
     assert out.is_file(), f"the harness wrote no results (exit {proc.returncode}):\n{tail}"
     report = json.loads(out.read_text())
@@ -55,12 +62,31 @@ def test_the_scale_profile_measures_a_small_query(tmp_path):
     process: the brokers' own request counts see the query's requests, and Spark's progress gives trigger durations
     and the queues each batch read."""
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
-    proc = subprocess.run([sys.executable, "-m", "benchmarks.scale", "--topics", "3", "--queues-per-broker", "2",
-                           "--seconds", "8", "--warmup", "6", "--trickle-every", "2"], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "benchmarks.scale",
+            "--topics",
+            "3",
+            "--queues-per-broker",
+            "2",
+            "--seconds",
+            "8",
+            "--warmup",
+            "6",
+            "--trickle-every",
+            "2",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-40:])
     assert proc.returncode == 0, tail
-    result = json.loads(proc.stdout[proc.stdout.index("{"):proc.stdout.rindex("}") + 1])
+    result = json.loads(proc.stdout[proc.stdout.index("{") : proc.stdout.rindex("}") + 1])
     assert result["queues"] == 12 and result["triggers"] >= 1, tail
     assert result["trickle"]["sent"] > 0 and result["trickle"]["failed"] == 0, tail
     # the driver's held pulls and the tasks' reads are PULL_MESSAGE (a moved queue may need no GET_MAX_OFFSET)
@@ -76,12 +102,16 @@ def test_the_kafka_ratios_compare_engine_cpu_per_message_against_their_targets()
 
     def row(line, msgs_per_s, spark, workers, broker_label):
         cpu = {"spark": spark, "python_workers": workers, "python": workers + 0.5, broker_label: 0.4}
-        return {"line": line, "msgs_per_s": msgs_per_s, "cpu_per_1m": cpu_per_million(cpu, 2_000_000,
-                                                                                    broker_label)}
+        return {"line": line, "msgs_per_s": msgs_per_s, "cpu_per_1m": cpu_per_million(cpu, 2_000_000, broker_label)}
 
-    rows = [row("spark-batch", 400_000, 3.0, 2.0, "shim"), row("spark-batch-narrow", 600_000, 1.0, 1.0, "shim"),
-            row("spark-kafka", 300_000, 4.4, 0.0, "kafka"), row("spark-kafka-tuned", 1_000_000, 3.2, 0.0, "kafka"),
-            row("spark-kafka-narrow", 900_000, 3.0, 0.0, "kafka"), {"line": "spark-stream", "msgs_per_s": None}]
+    rows = [
+        row("spark-batch", 400_000, 3.0, 2.0, "shim"),
+        row("spark-batch-narrow", 600_000, 1.0, 1.0, "shim"),
+        row("spark-kafka", 300_000, 4.4, 0.0, "kafka"),
+        row("spark-kafka-tuned", 1_000_000, 3.2, 0.0, "kafka"),
+        row("spark-kafka-narrow", 900_000, 3.0, 0.0, "kafka"),
+        {"line": "spark-stream", "msgs_per_s": None},
+    ]
     assert rows[0]["cpu_per_1m"] == {"spark": 1.5, "python_workers": 1.0, "broker": 0.2, "engine": 2.5}
     found = {(r["measure"], r["ours"], r["theirs"]): r for r in ratios(rows)}
     assert len(found) == 7
@@ -107,16 +137,23 @@ def test_the_latency_ratios_compare_steady_percentiles_against_their_targets():
     assert found["latency p99"]["ratio"] == 330 / 480 and found["latency p99"]["met"] is False
     assert latency_ratios(ours, {"error": "the Kafka line failed"}) == []
     assert [r["measure"] for r in latency_ratios(ours, {"latency_ms": {"p50": float("nan"), "p99": 480.0}})] == [
-        "latency p99"]
+        "latency p99"
+    ]
     phases = {k: {"p50": 1.0, "p90": 2.0} for k in ("addBatch", "walCommit", "triggerExecution")}
-    lines = {name: {**r, "messages": 10, "sent": 10, "phases_ms": phases}
-             for name, r in (("rocketmq", ours), ("spark-kafka-tuned", theirs))}
-    latency = {"rate": 20_000, "seconds": 30, "rounds": [
-        {"order": list(lines), "lines": lines, "ratios": latency_ratios(ours, theirs)}]}
+    lines = {
+        name: {**r, "messages": 10, "sent": 10, "phases_ms": phases}
+        for name, r in (("rocketmq", ours), ("spark-kafka-tuned", theirs))
+    }
+    latency = {
+        "rate": 20_000,
+        "seconds": 30,
+        "rounds": [{"order": list(lines), "lines": lines, "ratios": latency_ratios(ours, theirs)}],
+    }
     row = "| 1 | rocketmq then spark-kafka-tuned | rocketmq | 150 | 200 | 330 | 400 | 10 of 10 |"
     assert row in latency_md(latency)
     rows = [{"line": "spark-batch", "msgs_per_s": 500_000}, {"line": "java-litepull", "msgs_per_s": 400_000}]
     table = ratios_md(all_ratios(rows, latency))  # one table: both anchors, each ratio with its target
     assert "| msgs/s | spark-batch | java-litepull | 1.25 | >= 1.2 | yes |" in table
-    assert ("| latency p99 (round 1: rocketmq first) | rocketmq | spark-kafka-tuned | 0.69 | <= 0.65 | NOT MET |"
-            in table)
+    assert (
+        "| latency p99 (round 1: rocketmq first) | rocketmq | spark-kafka-tuned | 0.69 | <= 0.65 | NOT MET |" in table
+    )

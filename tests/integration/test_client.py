@@ -1,5 +1,6 @@
 """The Python client against the real embedded RocketMQ, checked against the official Java client, through both
 transports: remoting (name server and brokers) and gRPC (the v2 pull gateway of jvm-shim)."""
+
 from __future__ import annotations
 
 import base64
@@ -7,10 +8,17 @@ import time
 
 import pytest
 
-from rmq_spark.client import (ConnectionLostError, FilterExpression, MessageQueue, OutgoingMessage, PullStatus,
-                              RemotingClient, TopicNotFoundError)
-from rmq_spark.client.model import Boundary
+from rmq_spark.client import (
+    ConnectionLostError,
+    FilterExpression,
+    MessageQueue,
+    OutgoingMessage,
+    PullStatus,
+    RemotingClient,
+    TopicNotFoundError,
+)
 from rmq_spark.client.grpc.client import GrpcClient
+from rmq_spark.client.model import Boundary
 from tests.conftest import TRANSPORTS, new_client
 
 # Properties the Java consumer adds on its side after a pull; they are not stored with the message.
@@ -61,8 +69,9 @@ def test_route_spans_both_brokers(rocketmq, client, topic):
 def test_every_field_matches_the_java_consumer(rocketmq, client, topic):
     for broker in ("broker-a", "broker-b"):
         rocketmq.produce(topic, [{**m, "broker": broker, "queueId": 1} for m in _sample_messages()])
-    batch = [{"body": f"batch-{i}", "tags": "TagBatch", "keys": [f"b{i}"], "properties": {"i": str(i)}}
-             for i in range(10)]
+    batch = [
+        {"body": f"batch-{i}", "tags": "TagBatch", "keys": [f"b{i}"], "properties": {"i": str(i)}} for i in range(10)
+    ]
     rocketmq.produce(topic, [{**m, "broker": "broker-b", "queueId": 3} for m in batch], batch=True)
 
     java = {(m["brokerName"], m["queueId"], m["queueOffset"]): m for m in rocketmq.consume(topic)}
@@ -108,8 +117,9 @@ def test_tag_filter_is_exact_and_rechecked(rocketmq, client, topic):
     rocketmq.produce_bulk(topic, 2000, 50, tags=["TagA", "TagB", "TagC", "TagD"])
     java = [m for m in rocketmq.consume(topic) if m.get("tags") in ("TagA", "TagC")]
     ours = _read_all(client, topic, expression=FilterExpression("TagA || TagC"), depth=8)
-    assert sorted((m.broker_name, m.queue_id, m.queue_offset) for m in ours) == \
-        sorted((m["brokerName"], m["queueId"], m["queueOffset"]) for m in java)
+    assert sorted((m.broker_name, m.queue_id, m.queue_offset) for m in ours) == sorted(
+        (m["brokerName"], m["queueId"], m["queueOffset"]) for m in java
+    )
     assert {m.tags for m in ours} == {"TagA", "TagC"}
 
 
@@ -122,8 +132,9 @@ def test_offsets_by_timestamp_agree_with_the_java_admin_tool(rocketmq, client, t
     probes = sorted({stored[0] - 1000, stored[0], stored[7], stored[-1], stored[-1] + 1000})
     for ts in probes:
         for boundary in tuple(Boundary) if _remoting(client) else (Boundary.LOWER,):  # v2 QueryOffset: lower only
-            assert client.search_offset(mq, ts, boundary) == \
-                rocketmq.search_offset(topic, "broker-a", 0, ts, boundary.value), (ts, boundary)
+            assert client.search_offset(mq, ts, boundary) == rocketmq.search_offset(
+                topic, "broker-a", 0, ts, boundary.value
+            ), (ts, boundary)
     if not _remoting(client):
         return
     assert client.earliest_store_time(mq) == rocketmq.earliest_store_time(topic, "broker-a", 0) == stored[0]
@@ -189,8 +200,9 @@ def test_both_transports_read_identical_messages(rocketmq, topic):
             one, two = (_read_all(c, topic, **kw) for c in (remoting, grpc_client))
             assert len(one) > 0 and len(one) == len(two), kw
             for a, b in zip(one, two):
-                assert {k: v for k, v in vars(a).items() if k not in store_level} == \
-                    {k: v for k, v in vars(b).items() if k not in store_level}, (kw, a.queue_offset)
+                assert {k: v for k, v in vars(a).items() if k not in store_level} == {
+                    k: v for k, v in vars(b).items() if k not in store_level
+                }, (kw, a.queue_offset)
 
 
 def test_name_server_failover(rocketmq, topic):
@@ -203,8 +215,9 @@ def test_long_polling_returns_when_a_message_arrives(rocketmq, client, topic):
 
     mq = MessageQueue(topic, "broker-a", 0)
     pending = client.pull_async(mq, 0, suspend_ms=8000)
-    threading.Timer(0.5, lambda: rocketmq.produce(topic, [{"body": "late", "broker": "broker-a",
-                                                           "queueId": 0}])).start()
+    threading.Timer(
+        0.5, lambda: rocketmq.produce(topic, [{"body": "late", "broker": "broker-a", "queueId": 0}])
+    ).start()
     started = time.monotonic()
     result = pending.result()
     assert result.status is PullStatus.FOUND and result.next_begin_offset == 1

@@ -1,6 +1,7 @@
 """The consumer group a streaming query mirrors its offsets to (docs/DESIGN.md §10): a group another application
 consumes with is refused, a group's offsets are never moved back, and nothing is mirrored before a batch commits.
 Checked against the real broker and the official Java consumer and admin tool."""
+
 from __future__ import annotations
 
 import time
@@ -15,14 +16,25 @@ def test_a_group_with_a_live_java_consumer_is_refused(spark, rocketmq, topic, tm
     client_id = rocketmq.start_consumer(group, topic)
     try:
         q = start_query(spark, rocketmq, "remoting", topic, Collect(), tmp_path / "c1", consumerGroup=group)
-        with pytest.raises(Exception, match=rf"consumer group '{group}' has 1 online consumer\(s\) \({client_id}\).*"
-                                            "consumerGroup of its own.*allowSharedConsumerGroup=true"):
+        with pytest.raises(
+            Exception,
+            match=rf"consumer group '{group}' has 1 online consumer\(s\) \({client_id}\).*"
+            "consumerGroup of its own.*allowSharedConsumerGroup=true",
+        ):
             q.awaitTermination(120)
             raise AssertionError("the query was not refused")
         # the explicit override lets it run
         sink = Collect()
-        q = start_query(spark, rocketmq, "remoting", topic, sink, tmp_path / "c2", consumerGroup=group,
-                        allowSharedConsumerGroup="true")
+        q = start_query(
+            spark,
+            rocketmq,
+            "remoting",
+            topic,
+            sink,
+            tmp_path / "c2",
+            consumerGroup=group,
+            allowSharedConsumerGroup="true",
+        )
         try:
             rocketmq.produce(topic, [{"body": f"m{i}", "broker": "broker-a", "queueId": 0} for i in range(5)])
             wait_for(lambda: len(sink) == 5, 120, "the messages", q)
@@ -32,14 +44,19 @@ def test_a_group_with_a_live_java_consumer_is_refused(spark, rocketmq, topic, tm
         rocketmq.stop_consumer(group)
     # the override still mirrors the query's offsets to the group (no Java consumer left to write them)
     sink = Collect()
-    q = start_query(spark, rocketmq, "remoting", topic, sink, tmp_path / "c3", consumerGroup=group,
-                    allowSharedConsumerGroup="true")
+    q = start_query(
+        spark, rocketmq, "remoting", topic, sink, tmp_path / "c3", consumerGroup=group, allowSharedConsumerGroup="true"
+    )
     try:
         wait_for(lambda: q.lastProgress is not None, 120, "the query to start", q)
         rocketmq.produce(topic, [{"body": f"n{i}", "broker": "broker-a", "queueId": 0} for i in range(5)])
         wait_for(lambda: len(sink) == 5, 120, "the new messages", q)
-        wait_for(lambda: rocketmq.query_consumer_offset(group, topic, "broker-a", 0) == 10, 60,
-                 "the group's offset mirrored to 10", q)
+        wait_for(
+            lambda: rocketmq.query_consumer_offset(group, topic, "broker-a", 0) == 10,
+            60,
+            "the group's offset mirrored to 10",
+            q,
+        )
     finally:
         q.stop()
 
@@ -52,8 +69,9 @@ def test_the_mirror_never_rewinds_a_group_nor_mirrors_unread_starting_offsets(sp
 
     rocketmq.produce(topic, [{"body": f"m{i}", "broker": "broker-a", "queueId": 0} for i in range(5)])
     # a query that has committed no batch mirrors nothing, not even its starting offsets
-    q = start_query(spark, rocketmq, "remoting", topic, Collect(), tmp_path / "c1", startingOffsets="latest",
-                    consumerGroup=group)
+    q = start_query(
+        spark, rocketmq, "remoting", topic, Collect(), tmp_path / "c1", startingOffsets="latest", consumerGroup=group
+    )
     try:
         wait_for(lambda: q.lastProgress is not None, 120, "the query to start", q)
         time.sleep(1)
@@ -65,8 +83,9 @@ def test_the_mirror_never_rewinds_a_group_nor_mirrors_unread_starting_offsets(sp
     rocketmq.produce(topic, [{"body": f"n{i}", "broker": "broker-a", "queueId": 0} for i in range(15)])
     rocketmq.update_consumer_offset(group, topic, "broker-a", 0, 15)
     sink = Collect()
-    q = start_query(spark, rocketmq, "remoting", topic, sink, tmp_path / "c2", consumerGroup=group,
-                    maxMessagesPerTrigger="2")
+    q = start_query(
+        spark, rocketmq, "remoting", topic, sink, tmp_path / "c2", consumerGroup=group, maxMessagesPerTrigger="2"
+    )
     try:
         wait_for(lambda: len(sink) >= 8, 120, "the first batches", q)
         value, delivered = stored(), len(sink)

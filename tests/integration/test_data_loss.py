@@ -1,6 +1,7 @@
 """Data loss: a broker with tiny store files deletes old data; reads that start below the first available offset
 fail clearly by default and skip ahead with failOnDataLoss=false (client and Spark batch source). A consume queue
 that still points into a deleted commit-log file is never skipped silently."""
+
 from __future__ import annotations
 
 import re
@@ -41,8 +42,11 @@ def test_client_range_below_min_offset(shrunk):
 
 
 def _read(spark, mq, topic=TOPIC, transport="remoting", **options):
-    reader = (spark.read.format("rocketmq").option("topic", topic)
-              .option("startingOffsets", f'{{"{topic}": {{"broker-a/0": 0}}}}'))
+    reader = (
+        spark.read.format("rocketmq")
+        .option("topic", topic)
+        .option("startingOffsets", f'{{"{topic}": {{"broker-a/0": 0}}}}')
+    )
     for k, v in {**transport_options(mq, transport), **options}.items():
         reader = reader.option(k, v)
     return reader.load()
@@ -59,11 +63,19 @@ def test_batch_source_fails_or_skips(spark, shrunk):
 def test_a_stream_reports_the_messages_it_skipped_in_its_progress(spark, shrunk, tmp_path):
     mq, low, high = shrunk
     # two batches: [0, low), skipped at planning, and [low, high), whose progress reports the first one's count
-    query = (spark.readStream.format("rocketmq").option("nameServer", mq.name_server).option("topic", TOPIC)
-             .option("startingOffsets", f'{{"{TOPIC}": {{"broker-a/0": 0}}}}').option("failOnDataLoss", "false")
-             .option("maxMessagesPerTrigger", str(low)).load()
-             .writeStream.format("noop").option("checkpointLocation", str(tmp_path / "checkpoint"))
-             .trigger(availableNow=True).start())
+    query = (
+        spark.readStream.format("rocketmq")
+        .option("nameServer", mq.name_server)
+        .option("topic", TOPIC)
+        .option("startingOffsets", f'{{"{TOPIC}": {{"broker-a/0": 0}}}}')
+        .option("failOnDataLoss", "false")
+        .option("maxMessagesPerTrigger", str(low))
+        .load()
+        .writeStream.format("noop")
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
     assert query.awaitTermination(120) and query.exception() is None
     progress = query.recentProgress
     assert sum(p.numInputRows for p in progress) == high - low
@@ -85,8 +97,11 @@ def test_a_stream_task_names_the_loss_as_planning_did(spark, shrunk, tmp_path):
         q.stop()
     text = str(failed.value)
     assert "planPartitions" not in text and "partition_reader.py" in text, f"not raised by the task: {text[:2000]}"
-    assert re.search(rf"{TOPIC}:broker-a/0: messages \[0, \d+\) are gone from the broker \(its first available "
-                     rf"offset is {low}\); they were deleted before they were read\. Set failOnDataLoss=false", text), text
+    assert re.search(
+        rf"{TOPIC}:broker-a/0: messages \[0, \d+\) are gone from the broker \(its first available "
+        rf"offset is {low}\); they were deleted before they were read\. Set failOnDataLoss=false",
+        text,
+    ), text
     sink = Collect()
     q = start_query(spark, mq, "remoting", TOPIC, sink, tmp_path / "skip", failOnDataLoss="false", **start)
     try:
@@ -115,11 +130,15 @@ def test_a_consume_queue_into_a_deleted_commit_log_is_no_silent_skip(spark, remo
 
     def read():
         try:
-            result["offsets"] = sorted(r[0] for r in _read(spark, removing, topic, transport,
-                                                           failOnDataLoss=str(fail).lower())
-                                       .select("queueOffset").collect())
+            result["offsets"] = sorted(
+                r[0]
+                for r in _read(spark, removing, topic, transport, failOnDataLoss=str(fail).lower())
+                .select("queueOffset")
+                .collect()
+            )
         except Exception as e:  # noqa: BLE001 - checked below
             result["error"] = str(e)
+
     reader = threading.Thread(target=read)
     reader.start()
     tracker = spark.sparkContext.statusTracker()
@@ -132,8 +151,11 @@ def test_a_consume_queue_into_a_deleted_commit_log_is_no_silent_skip(spark, remo
     assert low > 0
     reader.join(120)
     if fail:
-        assert re.search(rf"messages \[0, \d+\) are gone from the broker \(its first available offset is {low}\).*"
-                         "failOnDataLoss=false", result.get("error", "")), result
+        assert re.search(
+            rf"messages \[0, \d+\) are gone from the broker \(its first available offset is {low}\).*"
+            "failOnDataLoss=false",
+            result.get("error", ""),
+        ), result
     else:
         assert result.get("offsets") == list(range(low, 2000)), result.get("error")
 
@@ -142,19 +164,29 @@ def test_compaction_topics_are_read_as_sparse(spark, rocketmq, request):
     """Compaction topics have gaps in their offsets by design: planning recognises them by their cleanup policy
     and their ranges accept gaps (a normal topic's do not). Over remoting: the v2 API has no topic attributes."""
     transport = "remoting"
-    from rmq_spark.source.batch import RocketMQBatchReader
     from rmq_spark.options import parse_options
+    from rmq_spark.source.batch import RocketMQBatchReader
 
     compacted, normal = unique_topic(request) + "-c", unique_topic(request) + "-n"
     rocketmq.create_topic(compacted, queues=1, broker="broker-a", attributes={"+cleanup.policy": "COMPACTION"})
     rocketmq.create_topic(normal, queues=1, broker="broker-a")
     for t in (compacted, normal):
-        rocketmq.produce(t, [{"body": f"v{i}", "keys": [f"k{i % 3}"], "broker": "broker-a", "queueId": 0}
-                             for i in range(30)])
-    plan = RocketMQBatchReader(parse_options({**transport_options(rocketmq, transport),
-                                              "topics": f"{compacted},{normal}"})).plan()
-    assert {(r.queue.topic, r.start, r.end, r.sparse) for r in plan} == {(compacted, 0, 30, True),
-                                                                        (normal, 0, 30, False)}
-    rows = (spark.read.format("rocketmq").option("topic", compacted).options(**transport_options(rocketmq, transport))
-            .load().select("queueOffset").collect())
+        rocketmq.produce(
+            t, [{"body": f"v{i}", "keys": [f"k{i % 3}"], "broker": "broker-a", "queueId": 0} for i in range(30)]
+        )
+    plan = RocketMQBatchReader(
+        parse_options({**transport_options(rocketmq, transport), "topics": f"{compacted},{normal}"})
+    ).plan()
+    assert {(r.queue.topic, r.start, r.end, r.sparse) for r in plan} == {
+        (compacted, 0, 30, True),
+        (normal, 0, 30, False),
+    }
+    rows = (
+        spark.read.format("rocketmq")
+        .option("topic", compacted)
+        .options(**transport_options(rocketmq, transport))
+        .load()
+        .select("queueOffset")
+        .collect()
+    )
     assert sorted(r[0] for r in rows) == list(range(30))

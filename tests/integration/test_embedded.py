@@ -1,4 +1,5 @@
 """The embedded RocketMQ harness itself, checked with the official Java producer, consumer and admin tool."""
+
 from __future__ import annotations
 
 import base64
@@ -15,21 +16,28 @@ from rmq_spark_testing.embedded import EmbeddedClusterError
 
 
 def _produce_round_robin(rocketmq, topic: str, per_queue: int) -> list[dict]:
-    messages = [{"body": f"m-{b}-{q}-{i}", "broker": b, "queueId": q, "tags": "TagA"}
-                for b in ("broker-a", "broker-b") for q in range(4) for i in range(per_queue)]
+    messages = [
+        {"body": f"m-{b}-{q}-{i}", "broker": b, "queueId": q, "tags": "TagA"}
+        for b in ("broker-a", "broker-b")
+        for q in range(4)
+        for i in range(per_queue)
+    ]
     return rocketmq.produce(topic, messages)
 
 
 def test_java_producer_messages_are_on_every_queue(rocketmq, topic):
     sent = _produce_round_robin(rocketmq, topic, per_queue=5)
-    assert {(r["brokerName"], r["queueId"]) for r in sent} == {(b, q) for b in ("broker-a", "broker-b")
-                                                              for q in range(4)}
+    assert {(r["brokerName"], r["queueId"]) for r in sent} == {
+        (b, q) for b in ("broker-a", "broker-b") for q in range(4)
+    }
     offsets = rocketmq.offsets(topic)
-    assert [(o["brokerName"], o["queueId"], o["minOffset"], o["maxOffset"]) for o in offsets] == \
-        [(b, q, 0, 5) for b in ("broker-a", "broker-b") for q in range(4)]
+    assert [(o["brokerName"], o["queueId"], o["minOffset"], o["maxOffset"]) for o in offsets] == [
+        (b, q, 0, 5) for b in ("broker-a", "broker-b") for q in range(4)
+    ]
     consumed = rocketmq.consume(topic)
-    assert sorted(base64.b64decode(m["bodyBase64"]).decode() for m in consumed) == \
-        sorted(f"m-{b}-{q}-{i}" for b in ("broker-a", "broker-b") for q in range(4) for i in range(5))
+    assert sorted(base64.b64decode(m["bodyBase64"]).decode() for m in consumed) == sorted(
+        f"m-{b}-{q}-{i}" for b in ("broker-a", "broker-b") for q in range(4) for i in range(5)
+    )
 
 
 def test_restarted_broker_keeps_its_messages(rocketmq, topic):
@@ -82,8 +90,9 @@ def test_jvm_exits_when_its_python_parent_is_killed(tmp_path):
 
 def test_missing_java_is_one_clear_sentence(tmp_path):
     env = {**os.environ, "PATH": str(tmp_path)}  # an empty folder: no java, no mvn
-    proc = subprocess.run([sys.executable, "-m", "rmq_spark_testing.embedded"], env=env, capture_output=True,
-                          text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "rmq_spark_testing.embedded"], env=env, capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 1
     assert "Traceback" not in proc.stderr
     assert "'java' was not found on PATH: install a JDK 17 or newer" in proc.stderr

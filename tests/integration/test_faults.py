@@ -2,6 +2,7 @@
 longer than the task deadline, a one-broker cluster restarted, every name server down, a master down while its
 slave serves. Each ends with every (queue, offset) delivered exactly once. Deadlines and polls are shortened through
 options so that each takes seconds."""
+
 from __future__ import annotations
 
 import json
@@ -13,8 +14,13 @@ import pytest
 from rmq_spark.client import ConnectionLostError, MessageQueue
 from rmq_spark_testing.embedded import EmbeddedRocketMQ
 from tests.conftest import TRANSPORTS, new_client, unique_topic
-from tests.integration.streaming import (Collect, assert_exactly_once, start_query, stream_around_a_master_outage,
-                                         wait_for)
+from tests.integration.streaming import (
+    Collect,
+    assert_exactly_once,
+    start_query,
+    stream_around_a_master_outage,
+    wait_for,
+)
 
 BROKERS = ("broker-a", "broker-b")
 
@@ -25,8 +31,7 @@ def end_offsets(query, topic: str) -> dict[str, int]:
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
-def test_a_range_read_rides_out_a_restart_within_its_deadline_and_names_the_broker_after_it(rocketmq, topic,
-                                                                                            transport):
+def test_a_range_read_rides_out_a_restart_within_its_deadline_and_names_the_broker_after_it(rocketmq, topic, transport):
     rocketmq.produce(topic, [{"body": f"m{i}", "broker": "broker-b", "queueId": 0} for i in range(200)])
     queue = MessageQueue(topic, "broker-b", 0)
     with new_client(rocketmq, transport) as client:
@@ -41,24 +46,36 @@ def test_a_range_read_rides_out_a_restart_within_its_deadline_and_names_the_brok
         next(messages)
         rocketmq.stop_broker("broker-b")
         try:
-            with pytest.raises(ConnectionLostError, match="broker broker-b did not serve offset 32 .*"
-                                                          "brokerRetryTimeoutMs=2000"):
+            with pytest.raises(
+                ConnectionLostError, match="broker broker-b did not serve offset 32 .*brokerRetryTimeoutMs=2000"
+            ):
                 list(messages)
         finally:
             rocketmq.start_broker("broker-b")
 
 
 @pytest.mark.parametrize("transport, fail_on_data_loss", [("remoting", "true"), ("grpc", "false")])
-def test_a_broker_down_longer_than_the_task_deadline_is_waited_for(spark, rocketmq, topic, tmp_path, transport,
-                                                                    fail_on_data_loss):
+def test_a_broker_down_longer_than_the_task_deadline_is_waited_for(
+    spark, rocketmq, topic, tmp_path, transport, fail_on_data_loss
+):
     def produce(brokers, tag):
-        rocketmq.produce(topic, [{"body": f"{tag}{i}", "broker": b, "queueId": i % 4} for b in brokers
-                                 for i in range(40)])
+        rocketmq.produce(
+            topic, [{"body": f"{tag}{i}", "broker": b, "queueId": i % 4} for b in brokers for i in range(40)]
+        )
 
     sink = Collect()
     produce(BROKERS, "a")
-    q = start_query(spark, rocketmq, transport, topic, sink, tmp_path / "c", failOnDataLoss=fail_on_data_loss,
-                    brokerRetryTimeoutMs="2000", pollNameServerIntervalMs="300")
+    q = start_query(
+        spark,
+        rocketmq,
+        transport,
+        topic,
+        sink,
+        tmp_path / "c",
+        failOnDataLoss=fail_on_data_loss,
+        brokerRetryTimeoutMs="2000",
+        pollNameServerIntervalMs="300",
+    )
     try:
         wait_for(lambda: len(sink) == 80, 120, "the first 80 messages", q)
         rocketmq.stop_broker("broker-b")
@@ -68,8 +85,9 @@ def test_a_broker_down_longer_than_the_task_deadline_is_waited_for(spark, rocket
             time.sleep(3)  # longer than brokerRetryTimeoutMs and several name-server polls
             assert q.isActive and q.exception() is None
             # broker-b's queues are unavailable, not lost: their offsets are carried in every batch's end
-            assert {k: v for k, v in end_offsets(q, topic).items() if k.startswith("broker-b/")} == \
-                {f"broker-b/{i}": 10 for i in range(4)}
+            assert {k: v for k, v in end_offsets(q, topic).items() if k.startswith("broker-b/")} == {
+                f"broker-b/{i}": 10 for i in range(4)
+            }
         finally:
             rocketmq.start_broker("broker-b")
         produce(BROKERS, "c")
@@ -82,15 +100,26 @@ def test_a_broker_down_longer_than_the_task_deadline_is_waited_for(spark, rocket
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_a_queue_named_in_startingOffsets_whose_broker_group_is_away_starts_there_when_it_is_back(
-        spark, rocketmq, topic, tmp_path, transport):
-    rocketmq.produce(topic, [{"body": f"a{i}", "broker": b, "queueId": q_} for b in BROKERS for q_ in range(4)
-                             for i in range(10)])
+    spark, rocketmq, topic, tmp_path, transport
+):
+    rocketmq.produce(
+        topic, [{"body": f"a{i}", "broker": b, "queueId": q_} for b in BROKERS for q_ in range(4) for i in range(10)]
+    )
     named = {"broker-a/0": 7, "broker-b/1": 6}  # queues left out start at their first offset
     want = {(b, q_, o) for b in BROKERS for q_ in range(4) for o in range(named.get(f"{b}/{q_}", 0), 10)}
     sink = Collect()
     rocketmq.stop_broker("broker-b")
-    q = start_query(spark, rocketmq, transport, topic, sink, tmp_path / "c", startingOffsets=json.dumps({topic: named}),
-                    brokerRetryTimeoutMs="2000", pollNameServerIntervalMs="300")
+    q = start_query(
+        spark,
+        rocketmq,
+        transport,
+        topic,
+        sink,
+        tmp_path / "c",
+        startingOffsets=json.dumps({topic: named}),
+        brokerRetryTimeoutMs="2000",
+        pollNameServerIntervalMs="300",
+    )
     try:
         try:
             wait_for(lambda: len(sink) == 33, 120, "broker-a's messages while broker-b is away", q)
@@ -117,8 +146,16 @@ def test_a_one_broker_restart_and_a_name_server_outage(spark, single, transport,
     single.create_topic(topic, queues=4)
     sink = Collect()
     single.produce_bulk(topic, 200, 50)
-    q = start_query(spark, single, transport, topic, sink, tmp_path / "c", brokerRetryTimeoutMs="60000",
-                    pollNameServerIntervalMs="300")
+    q = start_query(
+        spark,
+        single,
+        transport,
+        topic,
+        sink,
+        tmp_path / "c",
+        brokerRetryTimeoutMs="60000",
+        pollNameServerIntervalMs="300",
+    )
     try:
         wait_for(lambda: len(sink) == 200, 120, "the first 200 messages", q)
         single.stop_broker("broker-a")  # the topic has no route and no broker answers
@@ -157,8 +194,18 @@ def test_a_slave_serves_while_its_master_is_down(spark, replicated, transport, t
     replicated.create_topic(topic, queues=2)
     replicated.produce_bulk(topic, 1200, 50)  # returns once the slave has it too
     sink = Collect()
-    q = start_query(spark, replicated, transport, topic, sink, tmp_path / "c", maxMessagesPerTrigger="100",
-                    consumerGroup=group, brokerRetryTimeoutMs="60000", pollNameServerIntervalMs="300")
+    q = start_query(
+        spark,
+        replicated,
+        transport,
+        topic,
+        sink,
+        tmp_path / "c",
+        maxMessagesPerTrigger="100",
+        consumerGroup=group,
+        brokerRetryTimeoutMs="60000",
+        pollNameServerIntervalMs="300",
+    )
     try:
         wait_for(lambda: len(sink) >= 200, 120, "the first batches", q)
         sink.hold()  # else the query may read the rest while the broker shuts down
@@ -172,15 +219,20 @@ def test_a_slave_serves_while_its_master_is_down(spark, replicated, transport, t
             sink.release()
             replicated.start_broker("broker-a")
         # the offsets kept while the master was away reach it once it is back
-        wait_for(lambda: [replicated.query_consumer_offset(group, topic, "broker-a", i) for i in (0, 1)] == [600, 600],
-                 60, "the group's offsets on the master", q)
+        wait_for(
+            lambda: [replicated.query_consumer_offset(group, topic, "broker-a", i) for i in (0, 1)] == [600, 600],
+            60,
+            "the group's offsets on the master",
+            q,
+        )
     finally:
         q.stop()
     assert_exactly_once(sink, replicated, topic)
 
 
 def test_a_group_whose_master_is_away_and_whose_slave_refuses_reads_waits_while_the_others_commit(
-        spark, replicated_pair, tmp_path, request):
+    spark, replicated_pair, tmp_path, request
+):
     topic = unique_topic(request)
     replicated_pair.create_topic(topic, queues=2)
     replicated_pair.produce_bulk(topic, 400, 50)  # returns once the slaves have it too

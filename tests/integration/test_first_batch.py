@@ -1,6 +1,7 @@
 """A streaming query that crashes inside its first batch, before Spark commits it: Spark replays batch 0 from a fresh
 initialOffset() call, so the start must come from what Spark logged (the end of batch 0 records it), not from
 offsets resolved again after the data or the consumer group moved."""
+
 from __future__ import annotations
 
 import pytest
@@ -32,18 +33,26 @@ def _query(spark, rocketmq, transport, topic, sink, checkpoint, trigger, **optio
     reader = spark.readStream.format("rocketmq").option("topic", topic)
     for k, v in {**transport_options(rocketmq, transport), **options}.items():
         reader = reader.option(k, v)
-    return reader.load().writeStream.foreachBatch(sink).option("checkpointLocation", str(checkpoint)) \
-        .trigger(**trigger).start()
+    return (
+        reader.load()
+        .writeStream.foreachBatch(sink)
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(**trigger)
+        .start()
+    )
 
 
 def _produce(rocketmq, topic, tag: str, per_queue: int) -> None:
-    rocketmq.produce(topic, [{"body": f"{tag}{i}", "broker": b, "queueId": q}
-                             for b in BROKERS for q in range(4) for i in range(per_queue)])
+    rocketmq.produce(
+        topic,
+        [{"body": f"{tag}{i}", "broker": b, "queueId": q} for b in BROKERS for q in range(4) for i in range(per_queue)],
+    )
 
 
 @pytest.mark.parametrize(("transport", "starting"), [("remoting", "latest"), ("grpc", "committed")])
 def test_a_first_batch_cut_by_a_crash_is_replayed_from_the_start_it_was_planned_with(
-        spark, rocketmq, transport, starting, topic, tmp_path):
+    spark, rocketmq, transport, starting, topic, tmp_path
+):
     _produce(rocketmq, topic, "before", 3)
     group = f"first-{topic}"[:100]
     if starting == "committed":  # the query starts one message into each queue
@@ -63,8 +72,9 @@ def test_a_first_batch_cut_by_a_crash_is_replayed_from_the_start_it_was_planned_
     crashing = CrashInFirstBatch(during)
     options = {"startingOffsets": starting, "consumerGroup": group, "commitOffsetsToBroker": "false"}
     checkpoint = tmp_path / "checkpoint"
-    first = _query(spark, rocketmq, transport, topic, crashing, checkpoint, {"processingTime": "200 milliseconds"},
-                   **options)
+    first = _query(
+        spark, rocketmq, transport, topic, crashing, checkpoint, {"processingTime": "200 milliseconds"}, **options
+    )
     with pytest.raises(Exception, match="inside batch 0"):
         first.awaitTermination(120)
         raise AssertionError("the first run did not fail")
@@ -80,20 +90,23 @@ def test_a_first_batch_cut_by_a_crash_is_replayed_from_the_start_it_was_planned_
 
 
 def test_a_driver_killed_while_spark_writes_the_first_offset_entry_restarts_once_its_temp_file_is_removed(
-        spark, rocketmq, topic, tmp_path):
+    spark, rocketmq, topic, tmp_path
+):
     _produce(rocketmq, topic, "m", 1)
     checkpoint = tmp_path / "checkpoint"
     # what a SIGKILL inside Spark's atomic write of offsets/0 leaves (found by the random kill moments of test_kills)
     (checkpoint / "offsets").mkdir(parents=True)
     (checkpoint / "offsets" / ".0.5f0c2a4e-1b7d-4c1e-9a57-2b1e6c3d9f10.tmp").write_bytes(b"")
-    refused = _query(spark, rocketmq, "remoting", topic, Collect(), checkpoint, {"availableNow": True},
-                     startingOffsets="earliest")
+    refused = _query(
+        spark, rocketmq, "remoting", topic, Collect(), checkpoint, {"availableNow": True}, startingOffsets="earliest"
+    )
     with pytest.raises(Exception, match="STATE_STORE_CHECKPOINT_LOCATION_NOT_EMPTY"):
         refused.awaitTermination(120)
         raise AssertionError("Spark accepted the torn checkpoint")
     assert remove_torn_first_write(checkpoint) == [".0.5f0c2a4e-1b7d-4c1e-9a57-2b1e6c3d9f10.tmp"]
     sink = Collect()
-    rerun = _query(spark, rocketmq, "remoting", topic, sink, checkpoint, {"availableNow": True},
-                   startingOffsets="earliest")
+    rerun = _query(
+        spark, rocketmq, "remoting", topic, sink, checkpoint, {"availableNow": True}, startingOffsets="earliest"
+    )
     assert rerun.awaitTermination(120) and rerun.exception() is None, rerun.exception()
     assert sorted(sink.keys) == sorted((b, q, 0) for b in BROKERS for q in range(4))

@@ -1,6 +1,7 @@
 """The v2 pull gateway that jvm-shim starts beside the embedded cluster, checked with raw gRPC calls (no transport
 of rmq_spark): it listens where READY says, leaves the methods it does not serve UNIMPLEMENTED, and answers
 QueryOffset from the real broker. The full conformance suite runs on top of the gRPC transport."""
+
 from __future__ import annotations
 
 import socket
@@ -58,7 +59,7 @@ def _fields(data: bytes) -> dict[int, int | bytes]:
             out[number] = varint()
         elif wire_type == 2:
             n = varint()
-            out[number] = data[pos:pos + n]
+            out[number] = data[pos : pos + n]
             pos += n
         else:
             raise AssertionError(f"unexpected wire type {wire_type} in field {number}")
@@ -66,16 +67,17 @@ def _fields(data: bytes) -> dict[int, int | bytes]:
 
 
 def _query_offset_end(topic: str, broker: str, queue_id: int) -> bytes:
-    resource = _field(2, topic)                                      # Resource.name
+    resource = _field(2, topic)  # Resource.name
     queue = _field(1, resource) + _field(2, queue_id) + _field(4, _field(1, broker))  # topic, id, broker.name
-    return _field(1, queue) + _field(2, QUERY_OFFSET_END)             # message_queue, query_offset_policy
+    return _field(1, queue) + _field(2, QUERY_OFFSET_END)  # message_queue, query_offset_policy
 
 
 def _query_offset(rocketmq, request: bytes) -> tuple[int, str, int]:
     """(status code, status message, offset) of a QueryOffset call."""
     with grpc.insecure_channel(rocketmq.gateway) as channel:
-        call = channel.unary_unary(SERVICE + "QueryOffset", request_serializer=lambda b: b,
-                                   response_deserializer=lambda b: b)
+        call = channel.unary_unary(
+            SERVICE + "QueryOffset", request_serializer=lambda b: b, response_deserializer=lambda b: b
+        )
         response = _fields(call(request, timeout=30))
     status = _fields(response.get(1, b""))
     return status.get(1, 0), status.get(2, b"").decode(), response.get(2, 0)
@@ -92,8 +94,9 @@ def test_ready_reports_a_gateway_that_accepts_connections(rocketmq):
 
 def test_methods_the_gateway_does_not_serve_are_unimplemented(rocketmq):
     with grpc.insecure_channel(rocketmq.gateway) as channel:
-        heartbeat = channel.unary_unary(SERVICE + "Heartbeat", request_serializer=lambda b: b,
-                                        response_deserializer=lambda b: b)
+        heartbeat = channel.unary_unary(
+            SERVICE + "Heartbeat", request_serializer=lambda b: b, response_deserializer=lambda b: b
+        )
         with pytest.raises(grpc.RpcError) as e:
             heartbeat(b"", timeout=30)
     assert e.value.code() == grpc.StatusCode.UNIMPLEMENTED

@@ -1,5 +1,6 @@
 """Bad input over gRPC gives the same clear errors as over remoting, and a server without the pull API (the stock
 RocketMQ proxy, run for real beside the embedded cluster) is named as such with the way out."""
+
 from __future__ import annotations
 
 import time
@@ -19,8 +20,12 @@ def test_the_stock_proxy_routes_but_has_no_pull_api(with_proxy):
     with GrpcClient(with_proxy.stock_proxy) as client:
         assert client.queues("Proxied") == [MessageQueue("Proxied", "broker-a", q) for q in range(2)]
         mq = MessageQueue("Proxied", "broker-a", 0)
-        for call in (lambda: client.pull(mq, 0), lambda: client.max_offset(mq),
-                     lambda: client.query_consumer_offset("g", mq), lambda: client.update_consumer_offset("g", mq, 1)):
+        for call in (
+            lambda: client.pull(mq, 0),
+            lambda: client.max_offset(mq),
+            lambda: client.query_consumer_offset("g", mq),
+            lambda: client.update_consumer_offset("g", mq, 1),
+        ):
             with pytest.raises(RocketMQError, match="UNIMPLEMENTED.*this server has no pull API") as e:
                 call()
             assert "nameServer" in str(e.value) and "gateway/README.md" in str(e.value)

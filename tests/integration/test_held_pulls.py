@@ -1,5 +1,6 @@
 """The stream driver's discovery of new messages on the real broker: held pulls ring when a message arrives, and an
 idle watch asks no broker for offsets on a clock (issue 28)."""
+
 from __future__ import annotations
 
 import time
@@ -13,8 +14,9 @@ from tests.support.waiting import wait_until
 
 def _watch(rocketmq, topic: str) -> tuple[QueueWatch, RemotingClient]:
     client = RemotingClient(rocketmq.name_server)
-    return QueueWatch(client, parse_options({"nameServer": rocketmq.name_server, "topic": topic},
-                                            streaming=True)), client
+    return QueueWatch(
+        client, parse_options({"nameServer": rocketmq.name_server, "topic": topic}, streaming=True)
+    ), client
 
 
 def test_an_idle_watch_asks_no_offsets_and_a_message_rings_its_queue(rocketmq, topic):
@@ -38,6 +40,7 @@ def test_an_idle_watch_asks_no_offsets_and_a_message_rings_its_queue(rocketmq, t
         def seen() -> bool:
             watch.poll()
             return watch.latest[target] == 1
+
         wait_until(seen, 10, "the new message's offset")
         assert all(watch.latest[mq] == 0 for mq in queues if mq != target)
     finally:

@@ -2,6 +2,7 @@
 the broker cannot compile, request ids past 2^31, a blackholed broker beside a healthy one, black-holed name
 servers under the stream driver. Each ends in a clear
 error and nothing lost."""
+
 from __future__ import annotations
 
 import itertools
@@ -19,9 +20,9 @@ from rmq_spark.client.errors import MessageTooLargeError
 from rmq_spark.client.model import OutgoingMessage
 from rmq_spark.client.remoting import broker as req
 from rmq_spark.client.remoting import connection
-from tests.conftest import TRANSPORTS, record_error, transport_options
 from rmq_spark.options import parse_options
 from rmq_spark.source.stream import RocketMQStreamReader
+from tests.conftest import TRANSPORTS, record_error, transport_options
 from tests.support.loopback_peer import Relay
 from tests.support.reference_codec import decode_messages
 
@@ -44,16 +45,26 @@ def test_a_stored_zstd_bomb_fails_the_read_naming_the_message(spark, rocketmq, t
         client.send(mq, OutgoingMessage(b"after"))
         tracemalloc.start()
         try:
-            with pytest.raises(MessageTooLargeError, match=rf"{topic}:broker-a/1 offset 1: the zstd-compressed message "
-                                                           r"body expands past 16777216 bytes.*maxMessageBytes"):
+            with pytest.raises(
+                MessageTooLargeError,
+                match=rf"{topic}:broker-a/1 offset 1: the zstd-compressed message "
+                r"body expands past 16777216 bytes.*maxMessageBytes",
+            ):
                 list(client.read_range(mq, 0, 3))
             assert tracemalloc.get_traced_memory()[1] < 32 << 20  # the limit's 16 MiB, never the 64
         finally:
             tracemalloc.stop()
-    reader = (spark.read.format("rocketmq").option("nameServer", rocketmq.name_server).option("topic", topic)
-              .option("maxMessageBytes", str(1 << 20)))
-    with pytest.raises(Exception, match=rf"{topic}:broker-a/1 offset 1: the zstd-compressed message body expands past "
-                                        "1048576 bytes.*maxMessageBytes"):
+    reader = (
+        spark.read.format("rocketmq")
+        .option("nameServer", rocketmq.name_server)
+        .option("topic", topic)
+        .option("maxMessageBytes", str(1 << 20))
+    )
+    with pytest.raises(
+        Exception,
+        match=rf"{topic}:broker-a/1 offset 1: the zstd-compressed message body expands past "
+        "1048576 bytes.*maxMessageBytes",
+    ):
         reader.load().collect()
     # the other messages are all there once the limit allows the body
     rows = reader.option("maxMessageBytes", str(128 << 20)).load().selectExpr("queueOffset", "length(body)").collect()
@@ -63,13 +74,27 @@ def test_a_stored_zstd_bomb_fails_the_read_naming_the_message(spark, rocketmq, t
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_an_invalid_sql92_filter_is_refused_before_anything_is_read(spark, rocketmq, topic, transport, tmp_path):
     rocketmq.produce(topic, [{"body": "a", "properties": {"n": "1"}, "broker": "broker-a", "queueId": 0}])
-    options = {**transport_options(rocketmq, transport), "topic": topic, "expressionType": "SQL92",
-               "subExpression": "n = = 1 ("}
-    with pytest.raises(Exception, match=r"option subExpression 'n = = 1 \(' \(expressionType SQL92\) cannot be used "
-                                        "by broker broker-a"):
+    options = {
+        **transport_options(rocketmq, transport),
+        "topic": topic,
+        "expressionType": "SQL92",
+        "subExpression": "n = = 1 (",
+    }
+    with pytest.raises(
+        Exception,
+        match=r"option subExpression 'n = = 1 \(' \(expressionType SQL92\) cannot be used "
+        "by broker broker-a",
+    ):
         spark.read.format("rocketmq").options(**options).load().collect()
-    query = (spark.readStream.format("rocketmq").options(**options).load().writeStream.format("memory")
-             .queryName(f"badsql_{transport}").option("checkpointLocation", str(tmp_path / "c")).start())
+    query = (
+        spark.readStream.format("rocketmq")
+        .options(**options)
+        .load()
+        .writeStream.format("memory")
+        .queryName(f"badsql_{transport}")
+        .option("checkpointLocation", str(tmp_path / "c"))
+        .start()
+    )
     with pytest.raises(Exception, match="option subExpression 'n = = 1 \\(' .* cannot be used"):
         query.awaitTermination(120)
         raise AssertionError("the streaming query did not fail")
@@ -78,14 +103,14 @@ def test_an_invalid_sql92_filter_is_refused_before_anything_is_read(spark, rocke
 
 
 def test_request_ids_past_two_to_the_31_keep_matching(rocketmq, topic, monkeypatch):
-    monkeypatch.setattr(connection, "_opaques", itertools.count(2 ** 31 - 5))
+    monkeypatch.setattr(connection, "_opaques", itertools.count(2**31 - 5))
     rocketmq.produce(topic, [{"body": f"m{i}", "broker": "broker-a", "queueId": 2} for i in range(300)])
     mq = MessageQueue(topic, "broker-a", 2)
     with RemotingClient(rocketmq.name_server) as client:  # single pulls go over the shared connection
         calls = [client.pull_async(mq, offset, 32) for offset in range(0, 300, 32)]
         got = [m.queue_offset for c in calls for m in decode_messages(c.result().body, "broker-a")]
     assert got == list(range(300))
-    assert next(connection._opaques) > 2 ** 31 + 5  # the ids passed 2^31 - 1 and wrapped to 1, 2, ... on the wire
+    assert next(connection._opaques) > 2**31 + 5  # the ids passed 2^31 - 1 and wrapped to 1, 2, ... on the wire
 
 
 def test_a_blackholed_broker_does_not_hold_up_a_healthy_one(rocketmq, topic):
@@ -126,16 +151,24 @@ def test_nothing_is_lost_around_a_broken_connection(rocketmq, topic):
     assert got == list(range(500))
 
 
-
 def test_latest_offset_does_not_wait_on_black_holed_name_servers(rocketmq, topic):
     """Spark asks latestOffset every few milliseconds: while the name servers take packets and never answer, it
     answers from the cached routes (refreshed in the background) in well under a request timeout, and still sees
     new messages, which the brokers announce; so does Trigger.AvailableNow's preparation, which reads the routes."""
     relay = Relay(rocketmq.name_server)
     timeout_ms = 2000
-    reader = RocketMQStreamReader(parse_options({"nameServer": relay.address, "topic": topic,
-                                                 "requestTimeoutMs": str(timeout_ms), "connectTimeoutMs": "2000",
-                                                 "pollNameServerIntervalMs": "200"}, streaming=True))
+    reader = RocketMQStreamReader(
+        parse_options(
+            {
+                "nameServer": relay.address,
+                "topic": topic,
+                "requestTimeoutMs": str(timeout_ms),
+                "connectTimeoutMs": "2000",
+                "pollNameServerIntervalMs": "200",
+            },
+            streaming=True,
+        )
+    )
     try:
         start = reader.initialOffset()
         relay.black_hole()

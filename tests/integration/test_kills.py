@@ -4,6 +4,7 @@ exactly once, one at least once). Three drivers are SIGKILLed in turn, at moment
 test prints (RMQ_SPARK_KILL_SEED replays one): one in its start-up, one inside the first batch it plans (for the
 first driver, the query's batch 0), one inside an exactly-once commit, after a broker restarted under it; messages
 keep arriving all along. Then every query is restarted to the end of its source, recovering what the kills cut."""
+
 from __future__ import annotations
 
 import base64
@@ -19,10 +20,10 @@ from pathlib import Path
 from rmq_spark.client import RemotingClient, RocketMQError
 from rmq_spark.sink.commit_records import CommitRecord, CommitRecords, Step
 from rmq_spark.sink.row_keys import ROW_KEY_PROPERTY
-from tests.support.checkpoints import committed_offsets, logged
 from tests.conftest import unique_topic
 from tests.integration import kill_job
 from tests.integration.streaming import remove_torn_first_write
+from tests.support.checkpoints import committed_offsets, logged
 from tests.support.processes import kill_group
 from tests.support.waiting import wait_until
 
@@ -33,8 +34,10 @@ BROKERS = ("broker-a", "broker-b")
 # spinning both cores after each kill inside a commit, which jvm-shim's QuietTransactionService ends). To the queries
 # they are one more driver death, which the test survives as it survives its kills: it starts another driver in its
 # place (at most SPARE_DRIVERS times).
-SPARK_DEATHS = ("Task serialization failed: java.lang.IllegalStateException: Illegal size",
-                "Python worker failed to connect back")
+SPARK_DEATHS = (
+    "Task serialization failed: java.lang.IllegalStateException: Illegal size",
+    "Python worker failed to connect back",
+)
 SPARE_DRIVERS = 2
 
 
@@ -44,6 +47,8 @@ class SparkDeath(AssertionError):
     def __init__(self, cause: str, message: str):
         super().__init__(message)
         self.cause = cause
+
+
 END = 10_000  # the batch limit of the runs to the end: one batch where the job's small ones would take dozens
 
 
@@ -55,21 +60,34 @@ class KillJob:
 
     def __init__(self, rocketmq, log: Path, source: str, group: str, out: Path, checkpoint: Path, *sinks: tuple):
         env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
-        args = [rocketmq.name_server, getattr(rocketmq, "gateway", None) or "-", source, group, out, checkpoint,
-                *(part for sink in sinks for part in sink)]
+        args = [
+            rocketmq.name_server,
+            getattr(rocketmq, "gateway", None) or "-",
+            source,
+            group,
+            out,
+            checkpoint,
+            *(part for sink in sinks for part in sink),
+        ]
         self.log = log
         with open(log, "w") as f:
-            self.proc = subprocess.Popen([sys.executable, kill_job.__file__, *map(str, args)],
-                                         stdout=f, stderr=subprocess.STDOUT, text=True, env=env,
-                                         start_new_session=True)
+            self.proc = subprocess.Popen(
+                [sys.executable, kill_job.__file__, *map(str, args)],
+                stdout=f,
+                stderr=subprocess.STDOUT,
+                text=True,
+                env=env,
+                start_new_session=True,
+            )
 
     def alive(self) -> None:
         if self.proc.poll() is not None:
             text = self.log.read_text(errors="replace")
             lines = text.splitlines()
             causes = [line for line in lines if "Caused by" in line or "Exception:" in line][:20]
-            message = (f"the job exited ({self.proc.returncode}); its log is {self.log}:\n"
-                       + "\n".join(causes + ["..."] + lines[-40:]))
+            message = f"the job exited ({self.proc.returncode}); its log is {self.log}:\n" + "\n".join(
+                causes + ["..."] + lines[-40:]
+            )
             died_of = next((cause for cause in SPARK_DEATHS if cause in text), None)
             raise (SparkDeath(died_of, message) if died_of else AssertionError(message))
 
@@ -105,7 +123,8 @@ def _sources(rocketmq, target: str) -> dict[str, list[str]]:
     copies = collections.defaultdict(list)
     for m in rocketmq.consume(target):
         copies[m["properties"].get("src")].append(
-            f"{m['brokerName']}/{m['queueId']}/{m['queueOffset']} {m['properties'].get(ROW_KEY_PROPERTY, '')}")
+            f"{m['brokerName']}/{m['queueId']}/{m['queueOffset']} {m['properties'].get(ROW_KEY_PROPERTY, '')}"
+        )
     return copies
 
 
@@ -115,8 +134,10 @@ def test_exactly_once_across_kills_inside_commits_and_a_broker_restart(spark, ro
         rocketmq.create_topic(target, queues=4)
     group, exact_group = f"eo-{topic}"[:100], f"eo-{exact}"[:60]
     out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
-    sinks = ((exact, "exactly_once", exact_group, tmp_path / "exact"),
-             (least, "at_least_once", "alo-group", tmp_path / "least"))
+    sinks = (
+        (exact, "exactly_once", exact_group, tmp_path / "exact"),
+        (least, "at_least_once", "alo-group", tmp_path / "least"),
+    )
     rocketmq.produce_bulk(topic, 2000, 60, tags=["TagA", "TagB"])
 
     stop, producer_error = threading.Event(), []
@@ -156,8 +177,13 @@ def test_exactly_once_across_kills_inside_commits_and_a_broker_restart(spark, ro
             _wait_for(lambda: _batches(checkpoint) > planned, 240, "a batch this driver planned", job, poll=0.005)
             time.sleep(rng.uniform(0, 0.5))
         else:
-            _wait_for(lambda: (m := marker()) is not None and m.step is Step.STARTED and m != left, 240,
-                      "an exactly-once commit of this driver under way", job, poll=0.005)
+            _wait_for(
+                lambda: (m := marker()) is not None and m.step is Step.STARTED and m != left,
+                240,
+                "an exactly-once commit of this driver under way",
+                job,
+                poll=0.005,
+            )
 
     def _kill_round(round: int, attempt: int, kind: str) -> None:
         """One driver, from its start to its SIGKILL at a moment of ``kind``."""
@@ -202,11 +228,16 @@ def test_exactly_once_across_kills_inside_commits_and_a_broker_restart(spark, ro
 
     _run_to_end(kill_job.copy_writer(spark, rocketmq.gateway, topic, group, str(out), str(checkpoint), limit=END))
     for target, guarantee, producer_group, sink_checkpoint in sinks:
-        _run_to_end(kill_job.sink_writer(spark, rocketmq.name_server, topic, target, guarantee, producer_group,
-                                         str(sink_checkpoint), limit=END))
+        _run_to_end(
+            kill_job.sink_writer(
+                spark, rocketmq.name_server, topic, target, guarantee, producer_group, str(sink_checkpoint), limit=END
+            )
+        )
 
-    java = {(m["brokerName"], m["queueId"], m["queueOffset"]): base64.b64decode(m["bodyBase64"])
-            for m in rocketmq.consume(topic)}
+    java = {
+        (m["brokerName"], m["queueId"], m["queueOffset"]): base64.b64decode(m["bodyBase64"])
+        for m in rocketmq.consume(topic)
+    }
     assert len(java) > 2000
     rows = spark.read.parquet(str(out)).collect()
     keys = [(r["brokerName"], r["queueId"], r["queueOffset"]) for r in rows]
@@ -231,10 +262,15 @@ def test_exactly_once_across_kills_inside_commits_and_a_broker_restart(spark, ro
     # a new query from the group's committed offsets continues with no gap and no duplicate
     rocketmq.produce_bulk(topic, 300, 80, tags=["TagC"])
     out2 = tmp_path / "out2"
-    _run_to_end(kill_job.copy_writer(spark, rocketmq.gateway, topic, group, str(out2), str(tmp_path / "checkpoint2"),
-                                     "committed"))
+    _run_to_end(
+        kill_job.copy_writer(
+            spark, rocketmq.gateway, topic, group, str(out2), str(tmp_path / "checkpoint2"), "committed"
+        )
+    )
     later = spark.read.parquet(str(out2)).collect()
     assert sorted((r["brokerName"], r["queueId"], r["queueOffset"]) for r in later) == sorted(
-        (m["brokerName"], m["queueId"], m["queueOffset"]) for m in rocketmq.consume(topic)
-        if m["queueOffset"] >= committed[f"{m['brokerName']}/{m['queueId']}"])
+        (m["brokerName"], m["queueId"], m["queueOffset"])
+        for m in rocketmq.consume(topic)
+        if m["queueOffset"] >= committed[f"{m['brokerName']}/{m['queueId']}"]
+    )
     assert len(later) == 300

@@ -2,6 +2,7 @@
 release_checkpoint.py on that release's checkout) restarts under the current code: the query goes on from the
 offsets the release committed, reading every later message once and none before; a batch the release planned but
 did not commit is replayed from the offsets it logged (batch 0 from the start its end recorded)."""
+
 from __future__ import annotations
 
 import shutil
@@ -35,13 +36,23 @@ def test_a_release_checkpoint_restarts_where_it_committed(spark, rocketmq, fille
         if batch > committed:
             (checkpoint / "offsets" / str(batch)).unlink()
     done = (0, release.FIRST, release.FIRST + release.SECOND)[committed]
-    assert committed_offsets(checkpoint).get(filled) == ({f"{b}/{q}": done for b, q in release.queues()}
-                                                         if committed else None)
+    assert committed_offsets(checkpoint).get(filled) == (
+        {f"{b}/{q}": done for b, q in release.queues()} if committed else None
+    )
     rows = []
-    df = (spark.readStream.format("rocketmq").option("nameServer", rocketmq.name_server).option("topic", filled)
-          .option("startingOffsets", "earliest").load())
-    query = (df.writeStream.foreachBatch(lambda d, _: rows.extend(d.select("body", "queueOffset").collect()))
-             .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start())
+    df = (
+        spark.readStream.format("rocketmq")
+        .option("nameServer", rocketmq.name_server)
+        .option("topic", filled)
+        .option("startingOffsets", "earliest")
+        .load()
+    )
+    query = (
+        df.writeStream.foreachBatch(lambda d, _: rows.extend(d.select("body", "queueOffset").collect()))
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
     assert query.awaitTermination(180), "the restarted query did not finish"
     assert query.exception() is None
     got = sorted(bytes(r["body"]).decode() for r in rows)

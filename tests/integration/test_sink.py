@@ -1,5 +1,6 @@
 """df.write / writeStream.format("rocketmq") against the real embedded RocketMQ, read back with the official Java
 consumer (jvm-shim) field by field."""
+
 from __future__ import annotations
 
 import base64
@@ -9,16 +10,20 @@ import time
 
 import pytest
 from pyspark.sql import functions as F
-from pyspark.sql.types import (ArrayType, BinaryType, IntegerType, MapType, StringType, StructField,
-                               StructType)
+from pyspark.sql.types import ArrayType, BinaryType, IntegerType, MapType, StringType, StructField, StructType
 
 from rmq_spark.sink.routing import java_string_hash
 from tests.conftest import unique_topic
 
-ROW_SCHEMA = StructType([
-    StructField("body", BinaryType()), StructField("tags", StringType()), StructField("keys", ArrayType(StringType())),
-    StructField("properties", MapType(StringType(), StringType())), StructField("flag", IntegerType()),
-])
+ROW_SCHEMA = StructType(
+    [
+        StructField("body", BinaryType()),
+        StructField("tags", StringType()),
+        StructField("keys", ArrayType(StringType())),
+        StructField("properties", MapType(StringType(), StringType())),
+        StructField("flag", IntegerType()),
+    ]
+)
 
 
 def _write(df, rocketmq, topic=None, **options):
@@ -37,9 +42,16 @@ def _body(m) -> bytes:
 
 def test_a_batch_write_of_every_column_is_what_the_java_consumer_reads(spark, rocketmq, topic):
     big = os.urandom(3000) * 4  # over 4 KiB: compressed as the Java producer does, inflated by the Java consumer
-    rows = [(f"b{i}".encode() if i != 7 else big, f"Tag{i % 3}" if i % 4 else None, [f"k{i}", "common"] if i % 2 else [],
-             {"n": str(i), "UNIQ_KEY": "dropped", "CLUSTER": "dropped"} if i % 3 else None, i)
-            for i in range(40)]
+    rows = [
+        (
+            f"b{i}".encode() if i != 7 else big,
+            f"Tag{i % 3}" if i % 4 else None,
+            [f"k{i}", "common"] if i % 2 else [],
+            {"n": str(i), "UNIQ_KEY": "dropped", "CLUSTER": "dropped"} if i % 3 else None,
+            i,
+        )
+        for i in range(40)
+    ]
     _write(spark.createDataFrame(rows, ROW_SCHEMA).repartition(3), rocketmq, topic)
 
     java = rocketmq.consume(topic)
@@ -64,8 +76,10 @@ def test_a_batch_write_of_every_column_is_what_the_java_consumer_reads(spark, ro
 def test_string_bodies_topic_column_and_explicit_queues(spark, rocketmq, topic, request):
     other = unique_topic(request) + "o"
     rocketmq.create_topic(other, queues=2)
-    df = spark.createDataFrame([("s0", topic, "broker-b", 3), ("s1", other, "broker-a", 1), ("s2", topic, "broker-a", 0)],
-                               "body STRING, topic STRING, brokerName STRING, queueId INT")
+    df = spark.createDataFrame(
+        [("s0", topic, "broker-b", 3), ("s1", other, "broker-a", 1), ("s2", topic, "broker-a", 0)],
+        "body STRING, topic STRING, brokerName STRING, queueId INT",
+    )
     _write(df, rocketmq)
     got = [(_body(m), m["topic"], m["brokerName"], m["queueId"]) for t in (topic, other) for m in rocketmq.consume(t)]
     assert sorted(got) == [(b"s0", topic, "broker-b", 3), (b"s1", other, "broker-a", 1), (b"s2", topic, "broker-a", 0)]
@@ -111,6 +125,7 @@ def test_exactly_once_batch_write_commits_all_or_nothing(spark, rocketmq, topic)
         if v == "250":
             raise ValueError("boom")
         return v
+
     bad = spark.range(300, 600, numPartitions=3).select(F.col("id").cast("string").alias("body"))
     bad = bad.select(fail_on(F.when(F.col("body") == "550", "250").otherwise(F.col("body"))).alias("body"))
     with pytest.raises(Exception, match="boom"):
@@ -124,11 +139,25 @@ def test_a_streaming_exactly_once_write_keys_each_row_by_its_micro_batch(spark, 
     rocketmq.create_topic(source, queues=1, broker="broker-a")
     rocketmq.produce(source, [{"body": "same", "broker": "broker-a", "queueId": 0} for _ in range(6)])
     group = f"pg-{topic}"[:60]
-    rows = (spark.readStream.format("rocketmq").option("nameServer", rocketmq.name_server).option("topic", source)
-            .option("startingOffsets", "earliest").option("maxMessagesPerTrigger", "2").load().select("body"))
-    query = (rows.writeStream.format("rocketmq").option("nameServer", rocketmq.name_server).option("topic", topic)
-             .option("deliveryGuarantee", "exactly_once").option("producerGroup", group)
-             .option("checkpointLocation", str(tmp_path / "checkpoint")).trigger(availableNow=True).start())
+    rows = (
+        spark.readStream.format("rocketmq")
+        .option("nameServer", rocketmq.name_server)
+        .option("topic", source)
+        .option("startingOffsets", "earliest")
+        .option("maxMessagesPerTrigger", "2")
+        .load()
+        .select("body")
+    )
+    query = (
+        rows.writeStream.format("rocketmq")
+        .option("nameServer", rocketmq.name_server)
+        .option("topic", topic)
+        .option("deliveryGuarantee", "exactly_once")
+        .option("producerGroup", group)
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
     assert query.awaitTermination(120) and query.exception() is None
     keys = [m["properties"]["rmqSparkRow"] for m in rocketmq.consume(topic)]
     # identical rows of three micro-batches: a recovery of one batch must never take another's rows for its own;
@@ -137,14 +166,17 @@ def test_a_streaming_exactly_once_write_keys_each_row_by_its_micro_batch(spark, 
     assert sorted({k.split("/")[1] for k in keys}) == ["0", "1", "2"] and all(k.startswith(group + "/") for k in keys)
 
 
-@pytest.mark.parametrize("columns, error", [
-    ("body STRING, whatever STRING", r"\[ROCKETMQ_INVALID_OPTION\] the rocketmq sink has no column 'whatever'"),
-    ("body STRING, queueOffset BIGINT", "column 'queueOffset' describes a message the broker stored"),
-    ("body STRING, Tags STRING", "did you mean 'tags'"),
-    ("body INT", "column 'body' is INT"),
-    ("tags STRING", "needs a column body"),
-    ("body STRING, brokerName STRING", "brokerName and queueId go together"),
-])
+@pytest.mark.parametrize(
+    "columns, error",
+    [
+        ("body STRING, whatever STRING", r"\[ROCKETMQ_INVALID_OPTION\] the rocketmq sink has no column 'whatever'"),
+        ("body STRING, queueOffset BIGINT", "column 'queueOffset' describes a message the broker stored"),
+        ("body STRING, Tags STRING", "did you mean 'tags'"),
+        ("body INT", "column 'body' is INT"),
+        ("tags STRING", "needs a column body"),
+        ("body STRING, brokerName STRING", "brokerName and queueId go together"),
+    ],
+)
 def test_bad_columns_are_named(spark, rocketmq, topic, columns, error):
     df = spark.createDataFrame([], columns)
     with pytest.raises(Exception, match=error):
@@ -154,7 +186,8 @@ def test_bad_columns_are_named(spark, rocketmq, topic, columns, error):
 def test_bad_rows_fail_the_write_naming_their_spark_partition_and_count(spark, rocketmq, topic):
     # ids 5..9 are partition 1: two of its rows have no body
     df = spark.range(0, 10, numPartitions=2).select(
-        F.when(F.col("id").isin(6, 8), None).otherwise(F.col("id").cast("string")).alias("body"))
+        F.when(F.col("id").isin(6, 8), None).otherwise(F.col("id").cast("string")).alias("body")
+    )
     with pytest.raises(Exception, match=r"\[ROCKETMQ_INVALID_ROW\] 2 rows of Spark partition 1 have a null body"):
         _write(df, rocketmq, topic)
 
@@ -170,8 +203,9 @@ def test_bad_options_and_targets_are_named(spark, rocketmq, topic):
     with pytest.raises(Exception, match="deliveryGuarantee must be one of"):
         _write(df, rocketmq, topic, deliveryGuarantee="twice")
     with pytest.raises(Exception, match="append-only"):
-        df.write.format("rocketmq").mode("overwrite").option("nameServer", rocketmq.name_server) \
-            .option("topic", topic).save()
+        df.write.format("rocketmq").mode("overwrite").option("nameServer", rocketmq.name_server).option(
+            "topic", topic
+        ).save()
     with pytest.raises(Exception, match="cannot write to topic 'no-such-topic-x'"):
         _write(df, rocketmq, "no-such-topic-x")
     huge = spark.createDataFrame([(os.urandom(5 << 20),)], "body BINARY")

@@ -1,14 +1,15 @@
 """The sink while broker groups lose their master or leave the route, on a real embedded RocketMQ of two broker
 groups with one slave each (a group whose master stops stays in the route with its slave only). The exactly-once
 tests drive the stream writer's task and driver code directly, and cut a commit where a driver crash would."""
+
 from __future__ import annotations
 
 import base64
 import collections
 import itertools
 import time
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Callable
 from unittest import mock
 
 import pyarrow as pa
@@ -16,13 +17,13 @@ import pytest
 
 from rmq_spark.client.model import TopicRoute
 from rmq_spark.client_pool import new_client, shared_client
-from rmq_spark_testing.embedded import EmbeddedRocketMQ
 from rmq_spark.options import SinkOptions, parse_sink_options
-from rmq_spark.sink.routing import java_string_hash
-from rmq_spark.sink.commit_records import CommitError, CommitRecord, CommitRecords, Step
-from rmq_spark.sink.transactions import Outcome, commit_batch
 from rmq_spark.sink import writers
+from rmq_spark.sink.commit_records import CommitError, CommitRecord, CommitRecords, Step
+from rmq_spark.sink.routing import java_string_hash
+from rmq_spark.sink.transactions import Outcome, commit_batch
 from rmq_spark.sink.writers import RocketMQStreamWriter, SinkCommit, write_task
+from rmq_spark_testing.embedded import EmbeddedRocketMQ
 from tests.conftest import unique_topic
 
 
@@ -37,8 +38,14 @@ def test_a_group_without_master_takes_no_write(spark, replicated_pair, request):
     df = spark.createDataFrame(rows, "body STRING, shardingKey STRING").coalesce(1)
     replicated_pair.stop_broker("broker-a")  # its slave stays in the route
     try:
-        (df.write.format("rocketmq").mode("append").option("nameServer", replicated_pair.name_server)
-         .option("topic", topic).option("brokerRetryTimeoutMs", "3000").save())
+        (
+            df.write.format("rocketmq")
+            .mode("append")
+            .option("nameServer", replicated_pair.name_server)
+            .option("topic", topic)
+            .option("brokerRetryTimeoutMs", "3000")
+            .save()
+        )
     finally:
         replicated_pair.start_broker("broker-a")
     stored = {_body(m): m for m in replicated_pair.consume(topic)}
@@ -86,8 +93,11 @@ class _LateRegistration:
             self._looks[topic] += 1
         if self._looks[topic] > 1:
             return route
-        return TopicRoute(topic, tuple(b for b in route.brokers if b.broker_name != self._broker),
-                          tuple(q for q in route.queues if q.broker_name != self._broker))
+        return TopicRoute(
+            topic,
+            tuple(b for b in route.brokers if b.broker_name != self._broker),
+            tuple(q for q in route.queues if q.broker_name != self._broker),
+        )
 
 
 class _UnrecordedQueues(CommitRecords):
@@ -127,8 +137,15 @@ BODIES = [f"s{i}" for i in range(12)] + ["dup", "dup"]
 
 
 def _options(mq: EmbeddedRocketMQ, topic: str) -> SinkOptions:
-    return parse_sink_options({"nameServer": mq.name_server, "topic": topic, "deliveryGuarantee": "exactly_once",
-                               "producerGroup": f"pg-{topic}"[:60], "brokerRetryTimeoutMs": "3000"})
+    return parse_sink_options(
+        {
+            "nameServer": mq.name_server,
+            "topic": topic,
+            "deliveryGuarantee": "exactly_once",
+            "producerGroup": f"pg-{topic}"[:60],
+            "brokerRetryTimeoutMs": "3000",
+        }
+    )
 
 
 def _tasks(options: SinkOptions, batch_id: int, bodies: list[str], tasks: int = 2) -> list[SinkCommit]:
@@ -137,8 +154,10 @@ def _tasks(options: SinkOptions, batch_id: int, bodies: list[str], tasks: int = 
         client.route(options.topic, refresh=True)
     size = -(-len(bodies) // tasks)
     with mock.patch.object(writers, "_partition", side_effect=itertools.count().__next__):  # Spark's partition ids
-        return [write_task(options, iter([pa.RecordBatch.from_pydict({"body": bodies[i:i + size]})]), batch_id)
-                for i in range(0, len(bodies), size)]
+        return [
+            write_task(options, iter([pa.RecordBatch.from_pydict({"body": bodies[i : i + size]})]), batch_id)
+            for i in range(0, len(bodies), size)
+        ]
 
 
 def _crash_inside_commit(options: SinkOptions, batch_id: int, commits: int, late: str | None = None) -> None:
@@ -149,8 +168,12 @@ def _crash_inside_commit(options: SinkOptions, batch_id: int, commits: int, late
     with new_client(options) as client:
         seen = _LateRegistration(client, late) if late else client
         with pytest.raises(_Crash):
-            commit_batch(CommitRecords(_DiesAfter(seen, commits), options.producer_group, options.topic),
-                         batch_id, halves, options.broker_retry_timeout)
+            commit_batch(
+                CommitRecords(_DiesAfter(seen, commits), options.producer_group, options.topic),
+                batch_id,
+                halves,
+                options.broker_retry_timeout,
+            )
 
 
 def _visible(mq: EmbeddedRocketMQ, topic: str, broker: str | None = None) -> collections.Counter:
@@ -179,7 +202,7 @@ class _Outage:
         self._mq.stop_broker(self._broker, broker_id)
         self._stopped.append(broker_id)
 
-    def __enter__(self) -> "_Outage":
+    def __enter__(self) -> _Outage:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -232,10 +255,14 @@ def test_a_cut_commit_waits_for_every_broker_group_it_wrote_to(replicated_pair, 
 
     with _Outage(replicated_pair, "broker-b") as outage:
         outage.stop(0)
-        with pytest.raises(CommitError, match=r"reading back the rows of batch 0: broker group\(s\) broker-b have no master answering"):
+        with pytest.raises(
+            CommitError, match=r"reading back the rows of batch 0: broker group\(s\) broker-b have no master answering"
+        ):
             _replay(options, 0)
         outage.stop(1)
-        with pytest.raises(CommitError, match=r"broker group\(s\) broker-b \(.*\) of the commit .* are not in the topic route now"):
+        with pytest.raises(
+            CommitError, match=r"broker group\(s\) broker-b \(.*\) of the commit .* are not in the topic route now"
+        ):
             _replay(options, 0)
         assert _visible(replicated_pair, topic, "broker-a") == partial_a, "a replay committed rows on broker-a"
     _replay(options, 0)
@@ -283,8 +310,11 @@ def test_a_recovery_scans_the_queues_of_the_cut_commit_not_of_today(replicated_p
     assert _visible(replicated_pair, options.topic, "broker-b")
     replicated_pair.create_topic(options.topic, queues=1, broker="broker-b")
     try:
-        with pytest.raises(CommitError, match=r"broker-b/1 holds messages stored since batch 0's commit began .*"
-                                              r"no longer has it as a readable queue.*at least 2 read queues"):
+        with pytest.raises(
+            CommitError,
+            match=r"broker-b/1 holds messages stored since batch 0's commit began .*"
+            r"no longer has it as a readable queue.*at least 2 read queues",
+        ):
             _replay(options, 0)
     finally:
         replicated_pair.create_topic(options.topic, queues=2, broker="broker-b")

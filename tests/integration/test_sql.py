@@ -1,6 +1,7 @@
 """Spark SQL over rocketmq. A temporary view keeps its OPTIONS; a catalog table (CREATE TABLE ... USING rocketmq) does
 not, because Spark hands a Python data source only the options of the statement: it is read, streamed and written
 with the options in each statement (WITH (...)), and used without them it fails with an error that says so."""
+
 from __future__ import annotations
 
 import collections
@@ -18,8 +19,9 @@ def _name(kind: str) -> str:
 def test_a_temporary_view_using_rocketmq_keeps_its_options(spark, rocketmq, topic):
     rocketmq.produce_bulk(topic, 120, 30, tags=["TagA", "TagB"])
     view = _name("events")
-    spark.sql(f"CREATE TEMPORARY VIEW {view} USING rocketmq "
-              f"OPTIONS (nameServer '{rocketmq.name_server}', topic '{topic}')")
+    spark.sql(
+        f"CREATE TEMPORARY VIEW {view} USING rocketmq OPTIONS (nameServer '{rocketmq.name_server}', topic '{topic}')"
+    )
     try:
         rows = spark.sql(f"SELECT tags, count(*) AS n FROM {view} GROUP BY tags").collect()
     finally:
@@ -27,8 +29,9 @@ def test_a_temporary_view_using_rocketmq_keeps_its_options(spark, rocketmq, topi
     assert {r.tags: r.n for r in rows} == collections.Counter(m["tags"] for m in rocketmq.consume(topic))
 
 
-def test_a_catalog_table_is_read_streamed_and_written_with_the_options_of_each_statement(spark, rocketmq, topic,
-                                                                                         tmp_path):
+def test_a_catalog_table_is_read_streamed_and_written_with_the_options_of_each_statement(
+    spark, rocketmq, topic, tmp_path
+):
     rocketmq.produce_bulk(topic, 200, 30, tags=["TagA", "TagB"])
     target = f"{topic}-sql"
     rocketmq.create_topic(target, queues=2)
@@ -46,19 +49,28 @@ def test_a_catalog_table_is_read_streamed_and_written_with_the_options_of_each_s
         assert sorted((r[0], r[1], r[2]) for r in rows) == java
 
         sink = Collect()
-        stream = spark.sql(f"SELECT * FROM STREAM {events} WITH ('nameServer' = '{ns}', 'topic' = '{topic}', "
-                           "'startingOffsets' = 'earliest', 'maxMessagesPerTrigger' = '70')")
-        query = (stream.writeStream.foreachBatch(sink).option("checkpointLocation", str(tmp_path / "checkpoint"))
-                 .trigger(availableNow=True).start())
+        stream = spark.sql(
+            f"SELECT * FROM STREAM {events} WITH ('nameServer' = '{ns}', 'topic' = '{topic}', "
+            "'startingOffsets' = 'earliest', 'maxMessagesPerTrigger' = '70')"
+        )
+        query = (
+            stream.writeStream.foreachBatch(sink)
+            .option("checkpointLocation", str(tmp_path / "checkpoint"))
+            .trigger(availableNow=True)
+            .start()
+        )
         assert query.awaitTermination(120), "the SQL stream did not end"
         assert query.exception() is None, query.exception()
         assert_exactly_once(sink, rocketmq, topic)
 
-        spark.sql(f"INSERT INTO {copies} WITH ('nameServer' = '{ns}', 'topic' = '{target}') "
-                  f"SELECT body, 'SQL' FROM {events} {source} WHERE tags = 'TagA'")
+        spark.sql(
+            f"INSERT INTO {copies} WITH ('nameServer' = '{ns}', 'topic' = '{target}') "
+            f"SELECT body, 'SQL' FROM {events} {source} WHERE tags = 'TagA'"
+        )
         written = rocketmq.consume(target)
         assert sorted(m["bodyBase64"] for m in written) == sorted(
-            m["bodyBase64"] for m in rocketmq.consume(topic) if m["tags"] == "TagA")
+            m["bodyBase64"] for m in rocketmq.consume(topic) if m["tags"] == "TagA"
+        )
         assert {m["tags"] for m in written} == {"SQL"}
     finally:
         spark.sql(f"DROP TABLE IF EXISTS {events}")

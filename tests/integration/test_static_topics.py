@@ -2,6 +2,7 @@
 offsets span the queues of several brokers, which rmq-spark's plans by broker queue and offset would misread, so
 every use of one is refused with an error that names the feature, through both transports and in the source, the
 stream and the sink."""
+
 from __future__ import annotations
 
 import base64
@@ -41,8 +42,12 @@ def test_a_batch_read_is_refused(spark, rocketmq, static_topic, transport):
 
 
 def test_a_stream_is_refused(spark, rocketmq, static_topic, tmp_path):
-    df = (spark.readStream.format("rocketmq").option("nameServer", rocketmq.name_server)
-          .option("topic", static_topic).load())
+    df = (
+        spark.readStream.format("rocketmq")
+        .option("nameServer", rocketmq.name_server)
+        .option("topic", static_topic)
+        .load()
+    )
     with pytest.raises(Exception, match=STATIC):
         query = df.writeStream.format("noop").option("checkpointLocation", str(tmp_path)).start()
         try:
@@ -54,8 +59,13 @@ def test_a_stream_is_refused(spark, rocketmq, static_topic, tmp_path):
 def test_a_write_is_refused(spark, rocketmq, static_topic):
     df = spark.createDataFrame([("x",)], "body string")
     with pytest.raises(Exception, match=STATIC):
-        (df.write.format("rocketmq").mode("append").option("nameServer", rocketmq.name_server)
-         .option("topic", static_topic).save())
+        (
+            df.write.format("rocketmq")
+            .mode("append")
+            .option("nameServer", rocketmq.name_server)
+            .option("topic", static_topic)
+            .save()
+        )
 
 
 def test_a_pattern_leaves_a_static_topic_out_and_reads_the_others(rocketmq, static_topic, caplog):

@@ -1,5 +1,6 @@
 """spark.readStream.format("rocketmq") against the real embedded RocketMQ: read limits, Trigger.AvailableNow, new
 and vanished queues (exactly once across hard kills and a broker restart: test_kills)."""
+
 from __future__ import annotations
 
 import time
@@ -24,27 +25,43 @@ def _stream(spark, rocketmq, transport, topic, *, schema=None, **options):
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_rate_limit_and_available_now(spark, rocketmq, transport, topic, tmp_path):
     rocketmq.produce_bulk(topic, 1000, 40, tags=["TagA"])
-    q = (_stream(spark, rocketmq, transport, topic, startingOffsets="earliest", maxMessagesPerTrigger="150")
-         .writeStream.format("memory").queryName(f"ratelimited_{transport}").option("checkpointLocation", str(tmp_path / "c"))
-         .trigger(availableNow=True).start())
+    q = (
+        _stream(spark, rocketmq, transport, topic, startingOffsets="earliest", maxMessagesPerTrigger="150")
+        .writeStream.format("memory")
+        .queryName(f"ratelimited_{transport}")
+        .option("checkpointLocation", str(tmp_path / "c"))
+        .trigger(availableNow=True)
+        .start()
+    )
     rocketmq.produce_bulk(topic, 500, 40, tags=["TagB"])  # arrives after the start: not read by this run
     q.awaitTermination(180)
     sizes = [p["numInputRows"] for p in q.recentProgress if p["numInputRows"]]
     assert sum(sizes) == spark.sql(f"select count(*) from ratelimited_{transport}").first()[0]
     assert 1000 <= sum(sizes) <= 1500
     assert len(sizes) >= 7 and max(sizes) <= 150 + 8, sizes
-    assert spark.sql(f"select count(distinct brokerName, queueId, queueOffset) from ratelimited_{transport}"
-                     ).first()[0] == \
-        sum(sizes)
+    assert spark.sql(f"select count(distinct brokerName, queueId, queueOffset) from ratelimited_{transport}").first()[
+        0
+    ] == sum(sizes)
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_a_user_schema_streams_only_its_columns(spark, rocketmq, transport, topic, tmp_path):
     rocketmq.produce_bulk(topic, 300, 20, tags=["TagA"])
-    q = (_stream(spark, rocketmq, transport, topic, schema="queueId INT, queueOffset BIGINT, brokerName STRING",
-                 startingOffsets="earliest")
-         .writeStream.format("memory").queryName(f"narrow_{transport}")
-         .option("checkpointLocation", str(tmp_path / "c")).trigger(availableNow=True).start())
+    q = (
+        _stream(
+            spark,
+            rocketmq,
+            transport,
+            topic,
+            schema="queueId INT, queueOffset BIGINT, brokerName STRING",
+            startingOffsets="earliest",
+        )
+        .writeStream.format("memory")
+        .queryName(f"narrow_{transport}")
+        .option("checkpointLocation", str(tmp_path / "c"))
+        .trigger(availableNow=True)
+        .start()
+    )
     q.awaitTermination(180)
     df = spark.sql(f"select * from narrow_{transport}")
     assert df.columns == ["queueId", "queueOffset", "brokerName"]
@@ -56,9 +73,11 @@ def test_a_user_schema_streams_only_its_columns(spark, rocketmq, transport, topi
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_new_queues_are_picked_up_and_only_vanished_queues_with_unread_messages_are_data_loss(
-        spark, rocketmq, transport, topic, tmp_path):
-    rocketmq.produce(topic, [{"body": f"a{i}", "broker": b, "queueId": q} for b in BROKERS for q in range(4)
-                             for i in range(2)])
+    spark, rocketmq, transport, topic, tmp_path
+):
+    rocketmq.produce(
+        topic, [{"body": f"a{i}", "broker": b, "queueId": q} for b in BROKERS for q in range(4) for i in range(2)]
+    )
     sink, checkpoint = Collect(), tmp_path / "c"
     options = {"pollNameServerIntervalMs": "500"}
     q = start_query(spark, rocketmq, transport, topic, sink, checkpoint, **options)
@@ -77,8 +96,11 @@ def test_new_queues_are_picked_up_and_only_vanished_queues_with_unread_messages_
     finally:
         q.stop()
     assert len(set(sink.keys)) == len(sink.keys), "some messages were delivered twice"
-    assert set(sink.keys) == ({(b, q_, o) for b in BROKERS for q_ in range(4) for o in range(2)}
-                              | {(b, 5, o) for b in BROKERS for o in range(3)} | {(b, 0, 2) for b in BROKERS})
+    assert set(sink.keys) == (
+        {(b, q_, o) for b in BROKERS for q_ in range(4) for o in range(2)}
+        | {(b, 5, o) for b in BROKERS for o in range(3)}
+        | {(b, 0, 2) for b in BROKERS}
+    )
     # a queue that leaves the route with messages this query has not read is data loss, named with its offsets (over
     # gRPC nothing proves it: it waits)
     rocketmq.produce(topic, [{"body": "u", "broker": b, "queueId": 1} for b in BROKERS])
@@ -99,12 +121,16 @@ def test_new_queues_are_picked_up_and_only_vanished_queues_with_unread_messages_
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_queues_that_left_the_route_drained_resume_at_their_offset_when_the_topic_grows_back(
-        spark, rocketmq, transport, topic, tmp_path):
+    spark, rocketmq, transport, topic, tmp_path
+):
     """RocketMQ keeps the consume queues of a shrunk topic: grown back, they hold what was read before, which must
     not be delivered again."""
+
     def produce(queues, tag):
-        rocketmq.produce(topic, [{"body": f"{tag}{i}", "broker": b, "queueId": q_} for b in BROKERS for q_ in queues
-                                 for i in range(3)])
+        rocketmq.produce(
+            topic,
+            [{"body": f"{tag}{i}", "broker": b, "queueId": q_} for b in BROKERS for q_ in queues for i in range(3)],
+        )
 
     produce(range(4), "a")
     sink = Collect()
@@ -130,8 +156,9 @@ def test_a_pattern_topic_whose_brokers_all_left_the_name_server_waits_for_them(s
     rocketmq.create_topic(topic, queues=2, broker="broker-b")
     rocketmq.produce(topic, [{"body": f"a{i}", "broker": "broker-b", "queueId": q} for q in range(2) for i in range(4)])
     sink = Collect()
-    q = start_query(spark, rocketmq, "remoting", None, sink, tmp_path / "c", topicPattern=topic,
-                    pollNameServerIntervalMs="500")
+    q = start_query(
+        spark, rocketmq, "remoting", None, sink, tmp_path / "c", topicPattern=topic, pollNameServerIntervalMs="500"
+    )
     try:
         wait_for(lambda: len(sink) == 8, 120, "the first 8 messages", q)
         rocketmq.stop_broker("broker-b")
@@ -140,8 +167,9 @@ def test_a_pattern_topic_whose_brokers_all_left_the_name_server_waits_for_them(s
             assert q.isActive and q.exception() is None, q.exception()
         finally:
             rocketmq.start_broker("broker-b")
-        rocketmq.produce(topic, [{"body": f"b{i}", "broker": "broker-b", "queueId": q_} for q_ in range(2)
-                                 for i in range(2)])
+        rocketmq.produce(
+            topic, [{"body": f"b{i}", "broker": "broker-b", "queueId": q_} for q_ in range(2) for i in range(2)]
+        )
         wait_for(lambda: len(sink) == 12, 120, "the messages sent after the broker came back", q)
     finally:
         q.stop()

@@ -2,6 +2,7 @@
 the shim's self-signed certificate); certificate verification stays on by default and fails clearly without the
 certificate to trust. With a private CA and mutual TLS (client certificates required), through both transports and
 from Spark options."""
+
 from __future__ import annotations
 
 import ssl
@@ -57,13 +58,15 @@ def mtls_cluster():
 
 
 def _mutual(mq, **overrides) -> TlsConfig:
-    return TlsConfig(**{"ca_file": mq.tls_ca, "cert_file": mq.tls_client_cert, "key_file": mq.tls_client_key,
-                        **overrides})
+    return TlsConfig(
+        **{"ca_file": mq.tls_ca, "cert_file": mq.tls_client_cert, "key_file": mq.tls_client_key, **overrides}
+    )
 
 
 def _clients(mq, tls):
-    return RemotingClient(mq.name_server, tls=tls, connect_timeout=3), GrpcClient(mq.gateway, tls=tls,
-                                                                                    connect_timeout=3)
+    return RemotingClient(mq.name_server, tls=tls, connect_timeout=3), GrpcClient(
+        mq.gateway, tls=tls, connect_timeout=3
+    )
 
 
 def test_mutual_tls_with_a_private_ca_through_both_transports(mtls_cluster):
@@ -73,12 +76,18 @@ def test_mutual_tls_with_a_private_ca_through_both_transports(mtls_cluster):
             assert [m.body for m in client.read_range(mq, 0, client.max_offset(mq))] == [b"m0", b"m1", b"m2"]
 
 
-@pytest.mark.parametrize("case, overrides, error", [
-    ("no client certificate", {"cert_file": None, "key_file": None},
-     "refused this client's TLS certificate .*set tlsCertFile and tlsKeyFile"),
-    ("the system's CAs", {"ca_file": None}, "certificate was not accepted: set tlsCaFile"),
-    ("another server name", {"server_name": "broker.example.org"}, "certificate was not accepted: .*tlsServerName"),
-])
+@pytest.mark.parametrize(
+    "case, overrides, error",
+    [
+        (
+            "no client certificate",
+            {"cert_file": None, "key_file": None},
+            "refused this client's TLS certificate .*set tlsCertFile and tlsKeyFile",
+        ),
+        ("the system's CAs", {"ca_file": None}, "certificate was not accepted: set tlsCaFile"),
+        ("another server name", {"server_name": "broker.example.org"}, "certificate was not accepted: .*tlsServerName"),
+    ],
+)
 def test_mutual_tls_refuses_what_it_must(mtls_cluster, case, overrides, error):
     for client in _clients(mtls_cluster, _mutual(mtls_cluster, **overrides)):
         with client, pytest.raises(ConnectionLostError, match=error):
@@ -99,13 +108,27 @@ def test_a_key_that_is_not_the_certificates_is_named_before_connecting(mtls_clus
 @pytest.mark.parametrize("source", ["nameServer", "endpoint"])
 def test_a_spark_read_over_mutual_tls_from_options(spark, mtls_cluster, source):
     address = mtls_cluster.name_server if source == "nameServer" else mtls_cluster.gateway
-    rows = (spark.read.format("rocketmq").option(source, address).option("topic", "Mutual")
-            .option("tlsCaFile", mtls_cluster.tls_ca).option("tlsCertFile", mtls_cluster.tls_client_cert)
-            .option("tlsKeyFile", mtls_cluster.tls_client_key).load().select("body").collect())
+    rows = (
+        spark.read.format("rocketmq")
+        .option(source, address)
+        .option("topic", "Mutual")
+        .option("tlsCaFile", mtls_cluster.tls_ca)
+        .option("tlsCertFile", mtls_cluster.tls_client_cert)
+        .option("tlsKeyFile", mtls_cluster.tls_client_key)
+        .load()
+        .select("body")
+        .collect()
+    )
     assert sorted(bytes(r[0]) for r in rows) == [b"m0", b"m1", b"m2"]
     with pytest.raises(Exception, match="cannot read '/no/such/ca.pem' \\(option tlsCaFile\\)"):
-        (spark.read.format("rocketmq").option(source, address).option("topic", "Mutual")
-         .option("tlsCaFile", "/no/such/ca.pem").load().collect())
+        (
+            spark.read.format("rocketmq")
+            .option(source, address)
+            .option("topic", "Mutual")
+            .option("tlsCaFile", "/no/such/ca.pem")
+            .load()
+            .collect()
+        )
 
 
 def test_the_standalone_gateway_verifies_the_brokers_certificates(mtls_cluster):
@@ -114,8 +137,17 @@ def test_the_standalone_gateway_verifies_the_brokers_certificates(mtls_cluster):
     from tests.integration.test_gateway_security import start_gateway, stop
 
     mq = MessageQueue("Mutual", "broker-a", 0)
-    base = ("--namesrv", mtls_cluster.name_server, "--port", "0", "--broker-tls",
-            "--broker-tls-cert", mtls_cluster.tls_client_cert, "--broker-tls-key", mtls_cluster.tls_client_key)
+    base = (
+        "--namesrv",
+        mtls_cluster.name_server,
+        "--port",
+        "0",
+        "--broker-tls",
+        "--broker-tls-cert",
+        mtls_cluster.tls_client_cert,
+        "--broker-tls-key",
+        mtls_cluster.tls_client_key,
+    )
     proc, ready = start_gateway(*base, "--broker-tls-ca", mtls_cluster.tls_ca)
     try:
         with GrpcClient(ready["gateway"]) as client:

@@ -1,5 +1,6 @@
 """topicPattern on the real RocketMQ (issue 34 items 6 and 7): a pattern never reads the cluster's system topics
 (uncommitted transactional halves among them), nor this connector's internal ones."""
+
 from __future__ import annotations
 
 import re
@@ -13,15 +14,27 @@ from tests.integration.streaming import Collect, assert_exactly_once, start_quer
 
 HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
 # what the embedded cluster's name server lists besides users' topics (RocketMQ 5.5.0, two brokers)
-SYSTEM = {"BenchmarkTest", "DefaultCluster", "DefaultCluster_REPLY_TOPIC", "OFFSET_MOVED_EVENT", HALF_TOPIC,
-          "RMQ_SYS_TRANS_OP_HALF_TOPIC", "SCHEDULE_TOPIC_XXXX", "SELF_TEST_TOPIC", "TBW102", "broker-a", "broker-b"}
+SYSTEM = {
+    "BenchmarkTest",
+    "DefaultCluster",
+    "DefaultCluster_REPLY_TOPIC",
+    "OFFSET_MOVED_EVENT",
+    HALF_TOPIC,
+    "RMQ_SYS_TRANS_OP_HALF_TOPIC",
+    "SCHEDULE_TOPIC_XXXX",
+    "SELF_TEST_TOPIC",
+    "TBW102",
+    "broker-a",
+    "broker-b",
+}
 INTERNAL = re.compile(r"(rmq_sys_|RMQ_SYS_|%RETRY%|%DLQ%|rmq_spark_).*")
 
 
 def _pending_half(client: RemotingClient, topic: str) -> None:
     """Send a transactional half bound for ``topic`` and leave it open; check that the half topic holds it."""
-    client.send_half_async(MessageQueue(topic, "broker-a", 0), OutgoingMessage(b"uncommitted"),
-                           group=f"halves-{topic}"[:100]).result()
+    client.send_half_async(
+        MessageQueue(topic, "broker-a", 0), OutgoingMessage(b"uncommitted"), group=f"halves-{topic}"[:100]
+    ).result()
     assert client.max_offset(MessageQueue(HALF_TOPIC, "broker-a", 0)) > 0
 
 
@@ -32,8 +45,10 @@ def test_a_pattern_plans_no_system_topic(rocketmq, topic):
         _pending_half(client, topic)
         listed = set(client.topics())
         assert SYSTEM <= listed and internal in listed
-        planned = {mq.topic for mq in resolve_queues(client, parse_options({"nameServer": rocketmq.name_server,
-                                                                             "topicPattern": ".*"}))}
+        planned = {
+            mq.topic
+            for mq in resolve_queues(client, parse_options({"nameServer": rocketmq.name_server, "topicPattern": ".*"}))
+        }
     assert topic in planned
     assert planned.isdisjoint(SYSTEM), sorted(planned & SYSTEM)
     assert not [t for t in planned if INTERNAL.fullmatch(t)]
@@ -43,8 +58,14 @@ def test_a_batch_read_by_pattern_returns_no_uncommitted_half(spark, rocketmq, to
     rocketmq.produce(topic, [{"body": f"m{i}"} for i in range(5)])
     with RemotingClient(rocketmq.name_server) as client:
         _pending_half(client, topic)
-    rows = (spark.read.format("rocketmq").option("nameServer", rocketmq.name_server)
-            .option("topicPattern", f"{re.escape(topic)}|RMQ_SYS_.*").load().select("topic", "body").collect())
+    rows = (
+        spark.read.format("rocketmq")
+        .option("nameServer", rocketmq.name_server)
+        .option("topicPattern", f"{re.escape(topic)}|RMQ_SYS_.*")
+        .load()
+        .select("topic", "body")
+        .collect()
+    )
     assert sorted((r.topic, bytes(r.body)) for r in rows) == [(topic, f"m{i}".encode()) for i in range(5)]
 
 
@@ -58,8 +79,16 @@ def test_an_explicit_topic_may_name_a_system_topic(rocketmq, topic):
 def test_a_pattern_query_started_before_its_topics_reads_them_after_a_name_server_restart(spark, rocketmq, tmp_path):
     prefix = f"later-{uuid.uuid4().hex[:8]}-"
     sink = Collect()
-    q = start_query(spark, rocketmq, "remoting", None, sink, tmp_path / "c", topicPattern=f"{prefix}.*",
-                    pollNameServerIntervalMs="300")
+    q = start_query(
+        spark,
+        rocketmq,
+        "remoting",
+        None,
+        sink,
+        tmp_path / "c",
+        topicPattern=f"{prefix}.*",
+        pollNameServerIntervalMs="300",
+    )
     try:
         wait_for(lambda: q.lastProgress is not None, 60, "the first trigger", q)
         rocketmq.stop_name_server()

@@ -2,6 +2,7 @@
 write of a kind the topic does not take is refused before its first send, naming the topic, its type and the fix
 (as the proxy would refuse each send); the kinds it takes are written, and keyed rows carry the sharding key that
 RocketMQ 5 FIFO consumers order by, through both transports."""
+
 from __future__ import annotations
 
 import base64
@@ -22,37 +23,66 @@ def _typed(rocketmq, message_type: str) -> str:
 
 def _write(spark, rocketmq, transport, topic, rows, schema, **options):
     df = spark.createDataFrame(rows, schema).coalesce(1)
-    (df.write.format("rocketmq").mode("append").options(**transport_options(rocketmq, transport))
-     .options(topic=topic, brokerRetryTimeoutMs="30000", producerGroup=f"pg-{topic}"[:60], **options).save())
+    (
+        df.write.format("rocketmq")
+        .mode("append")
+        .options(**transport_options(rocketmq, transport))
+        .options(topic=topic, brokerRetryTimeoutMs="30000", producerGroup=f"pg-{topic}"[:60], **options)
+        .save()
+    )
 
 
 def _bodies(rocketmq, topic) -> list[str]:
     return sorted(base64.b64decode(m["bodyBase64"]).decode() for m in rocketmq.consume(topic))
 
 
-@pytest.mark.parametrize("transport, topic_type, schema, rows, options, refused", [
-    ("remoting", "FIFO", "body STRING", [("a",)], {}, "NORMAL messages: rows without a shardingKey"),
-    ("grpc", "NORMAL", "body STRING, shardingKey STRING", [("a", "k")], {},
-     "FIFO messages: rows with a shardingKey .*or drop the shardingKey column"),
-    ("remoting", "FIFO", "body STRING, deliverTimeMs BIGINT", [("a", 4102444800000)], {},
-     "DELAY messages: rows with a deliverTimeMs"),
-    ("remoting", "NORMAL", "body STRING", [("a",)], {"deliveryGuarantee": "exactly_once"},
-     "TRANSACTION messages.*Create the topic with message.type=TRANSACTION or MIXED, or use "
-     "deliveryGuarantee=at_least_once"),
-])
-def test_a_write_the_topic_does_not_take_is_refused_before_its_first_send(spark, rocketmq, transport,
-                                                                          topic_type, schema, rows, options, refused):
+@pytest.mark.parametrize(
+    "transport, topic_type, schema, rows, options, refused",
+    [
+        ("remoting", "FIFO", "body STRING", [("a",)], {}, "NORMAL messages: rows without a shardingKey"),
+        (
+            "grpc",
+            "NORMAL",
+            "body STRING, shardingKey STRING",
+            [("a", "k")],
+            {},
+            "FIFO messages: rows with a shardingKey .*or drop the shardingKey column",
+        ),
+        (
+            "remoting",
+            "FIFO",
+            "body STRING, deliverTimeMs BIGINT",
+            [("a", 4102444800000)],
+            {},
+            "DELAY messages: rows with a deliverTimeMs",
+        ),
+        (
+            "remoting",
+            "NORMAL",
+            "body STRING",
+            [("a",)],
+            {"deliveryGuarantee": "exactly_once"},
+            "TRANSACTION messages.*Create the topic with message.type=TRANSACTION or MIXED, or use "
+            "deliveryGuarantee=at_least_once",
+        ),
+    ],
+)
+def test_a_write_the_topic_does_not_take_is_refused_before_its_first_send(
+    spark, rocketmq, transport, topic_type, schema, rows, options, refused
+):
     topic = _typed(rocketmq, topic_type)
-    with pytest.raises(Exception, match=f"topic '{topic}' has message.type={topic_type}, which does not take "
-                                        f"{refused}"):
+    with pytest.raises(
+        Exception, match=f"topic '{topic}' has message.type={topic_type}, which does not take {refused}"
+    ):
         _write(spark, rocketmq, transport, topic, rows, schema, **options)
     assert rocketmq.consume(topic) == []
 
 
 def test_writes_of_kinds_the_topic_takes(spark, rocketmq):
     transactional = _typed(rocketmq, "TRANSACTION")
-    _write(spark, rocketmq, "remoting", transactional, [("t0",), ("t1",)], "body STRING",
-           deliveryGuarantee="exactly_once")
+    _write(
+        spark, rocketmq, "remoting", transactional, [("t0",), ("t1",)], "body STRING", deliveryGuarantee="exactly_once"
+    )
     assert _bodies(rocketmq, transactional) == ["t0", "t1"]
     mixed = _typed(rocketmq, "MIXED")
     _write(spark, rocketmq, "remoting", mixed, [("m0", "k"), ("m1", None)], "body STRING, shardingKey STRING")

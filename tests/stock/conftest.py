@@ -2,11 +2,12 @@
 own (tests/support/stock_cluster.py), a fresh cluster per test (test_smoke.py: one per version for the module).
 RMQ_SPARK_STOCK_VERSION picks the released version (default 5.5.0), e.g. 4.9.7 or 5.3.3; its jars are resolved from
 Maven Central on first use."""
+
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 import pytest
 

@@ -1,4 +1,5 @@
 """Numbered messages for the stock tests, sent with the project's client."""
+
 from __future__ import annotations
 
 from rmq_spark.client.model import OutgoingMessage
@@ -14,8 +15,10 @@ def send_numbered(name_server: str, topic: str, per_queue: int) -> int:
         n = 0
         for mq in client.queues(topic, refresh=True):
             for start in range(0, per_queue, BATCH):
-                batch = [OutgoingMessage(body=f"message {n + i}".encode(), properties={"n": str(n + i)})
-                         for i in range(min(BATCH, per_queue - start))]
+                batch = [
+                    OutgoingMessage(body=f"message {n + i}".encode(), properties={"n": str(n + i)})
+                    for i in range(min(BATCH, per_queue - start))
+                ]
                 client.send(mq, batch)
                 n += len(batch)
         return n

@@ -4,13 +4,14 @@ batch read and a timestamp start, a stream across a restart with its offsets mir
 mqadmin), an at-least-once write read back by RocketMQ's Java consumer, and exactly-once refused naming the proxy.
 One cluster per version for the module; the versions are RMQ_SPARK_STOCK_PROXY (comma separated, default 5.5.0),
 e.g. 5.3.3,5.5.0."""
+
 from __future__ import annotations
 
 import base64
 import os
 import time
 from collections import Counter
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 
@@ -90,7 +91,8 @@ def test_a_batch_read_through_the_proxy_returns_what_the_java_consumer_reads(spa
 
 
 def test_a_stream_through_the_proxy_delivers_each_message_once_across_a_restart_and_mirrors_its_offsets(
-        spark, stock, proxy_topic, tmp_path):
+    spark, stock, proxy_topic, tmp_path
+):
     group = f"g-{proxy_topic}"
     sink = _ByBatch()
     options = {"nameServer": stock.proxy_address, "consumerGroup": group}
@@ -107,8 +109,12 @@ def test_a_stream_through_the_proxy_delivers_each_message_once_across_a_restart_
             wait_for(lambda: len(sink) >= sent, 120, f"{sent} messages after the restart", query)  # held pulls
             ends = client.max_offsets(client.queues(proxy_topic))
             sent += send_numbered(stock.proxy_address, proxy_topic, 1)  # one more batch mirrors the last one's ends
-            wait_for(lambda: all((client.query_consumer_offset(group, mq) or 0) >= end for mq, end in ends.items()),
-                     60, f"group {group}'s offsets to reach {ends}", query)
+            wait_for(
+                lambda: all((client.query_consumer_offset(group, mq) or 0) >= end for mq, end in ends.items()),
+                60,
+                f"group {group}'s offsets to reach {ends}",
+                query,
+            )
             wait_for(lambda: len(sink) >= sent, 120, f"{sent} messages", query)
         finally:
             query.stop()
@@ -119,11 +125,17 @@ def test_a_stream_through_the_proxy_delivers_each_message_once_across_a_restart_
 
 def test_an_at_least_once_write_through_the_proxy_is_read_back_by_the_java_consumer(spark, stock, proxy_topic):
     rows = spark.createDataFrame([(f"row {i}", f"k{i % 3}") for i in range(24)], "body STRING, keys STRING")
-    (rows.write.format("rocketmq").option("nameServer", stock.proxy_address).option("topic", proxy_topic)
-     .mode("append").save())
+    (
+        rows.write.format("rocketmq")
+        .option("nameServer", stock.proxy_address)
+        .option("topic", proxy_topic)
+        .mode("append")
+        .save()
+    )
     written = stock.consume(proxy_topic)
     assert Counter(m["bodyBase64"] for m in written) == Counter(
-        base64.b64encode(f"row {i}".encode()).decode() for i in range(24))
+        base64.b64encode(f"row {i}".encode()).decode() for i in range(24)
+    )
 
 
 def test_exactly_once_through_the_proxy_is_refused_naming_the_proxy_and_the_fix(spark, stock):
@@ -134,7 +146,13 @@ def test_exactly_once_through_the_proxy_is_refused_naming_the_proxy_and_the_fix(
     stock.wait_topic(topic, 2)
     rows = spark.createDataFrame([("once",)], "body STRING")
     with pytest.raises(Exception, match=rf"{stock.proxy_address}.*RocketMQ 5 proxy.*at_least_once"):
-        (rows.write.format("rocketmq").option("nameServer", stock.proxy_address).option("topic", topic)
-         .option("deliveryGuarantee", "exactly_once").option("producerGroup", "pg-proxy")
-         .mode("append").save())
+        (
+            rows.write.format("rocketmq")
+            .option("nameServer", stock.proxy_address)
+            .option("topic", topic)
+            .option("deliveryGuarantee", "exactly_once")
+            .option("producerGroup", "pg-proxy")
+            .mode("append")
+            .save()
+        )
     assert stock.consume(topic) == []

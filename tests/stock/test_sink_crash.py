@@ -1,5 +1,6 @@
 """Issue 34 item 1: an exactly-once streaming copy keeps "every message once" when the broker process that holds its
 commit records is SIGKILLed inside a commit and restarted."""
+
 from __future__ import annotations
 
 import contextlib
@@ -26,8 +27,16 @@ def _position(message: dict) -> str:
 
 
 def _query(spark, cluster, checkpoint, rows: int):
-    writer = sink_writer(spark, cluster.name_server, "CrashSource", "CrashTarget", "exactly_once", "crash-copy",
-                         str(checkpoint), limit=rows)
+    writer = sink_writer(
+        spark,
+        cluster.name_server,
+        "CrashSource",
+        "CrashTarget",
+        "exactly_once",
+        "crash-copy",
+        str(checkpoint),
+        limit=rows,
+    )
     return writer.option("brokerRetryTimeoutMs", "3000").trigger(availableNow=True).start()
 
 
@@ -80,4 +89,5 @@ def test_a_broker_killed_inside_an_exactly_once_commit_leaves_every_row_once(spa
     assert not duplicates and not missing, (
         f"{sum(duplicates.values()) - len(duplicates)} duplicates ({len(duplicates)} rows stored more than once) and "
         f"{len(missing)} rows missing of {rows}; the kill came when {before_kill} rows were committed; the first "
-        f"query ended with: {first.exception()}")
+        f"query ended with: {first.exception()}"
+    )

@@ -3,13 +3,14 @@ read, a stream with its offsets mirrored to a consumer group, a stream whose dri
 read back by RocketMQ's Java consumer, and the recovery of one cut by a driver crash; on 4.x also the refusal of
 timer rows and ACL 1.0 (a second cluster). One cluster per version for the module, a topic per test; the versions are
 RMQ_SPARK_STOCK_SMOKE (comma separated, default 4.9.7: the 4.x paths of the client), e.g. 4.9.7,5.5.0."""
+
 from __future__ import annotations
 
 import os
 import re
 import time
 from collections import Counter
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 
@@ -17,8 +18,7 @@ from rmq_spark.client.model import Credentials, OutgoingMessage
 from rmq_spark.client.remoting.client import RemotingClient
 from rmq_spark.sink.writers import RocketMQStreamWriter
 from tests.integration import kill_job
-from tests.integration.streaming import (Collect, assert_exactly_once, remove_torn_first_write, start_query,
-                                         wait_for)
+from tests.integration.streaming import Collect, assert_exactly_once, remove_torn_first_write, start_query, wait_for
 from tests.integration.test_kills import KillJob, _run_to_end
 from tests.integration.test_sink_recovery import BODIES, _crash_inside_commit, _replay, _settled, _tasks, _visible
 from tests.integration.test_sink_recovery import _options as _sink_options
@@ -81,21 +81,36 @@ def test_starting_timestamp_reads_only_what_was_stored_at_or_after_it(spark, sto
     with RemotingClient(stock.name_server) as client:
         ends = client.max_offsets(client.queues(smoke_topic, refresh=True))
     send_numbered(stock.name_server, smoke_topic, PER_QUEUE)
-    rows = _read(spark, stock, smoke_topic, startingTimestamp=str(since)).select(
-        "brokerName", "queueId", "queueOffset", "storeTimestamp").collect()
+    rows = (
+        _read(spark, stock, smoke_topic, startingTimestamp=str(since))
+        .select("brokerName", "queueId", "queueOffset", "storeTimestamp")
+        .collect()
+    )
     assert sorted((r[0], r[1], r[2]) for r in rows) == sorted(
-        (mq.broker_name, mq.queue_id, ends[mq] + i) for mq in ends for i in range(PER_QUEUE))
+        (mq.broker_name, mq.queue_id, ends[mq] + i) for mq in ends for i in range(PER_QUEUE)
+    )
     # a timestamp past every message starts at the end (strategy latest), not at the last message
-    later = _read(spark, stock, smoke_topic, startingTimestamp=str(int(time.time() * 1000) + 60_000),
-                  startingOffsetsByTimestampStrategy="latest").count()
+    later = _read(
+        spark,
+        stock,
+        smoke_topic,
+        startingTimestamp=str(int(time.time() * 1000) + 60_000),
+        startingOffsetsByTimestampStrategy="latest",
+    ).count()
     assert later == 0
 
 
 def test_a_group_without_offsets_starts_committed_reads_at_the_fallback(spark, stock, smoke_topic):
     """A 4.x broker answers offset 0, not "not found", for a group it has no offset of."""
     send_numbered(stock.name_server, smoke_topic, PER_QUEUE)
-    rows = _read(spark, stock, smoke_topic, startingOffsets="committed", consumerGroup=f"new-{smoke_topic}",
-                 startingOffsetsFallback="latest")
+    rows = _read(
+        spark,
+        stock,
+        smoke_topic,
+        startingOffsets="committed",
+        consumerGroup=f"new-{smoke_topic}",
+        startingOffsetsFallback="latest",
+    )
     assert rows.count() == 0
 
 
@@ -113,8 +128,12 @@ def test_a_stream_delivers_each_message_once_and_mirrors_its_offsets(spark, stoc
             # one's planning: one more message makes one more batch)
             ends = client.max_offsets(client.queues(smoke_topic))
             sent += send_numbered(stock.name_server, smoke_topic, 1)
-            wait_for(lambda: all((client.query_consumer_offset(group, mq) or 0) >= end for mq, end in ends.items()),
-                     60, f"group {group}'s offsets to reach {ends}", query)
+            wait_for(
+                lambda: all((client.query_consumer_offset(group, mq) or 0) >= end for mq, end in ends.items()),
+                60,
+                f"group {group}'s offsets to reach {ends}",
+                query,
+            )
             wait_for(lambda: len(sink) >= sent, 60, f"{sent} messages", query)
         finally:
             query.stop()
@@ -133,8 +152,11 @@ def test_a_stream_killed_with_sigkill_restarts_and_delivers_each_message_once(sp
         job.kill()
     remove_torn_first_write(checkpoint)
     sent += send_numbered(stock.name_server, smoke_topic, PER_QUEUE)
-    _run_to_end(kill_job.copy_writer(spark, "-", smoke_topic, group, str(out), str(checkpoint), limit=10_000,
-                                     name_server=stock.name_server))
+    _run_to_end(
+        kill_job.copy_writer(
+            spark, "-", smoke_topic, group, str(out), str(checkpoint), limit=10_000, name_server=stock.name_server
+        )
+    )
     keys = [(r["brokerName"], r["queueId"], r["queueOffset"]) for r in spark.read.parquet(str(out)).collect()]
     assert len(keys) == len(set(keys)) == sent, "a message was delivered twice or not at all"
     assert set(keys) == {(m["brokerName"], m["queueId"], m["queueOffset"]) for m in stock.consume(smoke_topic)}
@@ -144,13 +166,26 @@ def test_an_exactly_once_streaming_write_is_read_back_by_the_java_consumer(spark
     source = smoke_topic + "_src"
     stock.create_topic(source, queues=2)
     sent = send_numbered(stock.name_server, source, PER_QUEUE)
-    rows = (spark.readStream.format("rocketmq").option("nameServer", stock.name_server).option("topic", source)
-            .option("startingOffsets", "earliest").option("maxMessagesPerTrigger", "8").load()
-            .selectExpr("body", "properties['n'] AS tags"))
-    query = (rows.writeStream.format("rocketmq").option("nameServer", stock.name_server).option("topic", smoke_topic)
-             .option("deliveryGuarantee", "exactly_once").option("producerGroup", f"pg-{smoke_topic}")
-             .option("brokerRetryTimeoutMs", "10000")
-             .option("checkpointLocation", str(tmp_path / "checkpoint")).trigger(availableNow=True).start())
+    rows = (
+        spark.readStream.format("rocketmq")
+        .option("nameServer", stock.name_server)
+        .option("topic", source)
+        .option("startingOffsets", "earliest")
+        .option("maxMessagesPerTrigger", "8")
+        .load()
+        .selectExpr("body", "properties['n'] AS tags")
+    )
+    query = (
+        rows.writeStream.format("rocketmq")
+        .option("nameServer", stock.name_server)
+        .option("topic", smoke_topic)
+        .option("deliveryGuarantee", "exactly_once")
+        .option("producerGroup", f"pg-{smoke_topic}")
+        .option("brokerRetryTimeoutMs", "10000")
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
     assert query.awaitTermination(120) and query.exception() is None, query.exception()
     written = stock.consume(smoke_topic)
     assert Counter(m["properties"]["TAGS"] for m in written) == Counter(str(n) for n in range(sent))
@@ -161,8 +196,13 @@ def test_timer_rows_are_refused_at_planning_where_the_brokers_have_no_timers(spa
         pytest.skip("RocketMQ 5 brokers have timer messages")
     rows = spark.createDataFrame([("later", int(time.time() * 1000) + 3_600_000)], "body STRING, deliverTimeMs BIGINT")
     with pytest.raises(Exception, match=rf"RocketMQ {re.escape(stock.version)} .*no timer messages.*deliverTimeMs"):
-        (rows.write.format("rocketmq").option("nameServer", stock.name_server).option("topic", smoke_topic)
-         .mode("append").save())
+        (
+            rows.write.format("rocketmq")
+            .option("nameServer", stock.name_server)
+            .option("topic", smoke_topic)
+            .mode("append")
+            .save()
+        )
     assert stock.consume(smoke_topic) == []  # a 4.x broker would have delivered it at once
 
 
@@ -213,7 +253,8 @@ def test_acl_1_signatures_are_accepted_and_a_refusal_names_the_keys(spark, acl_c
             admin.send(mq, [OutgoingMessage(body=f"{mq.broker_name}/{mq.queue_id}/{i}".encode()) for i in range(3)])
     signed = _read(spark, acl_cluster, "Secured", accessKey="rmqreader", secretKey="reader-secret")
     assert sorted(r[0] for r in signed.select("body").collect()) == sorted(
-        f"{b}/{q}/{i}".encode() for b in ("broker-a", "broker-b") for q in range(2) for i in range(3))
+        f"{b}/{q}/{i}".encode() for b in ("broker-a", "broker-b") for q in range(2) for i in range(3)
+    )
     with pytest.raises(Exception, match="No accessKey is configured") as unsigned:
         _read(spark, acl_cluster, "Secured").count()
     assert "check accessKey/secretKey and the user's permissions" in str(unsigned.value)

@@ -1,5 +1,6 @@
 """The stock-process harness itself: RocketMQ's own startup classes, mqadmin, a SIGKILL and a restart on the same
 store, RocketMQ's Java consumer."""
+
 from __future__ import annotations
 
 from collections import Counter

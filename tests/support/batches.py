@@ -1,4 +1,5 @@
 """Comparing the Arrow batches the decoders build with the ones expected."""
+
 from __future__ import annotations
 
 import pyarrow as pa
@@ -11,9 +12,13 @@ def assert_same(got: pa.RecordBatch, want: pa.RecordBatch, *, unordered_maps: bo
     got.validate(full=True)
     assert got.schema.equals(want.schema, check_metadata=True), (got.schema, want.schema)
     if unordered_maps:
+
         def rows(batch: pa.RecordBatch) -> list[dict]:
-            return [{**r, **({"properties": sorted(r["properties"])} if "properties" in r else {})}
-                    for r in batch.to_pylist()]
+            return [
+                {**r, **({"properties": sorted(r["properties"])} if "properties" in r else {})}
+                for r in batch.to_pylist()
+            ]
+
         assert rows(got) == rows(want)
     elif not got.equals(want):  # show the differing rows, else the column whose layout differs
         assert got.to_pylist() == want.to_pylist()

@@ -1,4 +1,5 @@
 """A finished call, as the clients' ``*_async`` methods return them: for fakes that answer at once."""
+
 from __future__ import annotations
 
 

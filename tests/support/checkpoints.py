@@ -1,5 +1,6 @@
 """Reading a streaming query's checkpoint from outside its driver: the batches in Spark's offset and commit logs,
 and the source offsets of the newest committed batch."""
+
 from __future__ import annotations
 
 import json

@@ -1,5 +1,6 @@
 """A scripted peer on 127.0.0.1 for unit tests of connections: it runs a script for each connection it accepts;
 ``read_request`` reads one frame the client sent; ``Relay`` forwards to a real server until it is black-holed."""
+
 from __future__ import annotations
 
 import socket
@@ -42,6 +43,7 @@ class Peer:
 
 def read_request(sock) -> RemotingCommand:
     """The next frame from ``sock``; OSError when the client closed the connection."""
+
     def exact(n):
         buf = b""
         while len(buf) < n:
@@ -50,6 +52,7 @@ def read_request(sock) -> RemotingCommand:
                 raise OSError("closed")
             buf += chunk
         return buf
+
     (length,) = struct.unpack(">i", exact(4))
     return decode_frame(exact(length))
 

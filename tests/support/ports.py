@@ -1,4 +1,5 @@
 """Loopback ports for servers that must come back on the same port after a restart."""
+
 from __future__ import annotations
 
 import random

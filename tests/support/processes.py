@@ -1,5 +1,6 @@
 """Child processes of tests, killed as machines die: a whole process group at once (a Python driver with its Spark
 JVM and that JVM's Python workers; a Spark worker with the executors it launched)."""
+
 from __future__ import annotations
 
 import os

@@ -18,12 +18,13 @@ A record with INNER_BATCH_FLAG and NEED_UNWRAP_FLAG (a batch sent to a BatchCons
 body the SEND_BATCH_MESSAGE records of its messages; like the Java client (PullAPIWrapper.processPullResult ->
 MessageDecoder.decodeMessage) they are unwrapped with queue offsets ``queueOffset + i``.
 """
+
 from __future__ import annotations
 
 import socket
 import struct
+from collections.abc import Sequence
 from dataclasses import fields, replace
-from typing import Sequence
 
 import pyarrow as pa
 
@@ -35,7 +36,6 @@ from rmq_spark.client.grpc.v2 import definition_pb2 as pb
 from rmq_spark.client.grpc.v2 import service_pb2 as svc
 from rmq_spark.client.model import KEY_SEPARATOR, PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_UNIQ_KEY, Message, MessageQueue
 from rmq_spark.source.schema import ARROW_SCHEMA, COLUMNS
-
 from tests.support import reference_compression as compression
 
 # MessageDecoder magic codes.
@@ -62,8 +62,7 @@ _II = struct.Struct(">ii")
 # read as raw ip+port bytes: they key a cache of rendered "ip:port" strings and form the offset message id;
 # preparedTransactionOffset is skipped (no decoder uses it).
 _LAYOUTS = tuple(
-    struct.Struct(f">iiiiiqqiq{born}sq{store}si8xi")
-    for born, store in ((8, 8), (20, 8), (8, 20), (20, 20))
+    struct.Struct(f">iiiiiqqiq{born}sq{store}si8xi") for born, store in ((8, 8), (20, 8), (8, 20), (20, 20))
 )
 _LAYOUT_SIZES = tuple(s.size for s in _LAYOUTS)
 # A record of a SEND_BATCH_MESSAGE body (MessageDecoder.encodeMessage): totalSize, magic, bodyCRC, flag, bodyLen.
@@ -72,16 +71,37 @@ _BATCH_FIXED = _BATCH_HEAD.size + 2
 
 _new = object.__new__
 _set = object.__setattr__
-_MESSAGE_FIELDS = ("topic", "broker_name", "queue_id", "queue_offset", "msg_id", "tags", "keys", "body",
-                   "born_timestamp", "store_timestamp", "born_host", "store_host", "reconsume_times", "flag",
-                   "properties", "sys_flag", "commit_log_offset", "body_crc")
+_MESSAGE_FIELDS = (
+    "topic",
+    "broker_name",
+    "queue_id",
+    "queue_offset",
+    "msg_id",
+    "tags",
+    "keys",
+    "body",
+    "born_timestamp",
+    "store_timestamp",
+    "born_host",
+    "store_host",
+    "reconsume_times",
+    "flag",
+    "properties",
+    "sys_flag",
+    "commit_log_offset",
+    "body_crc",
+)
 # Messages are built by filling __dict__ directly (2-3x faster than the frozen dataclass __init__); only when
 # model.Message has exactly these fields and no __post_init__, else through the constructor.
-_FAST_MESSAGE = (tuple(f.name for f in fields(Message)) == _MESSAGE_FIELDS
-                 and not hasattr(Message, "__post_init__") and not hasattr(Message, "__slots__"))
+_FAST_MESSAGE = (
+    tuple(f.name for f in fields(Message)) == _MESSAGE_FIELDS
+    and not hasattr(Message, "__post_init__")
+    and not hasattr(Message, "__slots__")
+)
 
 
 # ---------------------------------------------------------------------------------------------- properties
+
 
 def decode_properties(text: str) -> dict[str, str]:
     """Inverse of ``encode_properties`` with Java's rules: pairs with an empty name or value are dropped,
@@ -95,6 +115,7 @@ def decode_properties(text: str) -> dict[str, str]:
 
 
 # ---------------------------------------------------------------------------------------------- hosts, ids
+
 
 def _render_host(raw: bytes) -> str:
     """``ip:port`` from 4- or 16-byte IP + int32 port, the plain form of Java's
@@ -130,8 +151,12 @@ def offset_message_id(store_host_raw: bytes, commit_log_offset: int) -> str:
 
 # ---------------------------------------------------------------------------------------------- decompression
 
-_CODECS = {0: compression.ZLIB, COMPRESSION_ZLIB: compression.ZLIB, COMPRESSION_LZ4: compression.LZ4,
-           COMPRESSION_ZSTD: compression.ZSTD}  # 0: older producers without a compression type
+_CODECS = {
+    0: compression.ZLIB,
+    COMPRESSION_ZLIB: compression.ZLIB,
+    COMPRESSION_LZ4: compression.LZ4,
+    COMPRESSION_ZSTD: compression.ZSTD,
+}  # 0: older producers without a compression type
 
 
 def _decompress(sys_flag: int, raw: bytes, limit: int, where: str) -> bytes:
@@ -148,17 +173,31 @@ def _not_utf8(e: UnicodeDecodeError) -> str:
 
 # ---------------------------------------------------------------------------------------------- decoding
 
-def _unwrap_inner_batch(body: bytes, topic: str, broker_name: str, queue_id: int, queue_offset: int,
-                        sys_flag: int, born_ts: int, store_ts: int, born_host: str, store_host: str,
-                        commit_log_offset: int, fallback_id: str, out: list) -> None:
+
+def _unwrap_inner_batch(
+    body: bytes,
+    topic: str,
+    broker_name: str,
+    queue_id: int,
+    queue_offset: int,
+    sys_flag: int,
+    born_ts: int,
+    store_ts: int,
+    born_host: str,
+    store_host: str,
+    commit_log_offset: int,
+    fallback_id: str,
+    out: list,
+) -> None:
     """Append the messages of an inner-batch record's body (SEND_BATCH_MESSAGE records) to ``out``."""
     n = len(body)
     pos = 0
     index = 0
     while pos < n:
         if n - pos < _BATCH_FIXED:
-            raise ProtocolError(f"inner-batch message {index} truncated: {n - pos} bytes left, "
-                                f"{_BATCH_FIXED} needed for its header")
+            raise ProtocolError(
+                f"inner-batch message {index} truncated: {n - pos} bytes left, {_BATCH_FIXED} needed for its header"
+            )
         total, _magic, _crc, flag, blen = _BATCH_HEAD.unpack_from(body, pos)
         b0 = pos + _BATCH_HEAD.size
         if blen < 0 or blen > n - b0 - 2:
@@ -168,20 +207,36 @@ def _unwrap_inner_batch(body: bytes, topic: str, broker_name: str, queue_id: int
         if plen < 0 or plen > n - p0:
             raise ProtocolError(f"inner-batch message {index} properties length {plen} exceeds the batch")
         if total != p0 + plen - pos:
-            raise ProtocolError(f"inner-batch message {index} totalSize {total} disagrees with its fields "
-                                f"({p0 + plen - pos} bytes)")
+            raise ProtocolError(
+                f"inner-batch message {index} totalSize {total} disagrees with its fields ({p0 + plen - pos} bytes)"
+            )
         try:
-            props = decode_properties(str(body[p0:p0 + plen], "utf-8")) if plen else {}
+            props = decode_properties(str(body[p0 : p0 + plen], "utf-8")) if plen else {}
         except UnicodeDecodeError as e:
             raise ProtocolError(f"inner-batch message {index} properties are {_not_utf8(e)}") from None
         keys = props.get(PROPERTY_KEYS)
-        out.append(Message(
-            topic=topic, broker_name=broker_name, queue_id=queue_id, queue_offset=queue_offset + index,
-            msg_id=props.get(PROPERTY_UNIQ_KEY) or fallback_id, tags=props.get(PROPERTY_TAGS),
-            keys=tuple(k for k in keys.split(KEY_SEPARATOR) if k) if keys else (),
-            body=bytes(body[b0:b0 + blen]), born_timestamp=born_ts, store_timestamp=store_ts,
-            born_host=born_host, store_host=store_host, reconsume_times=0, flag=flag, properties=props,
-            sys_flag=sys_flag, commit_log_offset=commit_log_offset, body_crc=0))
+        out.append(
+            Message(
+                topic=topic,
+                broker_name=broker_name,
+                queue_id=queue_id,
+                queue_offset=queue_offset + index,
+                msg_id=props.get(PROPERTY_UNIQ_KEY) or fallback_id,
+                tags=props.get(PROPERTY_TAGS),
+                keys=tuple(k for k in keys.split(KEY_SEPARATOR) if k) if keys else (),
+                body=bytes(body[b0 : b0 + blen]),
+                born_timestamp=born_ts,
+                store_timestamp=store_ts,
+                born_host=born_host,
+                store_host=store_host,
+                reconsume_times=0,
+                flag=flag,
+                properties=props,
+                sys_flag=sys_flag,
+                commit_log_offset=commit_log_offset,
+                body_crc=0,
+            )
+        )
         pos = p0 + plen
         index += 1
 
@@ -274,8 +329,9 @@ def scan_records(buf: bytes | memoryview, heads: list, spans: list) -> int:
                 _record_error(pos, n, total, blen, tlen, p0, end)
             (plen,) = unpack_i16(buf, t1)
             if plen != end - p0:  # (end >= p0 here, so a negative length fails too)
-                raise ProtocolError(f"message at byte {pos}: properties length {plen} does not end the record "
-                                    f"at its totalSize {total}")
+                raise ProtocolError(
+                    f"message at byte {pos}: properties length {plen} does not end the record at its totalSize {total}"
+                )
             append(head)
             spans += (b0, b1, t0, t1, p0, end)
             flags |= sys_flag
@@ -285,9 +341,14 @@ def scan_records(buf: bytes | memoryview, heads: list, spans: list) -> int:
     return flags
 
 
-def decode_messages(data: bytes | bytearray | memoryview, broker_name: str, *,
-                    tags: frozenset[str] | set[str] | None = None, offset_delta: int = 0,
-                    max_body: int = DEFAULT_MAX_MESSAGE_BYTES) -> list[Message]:
+def decode_messages(
+    data: bytes | bytearray | memoryview,
+    broker_name: str,
+    *,
+    tags: frozenset[str] | set[str] | None = None,
+    offset_delta: int = 0,
+    max_body: int = DEFAULT_MAX_MESSAGE_BYTES,
+) -> list[Message]:
     """Decode the body of a PULL_MESSAGE FOUND response into messages, in order.
 
     ``tags``: the TAG subscription's tag set; when given (and neither empty nor containing ``*``) messages whose
@@ -313,16 +374,31 @@ def decode_messages(data: bytes | bytearray | memoryview, broker_name: str, *,
     head = None
     try:
         for head, b0, b1, t0, t1, p0, end in zip(heads, it, it, it, it, it, it):
-            (_total, _magic, body_crc, queue_id, flag, queue_offset, phys, sys_flag, born_ts, born_raw, store_ts,
-             store_raw, reconsume, _blen) = head
+            (
+                _total,
+                _magic,
+                body_crc,
+                queue_id,
+                flag,
+                queue_offset,
+                phys,
+                sys_flag,
+                born_ts,
+                born_raw,
+                store_ts,
+                store_raw,
+                reconsume,
+                _blen,
+            ) = head
             try:
                 topic = str(buf[t0:t1], "utf-8")
             except UnicodeDecodeError as e:
                 raise ProtocolError(f"message at byte {end - head[0]}: the topic is {_not_utf8(e)}") from None
             body = buf[b0:b1]
             if sys_flag & COMPRESSED_FLAG and b1 > b0:
-                body = _decompress(sys_flag, body, max_body,
-                                   f"{topic}:{broker_name}/{queue_id} offset {queue_offset + offset_delta}")
+                body = _decompress(
+                    sys_flag, body, max_body, f"{topic}:{broker_name}/{queue_id} offset {queue_offset + offset_delta}"
+                )
                 sys_flag &= ~COMPRESSED_FLAG
             try:
                 props = parse_props(str(buf[p0:end], "utf-8")) if end > p0 else {}
@@ -331,8 +407,21 @@ def decode_messages(data: bytes | bytearray | memoryview, broker_name: str, *,
             born_host = hosts[born_raw]
             store_host = hosts[store_raw]
             if sys_flag & 0xC0 == 0xC0:  # INNER_BATCH_FLAG | NEED_UNWRAP_FLAG
-                _unwrap_inner_batch(body, topic, broker_name, queue_id, queue_offset, sys_flag, born_ts,
-                                    store_ts, born_host, store_host, phys, offset_message_id(store_raw, phys), out)
+                _unwrap_inner_batch(
+                    body,
+                    topic,
+                    broker_name,
+                    queue_id,
+                    queue_offset,
+                    sys_flag,
+                    born_ts,
+                    store_ts,
+                    born_host,
+                    store_host,
+                    phys,
+                    offset_message_id(store_raw, phys),
+                    out,
+                )
                 continue
             msg_id = props.get("UNIQ_KEY")
             if msg_id is None:
@@ -345,11 +434,26 @@ def decode_messages(data: bytes | bytearray | memoryview, broker_name: str, *,
                 keys = tuple(keys)
             else:
                 keys = ()
-            d = {"topic": topic, "broker_name": broker_name, "queue_id": queue_id, "queue_offset": queue_offset,
-                 "msg_id": msg_id, "tags": props.get("TAGS"), "keys": keys, "body": body,
-                 "born_timestamp": born_ts, "store_timestamp": store_ts, "born_host": born_host,
-                 "store_host": store_host, "reconsume_times": reconsume, "flag": flag, "properties": props,
-                 "sys_flag": sys_flag, "commit_log_offset": phys, "body_crc": body_crc}
+            d = {
+                "topic": topic,
+                "broker_name": broker_name,
+                "queue_id": queue_id,
+                "queue_offset": queue_offset,
+                "msg_id": msg_id,
+                "tags": props.get("TAGS"),
+                "keys": keys,
+                "body": body,
+                "born_timestamp": born_ts,
+                "store_timestamp": store_ts,
+                "born_host": born_host,
+                "store_host": store_host,
+                "reconsume_times": reconsume,
+                "flag": flag,
+                "properties": props,
+                "sys_flag": sys_flag,
+                "commit_log_offset": phys,
+                "body_crc": body_crc,
+            }
             if fast:
                 m = new(msg_cls)
                 setattr_(m, "__dict__", d)
@@ -367,6 +471,7 @@ def decode_messages(data: bytes | bytearray | memoryview, broker_name: str, *,
 
 # ---------------------------------------------------------------------------------------------- v2 answer frames
 
+
 def from_v2(m: pb.Message, mq: MessageQueue, max_body: int = DEFAULT_MAX_MESSAGE_BYTES) -> Message:
     """One pulled v2 message as the client's Message of queue ``mq``; a GZIP body may expand to ``max_body``."""
     sp = m.system_properties
@@ -375,8 +480,9 @@ def from_v2(m: pb.Message, mq: MessageQueue, max_body: int = DEFAULT_MAX_MESSAGE
     body = m.body
     topic = m.topic.name or mq.topic
     if sp.body_encoding == pb.GZIP:
-        body = compression.decompress(compression.GZIP, body, max_body,
-                                      f"{topic}:{mq.broker_name}/{sp.queue_id} offset {sp.queue_offset}")
+        body = compression.decompress(
+            compression.GZIP, body, max_body, f"{topic}:{mq.broker_name}/{sp.queue_id} offset {sp.queue_offset}"
+        )
     try:
         flag_value = int(flag) if flag is not None else 0
     except ValueError:
@@ -386,17 +492,30 @@ def from_v2(m: pb.Message, mq: MessageQueue, max_body: int = DEFAULT_MAX_MESSAGE
         keys = tuple(k for k in keys if k)
     born, stored = sp.born_timestamp, sp.store_timestamp
     return Message(
-        topic=topic, broker_name=mq.broker_name, queue_id=sp.queue_id,
-        queue_offset=sp.queue_offset, msg_id=sp.message_id, tags=sp.tag if sp.HasField("tag") else None,
-        keys=keys, body=body, born_timestamp=born.seconds * 1000 + born.nanos // 1_000_000,
-        store_timestamp=stored.seconds * 1000 + stored.nanos // 1_000_000, born_host=sp.born_host,
+        topic=topic,
+        broker_name=mq.broker_name,
+        queue_id=sp.queue_id,
+        queue_offset=sp.queue_offset,
+        msg_id=sp.message_id,
+        tags=sp.tag if sp.HasField("tag") else None,
+        keys=keys,
+        body=body,
+        born_timestamp=born.seconds * 1000 + born.nanos // 1_000_000,
+        store_timestamp=stored.seconds * 1000 + stored.nanos // 1_000_000,
+        born_host=sp.born_host,
         store_host=sp.store_host,
         reconsume_times=max(sp.delivery_attempt - 1, 0) if sp.HasField("delivery_attempt") else 0,
-        flag=flag_value, properties=props)
+        flag=flag_value,
+        properties=props,
+    )
 
 
-def decode_frames(frames: Sequence[bytes], mq: MessageQueue, tags: frozenset[str] | None = None,
-                  max_body: int = DEFAULT_MAX_MESSAGE_BYTES) -> list[Message]:
+def decode_frames(
+    frames: Sequence[bytes],
+    mq: MessageQueue,
+    tags: frozenset[str] | None = None,
+    max_body: int = DEFAULT_MAX_MESSAGE_BYTES,
+) -> list[Message]:
     """The messages of a pull's answer frames (serialized ``PullMessageResponse``s that each hold a message) whose
     tag is in ``tags`` (None: every message). ProtocolError for a frame that protobuf cannot read."""
     out = []
@@ -461,8 +580,10 @@ class MessageBatcher:
         kept = [m for m in messages if low <= m.queue_offset < high]
         for m in kept:
             if m.born_timestamp not in _MS_RANGE or m.store_timestamp not in _MS_RANGE:
-                raise ProtocolError(f"message at queue offset {m.queue_offset} of topic {m.topic!r}: a timestamp "
-                                    "is out of the range of microsecond timestamps")
+                raise ProtocolError(
+                    f"message at queue offset {m.queue_offset} of topic {m.topic!r}: a timestamp "
+                    "is out of the range of microsecond timestamps"
+                )
         self._messages.extend(kept)
         self.nbytes += sum(len(m.body) for m in kept)
 

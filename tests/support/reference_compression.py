@@ -1,6 +1,7 @@
 """The test oracle of the native core's bounded decompression (``native/src/decompress.rs``), over the Python codec
 libraries: a body that would expand past the limit stops there. zlib and gzip (RocketMQ's default codec, the v2
 API's GZIP encoding), LZ4 frame and zstd (RocketMQ 5)."""
+
 from __future__ import annotations
 
 import io
@@ -12,8 +13,10 @@ import zstandard as _zstd
 from rmq_spark.client.errors import MessageTooLargeError, ProtocolError
 
 ZLIB, GZIP, LZ4, ZSTD = "zlib", "gzip", "lz4", "zstd"
-TOO_LARGE_HINT = ("the limit is option maxMessageBytes (raise it only if producers really send bodies that large: a "
-                  "small body that expands this far is a decompression bomb)")
+TOO_LARGE_HINT = (
+    "the limit is option maxMessageBytes (raise it only if producers really send bodies that large: a "
+    "small body that expands this far is a decompression bomb)"
+)
 
 
 def _too_large(codec: str, limit: int) -> MessageTooLargeError:

@@ -7,6 +7,7 @@ one. RocketMQ itself is the integration tests' job.
 
 The fake's answers map to the broker's: a PullResult to its response code, remark and header fields; a
 ConnectionLostError to a closed connection; another RocketMQError to its code and remark."""
+
 from __future__ import annotations
 
 import json
@@ -14,9 +15,9 @@ import socket
 
 from rmq_spark.client.errors import ConnectionLostError, RocketMQError
 from rmq_spark.client.model import FilterExpression, MessageQueue
-from rmq_spark.compiled import PullStatus
 from rmq_spark.client.remoting import codes
 from rmq_spark.client.remoting.frame import RemotingCommand, encode_command
+from rmq_spark.compiled import PullStatus
 from tests.support.loopback_peer import Peer, read_request
 
 _CODES = {
@@ -32,8 +33,9 @@ class ScriptedRemoting:
     """Serves ``fake`` (an object with ``pull_async(mq, offset, max_nums, **subscription)`` answering pendings of
     PullResult, and ``min_offset(mq)``) for queues ``broker_name``/0..``queues``-1 of any topic."""
 
-    def __init__(self, fake, *, broker_name: str = "broker-a", queues: int = 1,
-                 fixed: dict[int, RemotingCommand] | None = None) -> None:
+    def __init__(
+        self, fake, *, broker_name: str = "broker-a", queues: int = 1, fixed: dict[int, RemotingCommand] | None = None
+    ) -> None:
         self.fake, self.broker_name, self.queues = fake, broker_name, queues
         self.fixed = dict(fixed or {})  # a fixed answer per request code
         self._peer = Peer(self._serve)
@@ -42,7 +44,7 @@ class ScriptedRemoting:
     def close(self) -> None:
         self._peer.close()
 
-    def __enter__(self) -> "ScriptedRemoting":
+    def __enter__(self) -> ScriptedRemoting:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -60,10 +62,17 @@ class ScriptedRemoting:
     def _answer(self, request: RemotingCommand) -> RemotingCommand | None:
         ext = request.ext_fields
         if request.code == codes.GET_ROUTEINFO_BY_TOPIC:
-            route = {"brokerDatas": [{"cluster": "c", "brokerName": self.broker_name,
-                                      "brokerAddrs": {"0": self.address}}],
-                     "queueDatas": [{"brokerName": self.broker_name, "readQueueNums": self.queues,
-                                     "writeQueueNums": self.queues, "perm": 6}]}
+            route = {
+                "brokerDatas": [{"cluster": "c", "brokerName": self.broker_name, "brokerAddrs": {"0": self.address}}],
+                "queueDatas": [
+                    {
+                        "brokerName": self.broker_name,
+                        "readQueueNums": self.queues,
+                        "writeQueueNums": self.queues,
+                        "perm": 6,
+                    }
+                ],
+            }
             return RemotingCommand(code=codes.SUCCESS, body=json.dumps(route).encode())
         if request.code in self.fixed:
             fixed = self.fixed[request.code]
@@ -74,14 +83,26 @@ class ScriptedRemoting:
                 return RemotingCommand(code=codes.SUCCESS, ext_fields={"offset": str(self.fake.min_offset(mq))})
             if request.code != codes.PULL_MESSAGE:
                 return RemotingCommand(code=codes.REQUEST_CODE_NOT_SUPPORTED, remark=f"code {request.code}")
-            r = self.fake.pull_async(mq, int(ext["queueOffset"]), int(ext["maxMsgNums"]),
-                                     group=ext["consumerGroup"],
-                                     expression=FilterExpression(ext["subscription"], ext["expressionType"])).result()
+            r = self.fake.pull_async(
+                mq,
+                int(ext["queueOffset"]),
+                int(ext["maxMsgNums"]),
+                group=ext["consumerGroup"],
+                expression=FilterExpression(ext["subscription"], ext["expressionType"]),
+            ).result()
         except ConnectionLostError:
             return None
         except RocketMQError as e:
             return RemotingCommand(code=e.code if e.code is not None else codes.SYSTEM_ERROR, remark=e.remark)
         code, remark = _CODES[r.status]
-        return RemotingCommand(code=code, remark=remark, body=r.body, ext_fields={
-            "nextBeginOffset": str(r.next_begin_offset), "minOffset": str(r.min_offset),
-            "maxOffset": str(r.max_offset), "suggestWhichBrokerId": str(r.suggest_which_broker_id)})
+        return RemotingCommand(
+            code=code,
+            remark=remark,
+            body=r.body,
+            ext_fields={
+                "nextBeginOffset": str(r.next_begin_offset),
+                "minOffset": str(r.min_offset),
+                "maxOffset": str(r.max_offset),
+                "suggestWhichBrokerId": str(r.suggest_which_broker_id),
+            },
+        )

@@ -15,6 +15,7 @@ a test can SIGKILL a broker and restart it on its store::
 Every process runs in its own process group with its logs in its directory under ``root``; ``close`` SIGKILLs them
 all, and each dies with the thread that started it (PR_SET_PDEATHSIG) should the test process itself be killed.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -22,9 +23,9 @@ import json
 import signal
 import subprocess
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping
 
 from rmq_spark.client.errors import RocketMQError, TopicNotFoundError
 from rmq_spark.client.remoting.client import RemotingClient
@@ -57,20 +58,32 @@ _LOGBACK = """<configuration>
 # ended halves are then written once 4 KiB of them are pending, the rest within five minutes; meanwhile the broker's
 # transaction check may copy committed halves inside its half topic, which consumers never see.
 BROKER_DEFAULTS: Mapping[str, str] = {
-    "brokerRole": "ASYNC_MASTER", "flushDiskType": "ASYNC_FLUSH",
-    "mappedFileSizeCommitLog": str(64 * 1024 * 1024), "maxHashSlotNum": "5000", "maxIndexNum": "20000",
-    "mappedFileSizeTimerLog": str(4 * 1024 * 1024), "timerFlushIntervalMs": "30000",
-    "transactionMetricFlushInterval": "500", "transactionOpBatchInterval": "300000",
-    "sendMessageThreadPoolNums": "2", "endTransactionThreadPoolNums": "2", "diskMaxUsedSpaceRatio": "95",
+    "brokerRole": "ASYNC_MASTER",
+    "flushDiskType": "ASYNC_FLUSH",
+    "mappedFileSizeCommitLog": str(64 * 1024 * 1024),
+    "maxHashSlotNum": "5000",
+    "maxIndexNum": "20000",
+    "mappedFileSizeTimerLog": str(4 * 1024 * 1024),
+    "timerFlushIntervalMs": "30000",
+    "transactionMetricFlushInterval": "500",
+    "transactionOpBatchInterval": "300000",
+    "sendMessageThreadPoolNums": "2",
+    "endTransactionThreadPoolNums": "2",
+    "diskMaxUsedSpaceRatio": "95",
 }
 
 
 # A test proxy: few threads (its defaults scale with the cores), no thread dumps in its log.
 PROXY_DEFAULTS: Mapping[str, object] = {
-    "rocketmqMQClientNum": 1, "enablePrintJstack": False, "grpcThreadPoolNums": 2,
-    "remotingSendMessageThreadPoolNums": 2, "remotingPullMessageThreadPoolNums": 4,
-    "remotingUpdateOffsetThreadPoolNums": 2, "remotingDefaultThreadPoolNums": 2,
-    "remotingHeartbeatThreadPoolNums": 1, "remotingTopicRouteThreadPoolNums": 1,
+    "rocketmqMQClientNum": 1,
+    "enablePrintJstack": False,
+    "grpcThreadPoolNums": 2,
+    "remotingSendMessageThreadPoolNums": 2,
+    "remotingPullMessageThreadPoolNums": 4,
+    "remotingUpdateOffsetThreadPoolNums": 2,
+    "remotingDefaultThreadPoolNums": 2,
+    "remotingHeartbeatThreadPoolNums": 1,
+    "remotingTopicRouteThreadPoolNums": 1,
 }
 
 
@@ -106,8 +119,10 @@ class StockProcess:
         """The last lines of its console and of RocketMQ's own logs, for an error message."""
         parts = []
         main_logs = ("broker.log", "namesrv.log", "proxy.log", "rocketmq.log")  # 5.x's, and 4.x's one (_LOGBACK)
-        for log in [self.dir / "console.log", *(p for p in sorted((self.dir / "logs").rglob("*.log"))
-                                                if p.name in main_logs)]:
+        for log in [
+            self.dir / "console.log",
+            *(p for p in sorted((self.dir / "logs").rglob("*.log")) if p.name in main_logs),
+        ]:
             if log.is_file():
                 tail = log.read_text(errors="replace").splitlines()[-lines:]
                 parts.append(f"--- {log.name}\n" + "\n".join(tail))
@@ -120,9 +135,17 @@ class StockCluster:
     ``proxy`` (5.x only), RocketMQ 5's proxy in front of them, in cluster mode: its remoting port is
     ``proxy_address``, its gRPC port ``proxy_grpc_address``."""
 
-    def __init__(self, root: Path, *, version: str = "5.5.0", brokers: tuple[str, ...] = ("broker-a", "broker-b"),
-                 heap: str = "256m", broker_config: Mapping[str, str] | None = None,
-                 ready_timeout: float = 90.0, proxy: bool = False) -> None:
+    def __init__(
+        self,
+        root: Path,
+        *,
+        version: str = "5.5.0",
+        brokers: tuple[str, ...] = ("broker-a", "broker-b"),
+        heap: str = "256m",
+        broker_config: Mapping[str, str] | None = None,
+        ready_timeout: float = 90.0,
+        proxy: bool = False,
+    ) -> None:
         self.root = Path(root)
         self.version = version
         self.heap = heap
@@ -152,7 +175,7 @@ class StockCluster:
         return f"{HOST}:{self._proxy_grpc_port}"
 
     # -- lifecycle -------------------------------------------------------------------------------------------
-    def start(self) -> "StockCluster":
+    def start(self) -> StockCluster:
         """Start the name server, then every broker; return once each is registered (``close`` stops what
         started, also when this fails)."""
         try:
@@ -183,7 +206,7 @@ class StockCluster:
             self._client.close()
             self._client = None
 
-    def __enter__(self) -> "StockCluster":
+    def __enter__(self) -> StockCluster:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -221,8 +244,9 @@ class StockCluster:
         output. mqadmin exits 0 even when its command failed: check the effect (e.g. ``wait_topic``)."""
         tools = self.root / "mqadmin"
         tools.mkdir(exist_ok=True)
-        cmd = java_command(self.version, MQADMIN_MAIN, *args, "-n", self.name_server, heap="128m", home=tools,
-                           rocketmq_home=self._home)
+        cmd = java_command(
+            self.version, MQADMIN_MAIN, *args, "-n", self.name_server, heap="128m", home=tools, rocketmq_home=self._home
+        )
         proc = subprocess.run(cmd, cwd=tools, capture_output=True, text=True, timeout=timeout)
         return proc.stdout + proc.stderr
 
@@ -237,6 +261,7 @@ class StockCluster:
 
     def wait_topic(self, topic: str, queues: int, timeout: float = 30.0) -> None:
         """Wait until the route of ``topic`` shows ``queues`` read and write queues on every running broker."""
+
         def shown() -> bool:
             try:
                 route = self._client.route(topic, refresh=True)
@@ -256,8 +281,9 @@ class StockCluster:
         cmd = java(str(ensure_jar()), READER_MAIN, self.name_server, *topics, heap="256m", home=reader)
         proc = subprocess.run(cmd, cwd=reader, capture_output=True, text=True, timeout=timeout)
         if proc.returncode != 0:
-            raise StockClusterError(f"the Java consumer could not read {', '.join(topics)} (exit {proc.returncode})"
-                                    f":\n{proc.stderr[-4000:]}")
+            raise StockClusterError(
+                f"the Java consumer could not read {', '.join(topics)} (exit {proc.returncode}):\n{proc.stderr[-4000:]}"
+            )
         return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
 
     # -- internals -------------------------------------------------------------------------------------------
@@ -269,10 +295,23 @@ class StockCluster:
 
     def _start_broker(self, b: StockProcess) -> None:
         store = b.dir / "store"
-        self._launch(b, BROKER_MAIN, {
-            "brokerClusterName": CLUSTER, "brokerName": b.name, "brokerId": "0", "namesrvAddr": self.name_server,
-            "brokerIP1": HOST, "brokerIP2": HOST, "listenPort": str(b.port), "haListenPort": str(b.port + 1),
-            "storePathRootDir": str(store), "storePathCommitLog": str(store / "commitlog"), **self.broker_config})
+        self._launch(
+            b,
+            BROKER_MAIN,
+            {
+                "brokerClusterName": CLUSTER,
+                "brokerName": b.name,
+                "brokerId": "0",
+                "namesrvAddr": self.name_server,
+                "brokerIP1": HOST,
+                "brokerIP2": HOST,
+                "listenPort": str(b.port),
+                "haListenPort": str(b.port + 1),
+                "storePathRootDir": str(store),
+                "storePathCommitLog": str(store / "commitlog"),
+                **self.broker_config,
+            },
+        )
 
     def _start_proxy(self) -> None:
         """ProxyStartup in cluster mode with a plain rmq-proxy.json, as operators start it; wait until its remoting
@@ -280,19 +319,32 @@ class StockCluster:
         p = self.proxy
         p.dir.mkdir(parents=True, exist_ok=True)
         conf = p.dir / "rmq-proxy.json"
-        conf.write_text(json.dumps({
-            "rocketMQClusterName": CLUSTER, "namesrvAddr": self.name_server, "proxyMode": "cluster",
-            "remotingListenPort": p.port, "grpcServerPort": self._proxy_grpc_port,
-            "remotingAccessAddr": HOST, "localServeAddr": HOST, "proxyName": "stock-proxy",
-            **PROXY_DEFAULTS}, indent=2))
+        conf.write_text(
+            json.dumps(
+                {
+                    "rocketMQClusterName": CLUSTER,
+                    "namesrvAddr": self.name_server,
+                    "proxyMode": "cluster",
+                    "remotingListenPort": p.port,
+                    "grpcServerPort": self._proxy_grpc_port,
+                    "remotingAccessAddr": HOST,
+                    "localServeAddr": HOST,
+                    "proxyName": "stock-proxy",
+                    **PROXY_DEFAULTS,
+                },
+                indent=2,
+            )
+        )
         self._launch(p, PROXY_MAIN, conf, "-pc", str(conf), "-pm", "cluster")
         with RemotingClient(p.address, request_timeout=5.0, connect_timeout=2.0) as client:
+
             def routes_through_it() -> bool:
                 try:
                     groups = [client.route(name, refresh=True).broker(name) for name in self.brokers]
                 except RocketMQError:
                     return False
                 return all(g is not None and g.master_address == p.address for g in groups)
+
             self._wait(routes_through_it, f"the proxy at {p.address} to route every broker group", p)
 
     def _launch(self, p: StockProcess, main_class: str, conf: Path | Mapping[str, str], *args: str) -> None:
@@ -303,12 +355,25 @@ class StockCluster:
             config, conf = conf, p.dir / ("broker.conf" if main_class == BROKER_MAIN else "namesrv.conf")
             conf.write_text("".join(f"{k}={v}\n" for k, v in config.items()))
             args = ("-c", str(conf))
-        cmd = java_command(self.version, main_class, *args, heap=self.heap, home=p.dir, rocketmq_home=self._home,
-                           proxy=self.proxy is not None)
+        cmd = java_command(
+            self.version,
+            main_class,
+            *args,
+            heap=self.heap,
+            home=p.dir,
+            rocketmq_home=self._home,
+            proxy=self.proxy is not None,
+        )
         with open(p.dir / "console.log", "a") as console:
-            p.proc = subprocess.Popen(cmd, cwd=p.dir, stdin=subprocess.DEVNULL, stdout=console,
-                                      stderr=subprocess.STDOUT, start_new_session=True,
-                                      preexec_fn=_die_with_parent)
+            p.proc = subprocess.Popen(
+                cmd,
+                cwd=p.dir,
+                stdin=subprocess.DEVNULL,
+                stdout=console,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=_die_with_parent,
+            )
 
     def _answers(self) -> bool:
         try:
@@ -330,9 +395,10 @@ class StockCluster:
         deadline = time.monotonic() + (timeout or self.ready_timeout)
         while not condition():
             if process.proc is not None and process.proc.poll() is not None:
-                raise StockClusterError(f"waiting for {what}: {process.name} exited ({process.proc.returncode}); "
-                                        f"its output:\n{process.output()}")
+                raise StockClusterError(
+                    f"waiting for {what}: {process.name} exited ({process.proc.returncode}); "
+                    f"its output:\n{process.output()}"
+                )
             if time.monotonic() > deadline:
-                raise StockClusterError(f"timed out waiting for {what}; {process.name}'s output:\n"
-                                        f"{process.output()}")
+                raise StockClusterError(f"timed out waiting for {what}; {process.name}'s output:\n{process.output()}")
             time.sleep(0.1)

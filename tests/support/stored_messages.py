@@ -1,8 +1,7 @@
 """Test helper: build commit-log message records (what a PULL_MESSAGE FOUND body concatenates) by the layout
 of MessageDecoder.encode, independently of the library's decoder."""
-from __future__ import annotations
 
-from hypothesis import strategies as st
+from __future__ import annotations
 
 import ipaddress
 import struct
@@ -10,6 +9,7 @@ import zlib
 
 import lz4.frame
 import zstandard
+from hypothesis import strategies as st
 
 MAGIC_V1 = -626843481
 MAGIC_V2 = -626843477
@@ -44,15 +44,28 @@ def _host(addr: tuple[str, int]) -> tuple[bytes, bool]:
     return ip.packed + struct.pack(">i", addr[1]), ip.version == 6
 
 
-def encode_stored_message(*, topic: str = "TopicTest", body: bytes = b"hello", properties: dict[str, str] | None = None,
-                          raw_properties: bytes | None = None, queue_id: int = 0, queue_offset: int = 0,
-                          flag: int = 0, commit_log_offset: int = 0, sys_flag: int = 0,
-                          born_timestamp: int = 1_700_000_000_000, born_host: tuple[str, int] = ("10.0.0.1", 50000),
-                          store_timestamp: int = 1_700_000_000_005,
-                          store_host: tuple[str, int] = ("10.0.0.2", 10911),
-                          reconsume_times: int = 0, body_crc: int = 0, prepared_tx_offset: int = 0,
-                          magic: int = MAGIC_V1, compression: str | None = None,
-                          total_size: int | None = None) -> bytes:
+def encode_stored_message(
+    *,
+    topic: str = "TopicTest",
+    body: bytes = b"hello",
+    properties: dict[str, str] | None = None,
+    raw_properties: bytes | None = None,
+    queue_id: int = 0,
+    queue_offset: int = 0,
+    flag: int = 0,
+    commit_log_offset: int = 0,
+    sys_flag: int = 0,
+    born_timestamp: int = 1_700_000_000_000,
+    born_host: tuple[str, int] = ("10.0.0.1", 50000),
+    store_timestamp: int = 1_700_000_000_005,
+    store_host: tuple[str, int] = ("10.0.0.2", 10911),
+    reconsume_times: int = 0,
+    body_crc: int = 0,
+    prepared_tx_offset: int = 0,
+    magic: int = MAGIC_V1,
+    compression: str | None = None,
+    total_size: int | None = None,
+) -> bytes:
     """One stored record. ``compression`` compresses ``body`` and sets the sysFlag bits; the host IP version
     sets the V6 flags."""
     born, born_v6 = _host(born_host)
@@ -67,24 +80,29 @@ def encode_stored_message(*, topic: str = "TopicTest", body: bytes = b"hello", p
     topic_b = topic.encode("utf-8")
     topic_len = struct.pack(">b", len(topic_b)) if magic == MAGIC_V1 else struct.pack(">h", len(topic_b))
     props_b = raw_properties if raw_properties is not None else props_text(properties or {}).encode("utf-8")
-    rest = b"".join([
-        struct.pack(">i", magic),
-        struct.pack(">i", body_crc),
-        struct.pack(">i", queue_id),
-        struct.pack(">i", flag),
-        struct.pack(">q", queue_offset),
-        struct.pack(">q", commit_log_offset),
-        struct.pack(">i", sys_flag),
-        struct.pack(">q", born_timestamp),
-        born,
-        struct.pack(">q", store_timestamp),
-        store,
-        struct.pack(">i", reconsume_times),
-        struct.pack(">q", prepared_tx_offset),
-        struct.pack(">i", len(body)), body,
-        topic_len, topic_b,
-        struct.pack(">h", len(props_b)), props_b,
-    ])
+    rest = b"".join(
+        [
+            struct.pack(">i", magic),
+            struct.pack(">i", body_crc),
+            struct.pack(">i", queue_id),
+            struct.pack(">i", flag),
+            struct.pack(">q", queue_offset),
+            struct.pack(">q", commit_log_offset),
+            struct.pack(">i", sys_flag),
+            struct.pack(">q", born_timestamp),
+            born,
+            struct.pack(">q", store_timestamp),
+            store,
+            struct.pack(">i", reconsume_times),
+            struct.pack(">q", prepared_tx_offset),
+            struct.pack(">i", len(body)),
+            body,
+            topic_len,
+            topic_b,
+            struct.pack(">h", len(props_b)),
+            props_b,
+        ]
+    )
     size = 4 + len(rest) if total_size is None else total_size
     return struct.pack(">i", size) + rest
 
@@ -105,4 +123,4 @@ def mutated_prefix(data, block: bytes, *, min_mutations: int = 0) -> bytearray:
     out = bytearray(block)
     for _ in range(data.draw(st.integers(min_mutations, 6))):
         out[data.draw(st.integers(0, len(out) - 1))] = data.draw(st.integers(0, 255))
-    return out[:data.draw(st.integers(0, len(out)))]
+    return out[: data.draw(st.integers(0, len(out)))]

@@ -4,6 +4,7 @@ queue data. The client must take that node for the slave it is: reads know they 
 needs a master (holds, offset mirror, sends, commit records) goes to it. The route below was recorded from the
 embedded RocketMQ 5.5.0 in that mode, one second after broker-a's master stopped (tests/integration/
 test_acting_master.py runs the same against the real broker)."""
+
 from __future__ import annotations
 
 import json
@@ -18,9 +19,11 @@ from rmq_spark.client.remoting.frame import RemotingCommand, encode_command
 from rmq_spark.client.remoting.namesrv import parse_route
 from tests.support.loopback_peer import Peer, read_request
 
-RECORDED = (b'{"brokerDatas":[{"brokerAddrs":{"0":"127.0.0.1:30575"},"brokerName":"broker-a","cluster":"DefaultCluster",'
-            b'"enableActingMaster":true}],"filterServerTable":{},"queueDatas":[{"brokerName":"broker-a","perm":4,'
-            b'"readQueueNums":2,"topicSysFlag":0,"writeQueueNums":2}]}')
+RECORDED = (
+    b'{"brokerDatas":[{"brokerAddrs":{"0":"127.0.0.1:30575"},"brokerName":"broker-a","cluster":"DefaultCluster",'
+    b'"enableActingMaster":true}],"filterServerTable":{},"queueDatas":[{"brokerName":"broker-a","perm":4,'
+    b'"readQueueNums":2,"topicSysFlag":0,"writeQueueNums":2}]}'
+)
 MQ = MessageQueue("T", "broker-a", 0)
 
 
@@ -40,11 +43,15 @@ def test_the_recorded_route_has_no_master_and_its_slave_is_still_read():
     assert route.read_queues() == [MQ, MessageQueue("T", "broker-a", 1)] and route.write_queues() == []
 
 
-@pytest.mark.parametrize("body", [
-    _with(RECORDED, queueDatas__perm=6),  # the master registered again: writable
-    _with(RECORDED, brokerDatas__enableActingMaster=False),  # a read-only topic of a cluster without the mode
-    _with(RECORDED, brokerDatas__enableActingMaster=None),  # a name server older than the mode
-], ids=["writable", "mode-off", "old-name-server"])
+@pytest.mark.parametrize(
+    "body",
+    [
+        _with(RECORDED, queueDatas__perm=6),  # the master registered again: writable
+        _with(RECORDED, brokerDatas__enableActingMaster=False),  # a read-only topic of a cluster without the mode
+        _with(RECORDED, brokerDatas__enableActingMaster=None),  # a name server older than the mode
+    ],
+    ids=["writable", "mode-off", "old-name-server"],
+)
 def test_a_master_at_broker_id_0_is_a_master_unless_the_route_marks_it_acting(body):
     assert parse_route("T", body).broker("broker-a").master_address == "127.0.0.1:30575"
 
@@ -62,8 +69,9 @@ class _ActingCluster:
         while True:
             request = read_request(sock)
             if request.code == codes.GET_ROUTEINFO_BY_TOPIC:
-                response = RemotingCommand(code=codes.SUCCESS,
-                                           body=RECORDED.replace(b"127.0.0.1:30575", self.address.encode()))
+                response = RemotingCommand(
+                    code=codes.SUCCESS, body=RECORDED.replace(b"127.0.0.1:30575", self.address.encode())
+                )
             else:
                 self.codes.append(request.code)
                 response = RemotingCommand(code=codes.SUCCESS, ext_fields={"offset": "5"})

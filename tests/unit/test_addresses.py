@@ -1,4 +1,5 @@
 """Server addresses: one parser of host:port for the options, the name server list and both transports."""
+
 from __future__ import annotations
 
 import pytest

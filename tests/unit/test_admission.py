@@ -1,5 +1,6 @@
 """Admission control of a micro-batch (rmq_spark/source/admission.py): per-trigger limits and AvailableNow's cap,
 pure functions of offsets, limit and time waited."""
+
 from __future__ import annotations
 
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows
@@ -21,8 +22,9 @@ def test_prorate_reads_everything_under_the_limit():
 
 
 def test_all_available_admits_the_targets():
-    assert admit({A: 0}, {A: 1_000}, ReadAllAvailable(), TriggerLimits(max_messages=10), waited_ms=0,
-                 available_now=False) == {A: 1_000}
+    assert admit(
+        {A: 0}, {A: 1_000}, ReadAllAvailable(), TriggerLimits(max_messages=10), waited_ms=0, available_now=False
+    ) == {A: 1_000}
 
 
 def test_a_max_rows_limit_caps_the_batch():

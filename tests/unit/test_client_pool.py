@@ -1,4 +1,5 @@
 """Shared executor clients: one per settings, leased per task, closed when idle, bounded, keyed without secrets."""
+
 from __future__ import annotations
 
 import pytest

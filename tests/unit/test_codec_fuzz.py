@@ -1,4 +1,5 @@
 """Robustness: whatever bytes arrive, the decoders return a value or raise ProtocolError, never anything else."""
+
 from __future__ import annotations
 
 import json
@@ -8,11 +9,16 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from rmq_spark.client.errors import ProtocolError
-from rmq_spark.client.remoting.frame import JSON, ROCKETMQ, RemotingCommand, decode_frame, encode_command, \
-    parse_loose_json
 from rmq_spark.client.model import OutgoingMessage
+from rmq_spark.client.remoting.frame import (
+    JSON,
+    ROCKETMQ,
+    RemotingCommand,
+    decode_frame,
+    encode_command,
+    parse_loose_json,
+)
 from rmq_spark.client.remoting.send_codec import encode_batch
-
 from tests.support.reference_codec import decode_messages
 from tests.support.stored_messages import INNER_BATCH, MAGIC_V2, NEED_UNWRAP, encode_stored_message, mutated_prefix
 
@@ -45,10 +51,16 @@ def _json_or_protocol_error(text):
 ext_text = st.text(max_size=20)
 commands = st.builds(
     RemotingCommand,
-    code=st.integers(-32768, 32767), opaque=st.integers(-2**31, 2**31 - 1), flag=st.integers(-2**31, 2**31 - 1),
-    remark=st.none() | st.text(max_size=30), ext_fields=st.dictionaries(ext_text, ext_text, max_size=5),
-    body=st.binary(max_size=64), language=st.sampled_from(["JAVA", "PYTHON", "GO", "RUST"]),
-    version=st.integers(0, 32767), serialize_type=st.sampled_from([JSON, ROCKETMQ]))
+    code=st.integers(-32768, 32767),
+    opaque=st.integers(-(2**31), 2**31 - 1),
+    flag=st.integers(-(2**31), 2**31 - 1),
+    remark=st.none() | st.text(max_size=30),
+    ext_fields=st.dictionaries(ext_text, ext_text, max_size=5),
+    body=st.binary(max_size=64),
+    language=st.sampled_from(["JAVA", "PYTHON", "GO", "RUST"]),
+    version=st.integers(0, 32767),
+    serialize_type=st.sampled_from([JSON, ROCKETMQ]),
+)
 
 
 def _encodable(cmd: RemotingCommand) -> bool:
@@ -66,7 +78,14 @@ def test_frame_round_trip(cmd):
         return
     back = decode_frame(encode_command(cmd)[4:])
     assert (back.code, back.opaque, back.flag, back.body, back.language, back.version, back.serialize_type) == (
-        cmd.code, cmd.opaque, cmd.flag, cmd.body, cmd.language, cmd.version, cmd.serialize_type)
+        cmd.code,
+        cmd.opaque,
+        cmd.flag,
+        cmd.body,
+        cmd.language,
+        cmd.version,
+        cmd.serialize_type,
+    )
     assert back.ext_fields == cmd.ext_fields
     assert back.remark == (cmd.remark or None if cmd.serialize_type == ROCKETMQ else cmd.remark)
 
@@ -94,14 +113,15 @@ def test_decode_frame_mutated(cmd, data):
 
 def test_decode_frame_every_prefix():
     for stype in (JSON, ROCKETMQ):
-        cmd = RemotingCommand(code=0, opaque=9, flag=1, remark="r", ext_fields={"a": "1", "bb": "22"},
-                              body=b"xyz", serialize_type=stype)
+        cmd = RemotingCommand(
+            code=0, opaque=9, flag=1, remark="r", ext_fields={"a": "1", "bb": "22"}, body=b"xyz", serialize_type=stype
+        )
         frame = encode_command(cmd)[4:]
         hlen = struct.unpack(">i", frame[:4])[0] & 0xFFFFFF
         for cut in range(len(frame) + 1):
             got = _frame_or_protocol_error(frame[:cut])
             if cut >= 4 + hlen:  # header complete: decodes with a shorter body
-                assert got is not None and got.body == b"xyz"[:cut - 4 - hlen]
+                assert got is not None and got.body == b"xyz"[: cut - 4 - hlen]
             else:
                 assert got is None
 
@@ -111,16 +131,21 @@ def test_decode_frame_every_prefix():
 json_leaf = st.none() | st.booleans() | st.integers() | st.text(max_size=10)
 json_values = st.recursive(
     json_leaf,
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.integers(-5, 10**6) | st.text(max_size=8),
-                                                                inner, max_size=4),
-    max_leaves=20)
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.integers(-5, 10**6) | st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
 
 
 def _fastjson(v) -> str:
     """Render like fastjson without quoting integer map keys."""
     if isinstance(v, dict):
-        return "{" + ",".join((str(k) if isinstance(k, int) else json.dumps(k)) + ":" + _fastjson(x)
-                              for k, x in v.items()) + "}"
+        return (
+            "{"
+            + ",".join((str(k) if isinstance(k, int) else json.dumps(k)) + ":" + _fastjson(x) for k, x in v.items())
+            + "}"
+        )
     if isinstance(v, list):
         return "[" + ",".join(_fastjson(x) for x in v) + "]"
     return json.dumps(v)
@@ -153,27 +178,37 @@ def test_parse_loose_json_arbitrary_text(text):
 
 
 @FUZZ
-@given(st.lists(st.sampled_from(['{', '}', '[', ']', ':', ',', '"', '\\', '0', '-1', 'a', ' ', 'true', '"k"']),
-                max_size=40))
+@given(
+    st.lists(
+        st.sampled_from(["{", "}", "[", "]", ":", ",", '"', "\\", "0", "-1", "a", " ", "true", '"k"']), max_size=40
+    )
+)
 def test_parse_loose_json_json_like_tokens(tokens):
     _json_or_protocol_error("".join(tokens))
 
 
 # ---------------------------------------------------------------------------------------------- stored messages
 
+
 def _sample_block() -> bytes:
-    inner = encode_batch([OutgoingMessage(b"i1", tags="A", properties={"UNIQ_KEY": "X1"}),
-                          OutgoingMessage(b"i2", tags="B")])
-    return b"".join([
-        encode_stored_message(body=b"plain", properties={"TAGS": "A", "KEYS": "k1 k2", "UNIQ_KEY": "U0"},
-                              queue_offset=1),
-        encode_stored_message(body=b"z" * 300, compression="zlib", born_host=("::1", 5), queue_offset=2,
-                              properties={"TAGS": "A"}),
-        encode_stored_message(body=b"l" * 300, compression="lz4", store_host=("2001:db8::2", 10911),
-                              magic=MAGIC_V2, queue_offset=3),
-        encode_stored_message(body=b"s" * 300, compression="zstd", queue_offset=4, properties={"TAGS": "B"}),
-        encode_stored_message(body=inner, sys_flag=INNER_BATCH | NEED_UNWRAP, queue_offset=5),
-    ])
+    inner = encode_batch(
+        [OutgoingMessage(b"i1", tags="A", properties={"UNIQ_KEY": "X1"}), OutgoingMessage(b"i2", tags="B")]
+    )
+    return b"".join(
+        [
+            encode_stored_message(
+                body=b"plain", properties={"TAGS": "A", "KEYS": "k1 k2", "UNIQ_KEY": "U0"}, queue_offset=1
+            ),
+            encode_stored_message(
+                body=b"z" * 300, compression="zlib", born_host=("::1", 5), queue_offset=2, properties={"TAGS": "A"}
+            ),
+            encode_stored_message(
+                body=b"l" * 300, compression="lz4", store_host=("2001:db8::2", 10911), magic=MAGIC_V2, queue_offset=3
+            ),
+            encode_stored_message(body=b"s" * 300, compression="zstd", queue_offset=4, properties={"TAGS": "B"}),
+            encode_stored_message(body=inner, sys_flag=INNER_BATCH | NEED_UNWRAP, queue_offset=5),
+        ]
+    )
 
 
 SAMPLE = _sample_block()
@@ -198,14 +233,14 @@ def test_decode_messages_every_prefix():
             assert cut not in bounds, cut
         else:
             assert cut in bounds, cut
-            assert got == full[:len(got)]
+            assert got == full[: len(got)]
 
 
 def test_decode_messages_every_single_byte_corruption_terminates():
     block = SAMPLE
     for i in range(len(block)):
         for value in (0x00, 0xFF, block[i] ^ 0x80):
-            mutated = block[:i] + bytes([value]) + block[i + 1:]
+            mutated = block[:i] + bytes([value]) + block[i + 1 :]
             _messages_or_protocol_error(mutated)
 
 
@@ -224,14 +259,26 @@ def test_decode_messages_mutated_block(data):
 
 
 @FUZZ
-@given(st.dictionaries(st.text(min_size=1, max_size=8).filter(lambda s: "\x01" not in s and "\x02" not in s),
-                       st.text(min_size=1, max_size=12).filter(lambda s: "\x02" not in s), max_size=6),
-       st.binary(max_size=64), st.text(min_size=1, max_size=200), st.integers(0, 2**62))
+@given(
+    st.dictionaries(
+        st.text(min_size=1, max_size=8).filter(lambda s: "\x01" not in s and "\x02" not in s),
+        st.text(min_size=1, max_size=12).filter(lambda s: "\x02" not in s),
+        max_size=6,
+    ),
+    st.binary(max_size=64),
+    st.text(min_size=1, max_size=200),
+    st.integers(0, 2**62),
+)
 def test_stored_message_round_trip(props, body, topic, offset):
     try:
         topic_len = len(topic.encode("utf-8"))
-        rec = encode_stored_message(topic=topic, body=body, properties=props, queue_offset=offset,
-                                    magic=MAGIC_V2 if topic_len > 127 else -626843481)
+        rec = encode_stored_message(
+            topic=topic,
+            body=body,
+            properties=props,
+            queue_offset=offset,
+            magic=MAGIC_V2 if topic_len > 127 else -626843481,
+        )
     except UnicodeEncodeError:
         return
     [m] = decode_messages(rec, "b")

@@ -1,43 +1,61 @@
 """The differential tests of the native gatherer: the columnar decoder (rmq_spark.source.arrow_decoder) against the oracle
 (tests/support/reference_codec.py), ``to_record_batch(decode_messages(...))`` filtered by the same window and tags,
 row for row, for plain, compressed (every codec) and inner-batch records; and the same errors."""
+
 from __future__ import annotations
 
 import re
+import struct
 import subprocess
 import sys
 from pathlib import Path
-import struct
 
 import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rmq_spark.source.arrow_decoder import ArrowBatchDecoder, decode_to_arrow
 from rmq_spark.client.errors import MessageTooLargeError, ProtocolError
 from rmq_spark.client.gathering import MessageCollector
-from rmq_spark.client.model import MessageQueue
-from rmq_spark.client.model import OutgoingMessage
+from rmq_spark.client.model import MessageQueue, OutgoingMessage
 from rmq_spark.client.remoting.send_codec import encode_batch
+from rmq_spark.source.arrow_decoder import ArrowBatchDecoder, decode_to_arrow
 from rmq_spark.source.schema import ARROW_SCHEMA
 from tests.support.batches import assert_same
 from tests.support.reference_codec import MessageBatcher, decode_messages, to_record_batch
-
-from tests.support.stored_messages import (INNER_BATCH, MAGIC_V1, MAGIC_V2, NEED_UNWRAP, blank_record, compress,
-                                           encode_batch_record, encode_stored_message, mutated_prefix)
+from tests.support.stored_messages import (
+    INNER_BATCH,
+    MAGIC_V1,
+    MAGIC_V2,
+    NEED_UNWRAP,
+    blank_record,
+    compress,
+    encode_batch_record,
+    encode_stored_message,
+    mutated_prefix,
+)
 from tests.unit.test_codec_fuzz import SAMPLE, _boundaries
 
 # 150 examples each keep these under 10 s; the cargo fuzz target (scripts/fuzz.sh) explores the native scanner further
 FUZZ = settings(max_examples=150, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
-TYPICAL = {"TAGS": "TagA", "KEYS": "k1 k2  k3", "UNIQ_KEY": "7F0000010A2B18B4AAC27A1B2C3D0001", "WAIT": "true",
-           "CLUSTER": "DefaultCluster", "MIN_OFFSET": "0", "MAX_OFFSET": "99"}
+TYPICAL = {
+    "TAGS": "TagA",
+    "KEYS": "k1 k2  k3",
+    "UNIQ_KEY": "7F0000010A2B18B4AAC27A1B2C3D0001",
+    "WAIT": "true",
+    "CLUSTER": "DefaultCluster",
+    "MIN_OFFSET": "0",
+    "MAX_OFFSET": "99",
+}
 
 
 def expected(data, broker="broker-a", tags=None, low=None, high=None) -> pa.RecordBatch:
     """What the per-message path gives for the same block, window and tags."""
-    msgs = [m for m in decode_messages(data, broker, tags=tags)
-            if (low is None or m.queue_offset >= low) and (high is None or m.queue_offset < high)]
+    msgs = [
+        m
+        for m in decode_messages(data, broker, tags=tags)
+        if (low is None or m.queue_offset >= low) and (high is None or m.queue_offset < high)
+    ]
     return to_record_batch(msgs)
 
 
@@ -48,7 +66,9 @@ def check(data, broker="broker-a", tags=None, low=None, high=None) -> pa.RecordB
     return got
 
 
-_CODEC_WORDS = re.compile(r"the (\w+)-compressed message body is truncated|cannot decompress the (\w+) message body: .*")
+_CODEC_WORDS = re.compile(
+    r"the (\w+)-compressed message body is truncated|cannot decompress the (\w+) message body: .*"
+)
 
 
 def comparable(text: str) -> str:
@@ -70,11 +90,21 @@ def same_error(data, tags=None) -> str:
 
 # ---------------------------------------------------------------------------------------------- hand-built blocks
 
+
 def test_typical_block_every_column():
-    data = b"".join(encode_stored_message(body=bytes([i]) * 100, queue_offset=10 + i, commit_log_offset=1000 * i,
-                                          properties={**TYPICAL, "UNIQ_KEY": f"U{i}"}, queue_id=3, flag=i % 3,
-                                          reconsume_times=i, born_timestamp=1_700_000_000_000 + i)
-                    for i in range(32))
+    data = b"".join(
+        encode_stored_message(
+            body=bytes([i]) * 100,
+            queue_offset=10 + i,
+            commit_log_offset=1000 * i,
+            properties={**TYPICAL, "UNIQ_KEY": f"U{i}"},
+            queue_id=3,
+            flag=i % 3,
+            reconsume_times=i,
+            born_timestamp=1_700_000_000_000 + i,
+        )
+        for i in range(32)
+    )
     got = check(data)
     assert got.num_rows == 32
     row = got.slice(5, 1).to_pylist()[0]
@@ -89,86 +119,115 @@ def test_empty_block():
     assert got.num_rows == 0 and got.schema == ARROW_SCHEMA
 
 
-@pytest.mark.parametrize("born, store", [
-    (("10.1.2.3", 1), ("10.1.2.4", 10911)),
-    (("2001:db8::1", 40000), ("10.1.2.4", 10911)),
-    (("10.1.2.3", 1), ("fe80::1:2", 10911)),
-    (("::1", 5), ("2001:db8:0:0:1::ff", 10911)),
-    (("::ffff:10.9.8.7", 7), ("::ffff:10.9.8.8", 8)),
-])
+@pytest.mark.parametrize(
+    "born, store",
+    [
+        (("10.1.2.3", 1), ("10.1.2.4", 10911)),
+        (("2001:db8::1", 40000), ("10.1.2.4", 10911)),
+        (("10.1.2.3", 1), ("fe80::1:2", 10911)),
+        (("::1", 5), ("2001:db8:0:0:1::ff", 10911)),
+        (("::ffff:10.9.8.7", 7), ("::ffff:10.9.8.8", 8)),
+    ],
+)
 def test_ipv4_and_ipv6_hosts(born, store):
     check(encode_stored_message(born_host=born, store_host=store, commit_log_offset=0x0102030405060708))
     # mixed in one block, and several hosts per column
-    check(encode_stored_message(born_host=born, store_host=store, queue_offset=1)
-          + encode_stored_message(queue_offset=2)
-          + encode_stored_message(born_host=store, store_host=born, queue_offset=3))
+    check(
+        encode_stored_message(born_host=born, store_host=store, queue_offset=1)
+        + encode_stored_message(queue_offset=2)
+        + encode_stored_message(born_host=store, store_host=born, queue_offset=3)
+    )
 
 
 def test_both_magics():
-    check(encode_stored_message(topic="t" * 200, magic=MAGIC_V2, queue_offset=1)
-          + encode_stored_message(topic="short", magic=MAGIC_V2, queue_offset=2)
-          + encode_stored_message(topic="v1", magic=MAGIC_V1, queue_offset=3))
+    check(
+        encode_stored_message(topic="t" * 200, magic=MAGIC_V2, queue_offset=1)
+        + encode_stored_message(topic="short", magic=MAGIC_V2, queue_offset=2)
+        + encode_stored_message(topic="v1", magic=MAGIC_V1, queue_offset=3)
+    )
 
 
 @pytest.mark.parametrize("kind", ["zlib", "zlib-legacy", "lz4", "zstd"])
 def test_compressed_bodies(kind):
     body = b"The quick brown fox jumps over the lazy dog. " * 50
-    got = check(encode_stored_message(body=b"before", queue_offset=1, properties={"TAGS": "A"})
-                + encode_stored_message(body=body, compression=kind, queue_offset=2, properties={"TAGS": "z"},
-                                        born_host=("::1", 5))
-                + encode_stored_message(body=b"after", queue_offset=3))
+    got = check(
+        encode_stored_message(body=b"before", queue_offset=1, properties={"TAGS": "A"})
+        + encode_stored_message(
+            body=body, compression=kind, queue_offset=2, properties={"TAGS": "z"}, born_host=("::1", 5)
+        )
+        + encode_stored_message(body=b"after", queue_offset=3)
+    )
     assert got.column("body").to_pylist() == [b"before", body, b"after"]
     check(encode_stored_message(body=b"", sys_flag=0x301))  # compressed flag on an empty body: kept as is
 
 
 def test_inner_batches():
-    inner = (encode_batch_record(b"one", {"TAGS": "A", "UNIQ_KEY": "U1", "KEYS": "k1"}, flag=1)
-             + encode_batch_record(b"two", {"TAGS": "B", "UNIQ_KEY": "U2"}, flag=2)
-             + encode_batch_record(b"three", {"TAGS": "A"}, flag=3)
-             + encode_batch_record(b"", {}, flag=4))
-    data = (encode_stored_message(body=b"first", queue_offset=39, properties={"TAGS": "A"})
-            + encode_stored_message(body=inner, queue_offset=40, queue_id=2, commit_log_offset=777,
-                                    sys_flag=INNER_BATCH | NEED_UNWRAP, store_host=("2001:db8::2", 9),
-                                    properties={"UNIQ_KEY": "BATCH", "INNER_NUM": "4"})
-            + encode_stored_message(body=inner, queue_offset=44, sys_flag=INNER_BATCH)  # not unwrapped
-            + encode_stored_message(body=inner, queue_offset=45, compression="zstd",
-                                    sys_flag=INNER_BATCH | NEED_UNWRAP)
-            + encode_stored_message(body=b"last", queue_offset=49, properties={"TAGS": "B", "UNIQ_KEY": "U9"}))
+    inner = (
+        encode_batch_record(b"one", {"TAGS": "A", "UNIQ_KEY": "U1", "KEYS": "k1"}, flag=1)
+        + encode_batch_record(b"two", {"TAGS": "B", "UNIQ_KEY": "U2"}, flag=2)
+        + encode_batch_record(b"three", {"TAGS": "A"}, flag=3)
+        + encode_batch_record(b"", {}, flag=4)
+    )
+    data = (
+        encode_stored_message(body=b"first", queue_offset=39, properties={"TAGS": "A"})
+        + encode_stored_message(
+            body=inner,
+            queue_offset=40,
+            queue_id=2,
+            commit_log_offset=777,
+            sys_flag=INNER_BATCH | NEED_UNWRAP,
+            store_host=("2001:db8::2", 9),
+            properties={"UNIQ_KEY": "BATCH", "INNER_NUM": "4"},
+        )
+        + encode_stored_message(body=inner, queue_offset=44, sys_flag=INNER_BATCH)  # not unwrapped
+        + encode_stored_message(body=inner, queue_offset=45, compression="zstd", sys_flag=INNER_BATCH | NEED_UNWRAP)
+        + encode_stored_message(body=b"last", queue_offset=49, properties={"TAGS": "B", "UNIQ_KEY": "U9"})
+    )
     got = check(data)
     assert got.column("queueOffset").to_pylist() == [39, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49]
     for tags in (frozenset({"A"}), frozenset({"B"}), frozenset({"Z"})):
         for low, high in ((None, None), (41, 47), (40, 41), (44, 45), (48, 100)):
             check(data, tags=tags, low=low, high=high)
-    check(encode_stored_message(body=encode_batch([OutgoingMessage(b"x", tags="T").with_unique_id()]),
-                                sys_flag=INNER_BATCH | NEED_UNWRAP))
+    check(
+        encode_stored_message(
+            body=encode_batch([OutgoingMessage(b"x", tags="T").with_unique_id()]), sys_flag=INNER_BATCH | NEED_UNWRAP
+        )
+    )
     check(encode_stored_message(body=b"", sys_flag=INNER_BATCH | NEED_UNWRAP))  # unwraps into nothing
 
 
-@pytest.mark.parametrize("raw", [
-    b"",  # no properties at all
-    b"\x02",
-    b"TAGS\x01a",  # no final separator
-    b"TAGS\x01a\x02KEYS\x01\x02\x01v\x02noval\x02\x02",  # empty value, empty name, no \x01: dropped
-    b"x\x01v\x01w\x02",  # a value holding \x01
-    b"a\x011\x02b\x012\x02a\x013\x02",  # a name twice: first position, last value
-    b"r\x010\x02" + b"".join(b"p%d\x01v\x02" % i for i in range(300)) + b"r\x01last\x02",  # a repeat far apart
-    b"TAGS\x01t1\x02TAGS\x01t2\x02KEYS\x01a\x02KEYS\x01b c\x02UNIQ_KEY\x01u1\x02UNIQ_KEY\x01u2\x02",
-    b"KEYS\x01  a  b \x02",
-    b"KEYS\x01   \x02",
-    b"KEYS\x01one\x02",
-    "TAGS\x01t\u00e4g\x02KEYS\x01\u65e5\u672c \u8a9e\x02\u540d\x01\u5024\u5024\x02UNIQ_KEY\x01\U0001F600\x02".encode(),
-])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"",  # no properties at all
+        b"\x02",
+        b"TAGS\x01a",  # no final separator
+        b"TAGS\x01a\x02KEYS\x01\x02\x01v\x02noval\x02\x02",  # empty value, empty name, no \x01: dropped
+        b"x\x01v\x01w\x02",  # a value holding \x01
+        b"a\x011\x02b\x012\x02a\x013\x02",  # a name twice: first position, last value
+        b"r\x010\x02" + b"".join(b"p%d\x01v\x02" % i for i in range(300)) + b"r\x01last\x02",  # a repeat far apart
+        b"TAGS\x01t1\x02TAGS\x01t2\x02KEYS\x01a\x02KEYS\x01b c\x02UNIQ_KEY\x01u1\x02UNIQ_KEY\x01u2\x02",
+        b"KEYS\x01  a  b \x02",
+        b"KEYS\x01   \x02",
+        b"KEYS\x01one\x02",
+        "TAGS\x01t\u00e4g\x02KEYS\x01\u65e5\u672c \u8a9e\x02\u540d\x01\u5024\u5024\x02UNIQ_KEY\x01\U0001f600\x02".encode(),
+    ],
+)
 def test_properties_edge_cases(raw):
-    data = (encode_stored_message(raw_properties=raw, queue_offset=1, commit_log_offset=5)
-            + encode_stored_message(properties=TYPICAL, queue_offset=2)
-            + encode_stored_message(raw_properties=raw, queue_offset=3, store_host=("::2", 1)))
+    data = (
+        encode_stored_message(raw_properties=raw, queue_offset=1, commit_log_offset=5)
+        + encode_stored_message(properties=TYPICAL, queue_offset=2)
+        + encode_stored_message(raw_properties=raw, queue_offset=3, store_host=("::2", 1))
+    )
     check(data)
     check(data, tags=frozenset({"TagA", "t2", "a"}))
 
 
 def test_absent_tags_keys_and_uniq_key():
-    data = b"".join(encode_stored_message(queue_offset=i, commit_log_offset=i * 97, properties=p) for i, p in
-                    enumerate([{}, {"TAGS": "A"}, {"KEYS": "k"}, {"UNIQ_KEY": "U"}, {"OTHER": "x"}, TYPICAL]))
+    data = b"".join(
+        encode_stored_message(queue_offset=i, commit_log_offset=i * 97, properties=p)
+        for i, p in enumerate([{}, {"TAGS": "A"}, {"KEYS": "k"}, {"UNIQ_KEY": "U"}, {"OTHER": "x"}, TYPICAL])
+    )
     got = check(data)
     assert got.column("keys").to_pylist() == [[], [], ["k"], [], [], ["k1", "k2", "k3"]]
     assert got.column("tags").to_pylist() == [None, "A", None, None, None, "TagA"]
@@ -176,18 +235,33 @@ def test_absent_tags_keys_and_uniq_key():
 
 
 def test_unicode_topic_body_properties():
-    check(encode_stored_message(topic="th\u00e9\u00e2tre-\u65e5\u672c", body="\u00e9\u00e9".encode(),
-                                properties={"TAGS": "\u00e9t\u00e9", "KEYS": "\u00fcber stra\u00dfe",
-                                            "\u540d": "\u5024", "UNIQ_KEY": "\U0001F600"}))
+    check(
+        encode_stored_message(
+            topic="th\u00e9\u00e2tre-\u65e5\u672c",
+            body="\u00e9\u00e9".encode(),
+            properties={
+                "TAGS": "\u00e9t\u00e9",
+                "KEYS": "\u00fcber stra\u00dfe",
+                "\u540d": "\u5024",
+                "UNIQ_KEY": "\U0001f600",
+            },
+        )
+    )
 
 
 def test_blank_records_and_empty_bodies():
-    check(encode_stored_message(queue_offset=1, body=b"") + blank_record(16)
-          + encode_stored_message(queue_offset=2) + blank_record(8))
+    check(
+        encode_stored_message(queue_offset=1, body=b"")
+        + blank_record(16)
+        + encode_stored_message(queue_offset=2)
+        + blank_record(8)
+    )
 
 
-@pytest.mark.parametrize("low, high", [(None, None), (0, 32), (5, 32), (0, 7), (5, 7), (6, 7), (7, 7), (40, 50),
-                                       (-5, 3), (None, 10), (20, None)])
+@pytest.mark.parametrize(
+    "low, high",
+    [(None, None), (0, 32), (5, 32), (0, 7), (5, 7), (6, 7), (7, 7), (40, 50), (-5, 3), (None, 10), (20, None)],
+)
 def test_windows_cut_the_block(low, high):
     data = b"".join(encode_stored_message(queue_offset=i, properties={"TAGS": "AB"[i % 2]}) for i in range(32))
     got = check(data, low=low, high=high)
@@ -196,11 +270,26 @@ def test_windows_cut_the_block(low, high):
     check(data, tags=frozenset({"A"}), low=low, high=high)
 
 
-@pytest.mark.parametrize("tags", [None, frozenset(), frozenset({"*"}), frozenset({"A", "*"}), frozenset({"A"}),
-                                  frozenset({"A", "C"}), frozenset({"Z"}), {"B"}])
+@pytest.mark.parametrize(
+    "tags",
+    [
+        None,
+        frozenset(),
+        frozenset({"*"}),
+        frozenset({"A", "*"}),
+        frozenset({"A"}),
+        frozenset({"A", "C"}),
+        frozenset({"Z"}),
+        {"B"},
+    ],
+)
 def test_tag_filters(tags):
-    data = b"".join(encode_stored_message(queue_offset=i, properties=p) for i, p in enumerate(
-        [{"TAGS": "A"}, {"TAGS": "B"}, {}, {"TAGS": "C"}, {"TAGS": "A"}, {"TAGS": "a"}, {"TAGS": "A "}]))
+    data = b"".join(
+        encode_stored_message(queue_offset=i, properties=p)
+        for i, p in enumerate(
+            [{"TAGS": "A"}, {"TAGS": "B"}, {}, {"TAGS": "C"}, {"TAGS": "A"}, {"TAGS": "a"}, {"TAGS": "A "}]
+        )
+    )
     check(data, tags=tags)
 
 
@@ -211,11 +300,24 @@ def test_buffer_inputs():
 
 
 def test_decoder_collects_blocks_with_their_windows():
-    blocks = [b"".join(encode_stored_message(queue_offset=32 * j + i, body=bytes([j, i]),
-                                             properties={"TAGS": "AB"[i % 2], "UNIQ_KEY": f"{j}-{i}"})
-                       for i in range(32)) for j in range(6)]
-    blocks.insert(3, encode_stored_message(body=encode_batch_record(b"in", {"TAGS": "A"}), queue_offset=999,
-                                           sys_flag=INNER_BATCH | NEED_UNWRAP, compression="lz4"))
+    blocks = [
+        b"".join(
+            encode_stored_message(
+                queue_offset=32 * j + i, body=bytes([j, i]), properties={"TAGS": "AB"[i % 2], "UNIQ_KEY": f"{j}-{i}"}
+            )
+            for i in range(32)
+        )
+        for j in range(6)
+    ]
+    blocks.insert(
+        3,
+        encode_stored_message(
+            body=encode_batch_record(b"in", {"TAGS": "A"}),
+            queue_offset=999,
+            sys_flag=INNER_BATCH | NEED_UNWRAP,
+            compression="lz4",
+        ),
+    )
     windows = [(0, 32), (40, 50), (None, None), (999, 1000), (96, 200), (130, 140), (160, 161)]
     for tags in (None, frozenset({"A"})):
         decoder = ArrowBatchDecoder("broker-a", tags=tags)
@@ -225,8 +327,11 @@ def test_decoder_collects_blocks_with_their_windows():
         # re-check only the even ones and the inner message (16 + 5 + 16 + 1 + 16 + 5 + 1)
         assert decoder.rows == (118 if tags is None else 60) and decoder.nbytes > 6 * 32 * 100
         got = decoder.flush()
-        want = pa.Table.from_batches([expected(b, tags=tags, low=lo, high=hi)
-                                      for b, (lo, hi) in zip(blocks, windows)]).combine_chunks().to_batches()[0]
+        want = (
+            pa.Table.from_batches([expected(b, tags=tags, low=lo, high=hi) for b, (lo, hi) in zip(blocks, windows)])
+            .combine_chunks()
+            .to_batches()[0]
+        )
         assert_same(got, want)
         assert decoder.rows == 0 and decoder.flush().num_rows == 0
         decoder.add(blocks[0], 0, 1)  # usable again after a flush
@@ -240,21 +345,25 @@ def test_large_message_block():
 
 # ---------------------------------------------------------------------------------------------- errors
 
-@pytest.mark.parametrize("mutate", [
-    lambda r: r[:-1],
-    lambda r: r + b"\0\0\0",
-    lambda r: struct.pack(">i", 20) + r[4:],
-    lambda r: struct.pack(">i", len(r) + 5) + r[4:] + b"\0" * 5,
-    lambda r: r[:4] + b"\x12\x34\x56\x78" + r[8:],
-    lambda r: r[:84] + struct.pack(">i", -1) + r[88:],
-    lambda r: r[:84] + struct.pack(">i", 1 << 20) + r[88:],
-    lambda r: r[:93] + b"\xff" + r[94:],
-    lambda r: r[:93] + b"\x7f" + r[94:],
-    lambda r: r[:94] + b"\xff" + r[95:],  # topic not UTF-8
-    lambda r: r[:-2] + b"\xc3\x28",  # properties not UTF-8
-    lambda r: r[:-2] + b"\xed\xa0",  # a UTF-16 surrogate
-    lambda r: r[:36] + struct.pack(">i", 0x30) + r[40:],
-])
+
+@pytest.mark.parametrize(
+    "mutate",
+    [
+        lambda r: r[:-1],
+        lambda r: r + b"\0\0\0",
+        lambda r: struct.pack(">i", 20) + r[4:],
+        lambda r: struct.pack(">i", len(r) + 5) + r[4:] + b"\0" * 5,
+        lambda r: r[:4] + b"\x12\x34\x56\x78" + r[8:],
+        lambda r: r[:84] + struct.pack(">i", -1) + r[88:],
+        lambda r: r[:84] + struct.pack(">i", 1 << 20) + r[88:],
+        lambda r: r[:93] + b"\xff" + r[94:],
+        lambda r: r[:93] + b"\x7f" + r[94:],
+        lambda r: r[:94] + b"\xff" + r[95:],  # topic not UTF-8
+        lambda r: r[:-2] + b"\xc3\x28",  # properties not UTF-8
+        lambda r: r[:-2] + b"\xed\xa0",  # a UTF-16 surrogate
+        lambda r: r[:36] + struct.pack(">i", 0x30) + r[40:],
+    ],
+)
 def test_malformed_records_raise_what_decode_messages_raises(mutate):
     rec = encode_stored_message(topic="TT", body=b"hello", properties={"A": "bc"})
     good = encode_stored_message(queue_offset=7)
@@ -274,8 +383,7 @@ def test_corrupt_compressed_and_inner_batch_records():
     bad_props = encode_batch_record(b"one", {"TAGS": "A"})[:-1] + b"\xff"
     same_error(good + encode_stored_message(body=bad_props, sys_flag=INNER_BATCH | NEED_UNWRAP))
     # an earlier record with bad text wins over a later bad compressed one, as in decode_messages
-    same_error(encode_stored_message(raw_properties=b"\xff") + encode_stored_message(body=stream[:-3],
-                                                                                     sys_flag=0x201))
+    same_error(encode_stored_message(raw_properties=b"\xff") + encode_stored_message(body=stream[:-3], sys_flag=0x201))
 
 
 def test_not_a_byte_buffer():
@@ -298,8 +406,9 @@ def test_unrepresentable_timestamp_is_protocol_error(compression):
 
 @pytest.mark.parametrize("compression", [None, "zlib"])
 def test_unrepresentable_timestamp_outside_the_window_or_tags_is_not_read(compression):
-    far = encode_stored_message(queue_offset=1, born_timestamp=(1 << 62), properties={"TAGS": "B"},
-                                compression=compression)
+    far = encode_stored_message(
+        queue_offset=1, born_timestamp=(1 << 62), properties={"TAGS": "B"}, compression=compression
+    )
     block = encode_stored_message(queue_offset=0, properties={"TAGS": "A"}) + far
     assert check(block, low=0, high=1).num_rows == 1
     assert check(block, tags=frozenset({"A"})).num_rows == 1
@@ -320,6 +429,7 @@ def test_failed_add_leaves_the_decoder_as_it_was():
 
 
 # ---------------------------------------------------------------------------------------------- properties
+
 
 def test_every_prefix_of_a_sample_block():
     bounds = _boundaries(SAMPLE)
@@ -379,8 +489,12 @@ def _raw_properties(draw) -> bytes:
     """Properties text with any mix of separators, names and values (valid UTF-8, or rarely not)."""
     parts = []
     for _ in range(draw(st.integers(0, 6))):
-        parts.append(draw(_names) + draw(st.sampled_from(["\x01", "", "\x01\x01"])) + draw(_values)
-                     + draw(st.sampled_from(["\x02", "\x02", "", "\x02\x02"])))
+        parts.append(
+            draw(_names)
+            + draw(st.sampled_from(["\x01", "", "\x01\x01"]))
+            + draw(_values)
+            + draw(st.sampled_from(["\x02", "\x02", "", "\x02\x02"]))
+        )
     raw = "".join(parts).encode("utf-8", "surrogatepass")
     if draw(st.integers(0, 30)) == 0:
         raw += draw(st.sampled_from([b"\xff", b"\xc3", b"\xed\xa0\x80"]))
@@ -389,14 +503,20 @@ def _raw_properties(draw) -> bytes:
 
 @st.composite
 def _record(draw, offset: int) -> bytes:
-    host = st.sampled_from([("10.0.0.1", 1), ("10.0.0.2", 10911), ("::1", 5), ("2001:db8::7", 9),
-                            ("::ffff:1.2.3.4", 2)])
+    host = st.sampled_from(
+        [("10.0.0.1", 1), ("10.0.0.2", 10911), ("::1", 5), ("2001:db8::7", 9), ("::ffff:1.2.3.4", 2)]
+    )
     kind = draw(st.sampled_from(["plain"] * 8 + ["compressed", "inner", "inner-compressed", "blank"]))
     if kind == "blank":
         return blank_record(draw(st.integers(8, 24)))
     if draw(st.booleans()):
-        props = draw(st.dictionaries(st.sampled_from(["TAGS", "KEYS", "UNIQ_KEY", "WAIT", "x"]),
-                                     st.sampled_from(["A", "B", "k1 k2", " k ", "U1"]), max_size=5))
+        props = draw(
+            st.dictionaries(
+                st.sampled_from(["TAGS", "KEYS", "UNIQ_KEY", "WAIT", "x"]),
+                st.sampled_from(["A", "B", "k1 k2", " k ", "U1"]),
+                max_size=5,
+            )
+        )
         raw = "".join(f"{k}\x01{v}\x02" for k, v in props.items()).encode()
     else:
         raw = draw(_raw_properties())
@@ -404,22 +524,40 @@ def _record(draw, offset: int) -> bytes:
     kw = {}
     sys_flag = 0
     if kind in ("inner", "inner-compressed"):
-        body = b"".join(encode_batch_record(draw(st.binary(max_size=8)), p, flag=draw(st.integers(0, 3)))
-                        for p in draw(st.lists(st.dictionaries(st.sampled_from(["TAGS", "UNIQ_KEY", "KEYS"]),
-                                                               st.sampled_from(["A", "B", "u", "k l"]), max_size=3),
-                                               max_size=3)))
+        body = b"".join(
+            encode_batch_record(draw(st.binary(max_size=8)), p, flag=draw(st.integers(0, 3)))
+            for p in draw(
+                st.lists(
+                    st.dictionaries(
+                        st.sampled_from(["TAGS", "UNIQ_KEY", "KEYS"]),
+                        st.sampled_from(["A", "B", "u", "k l"]),
+                        max_size=3,
+                    ),
+                    max_size=3,
+                )
+            )
+        )
         sys_flag = INNER_BATCH | NEED_UNWRAP
     if kind in ("compressed", "inner-compressed"):
         kw["compression"] = draw(st.sampled_from(["zlib", "zlib-legacy", "lz4", "zstd"]))
     topic = draw(st.sampled_from(["T", "topic-\u00e9", "t" * 130]))
     return encode_stored_message(
-        topic=topic, body=body, raw_properties=raw, queue_id=draw(st.integers(0, 7)), queue_offset=offset,
-        flag=draw(st.integers(-2, 5)), commit_log_offset=draw(st.integers(0, 2**63 - 1)), sys_flag=sys_flag,
-        born_timestamp=(1 << 62) if draw(st.integers(0, 15)) == 0 else draw(st.integers(-10**12, 4 * 10**12)),
+        topic=topic,
+        body=body,
+        raw_properties=raw,
+        queue_id=draw(st.integers(0, 7)),
+        queue_offset=offset,
+        flag=draw(st.integers(-2, 5)),
+        commit_log_offset=draw(st.integers(0, 2**63 - 1)),
+        sys_flag=sys_flag,
+        born_timestamp=(1 << 62) if draw(st.integers(0, 15)) == 0 else draw(st.integers(-(10**12), 4 * 10**12)),
         born_host=draw(host),
-        store_timestamp=draw(st.integers(0, 4 * 10**12)), store_host=draw(host),
-        reconsume_times=draw(st.integers(0, 3)), magic=MAGIC_V2 if len(topic) > 127 or draw(st.booleans())
-        else MAGIC_V1, **kw)
+        store_timestamp=draw(st.integers(0, 4 * 10**12)),
+        store_host=draw(host),
+        reconsume_times=draw(st.integers(0, 3)),
+        magic=MAGIC_V2 if len(topic) > 127 or draw(st.booleans()) else MAGIC_V1,
+        **kw,
+    )
 
 
 @st.composite
@@ -465,8 +603,11 @@ def test_read_range_messages_are_the_oracles(block, tags, windowed):
     low, high = (start + 4, start + 30) if windowed else (None, None)
     collector = MessageCollector(MessageQueue("T", "b", 0), tags=tags)
     try:
-        want = [m for m in decode_messages(raw, "b", tags=tags)
-                if (low is None or m.queue_offset >= low) and (high is None or m.queue_offset < high)]
+        want = [
+            m
+            for m in decode_messages(raw, "b", tags=tags)
+            if (low is None or m.queue_offset >= low) and (high is None or m.queue_offset < high)
+        ]
     except ProtocolError as e:
         with pytest.raises(ProtocolError) as got:
             collector.add(raw, low, high)
@@ -478,9 +619,15 @@ def test_read_range_messages_are_the_oracles(block, tags, windowed):
 
 # ---------------------------------------------------------------------------------------------- column projection
 
+
 @FUZZ
-@given(_block(), st.sampled_from([None, frozenset({"A"})]), st.permutations(ARROW_SCHEMA.names), st.integers(1, 15),
-       st.booleans())
+@given(
+    _block(),
+    st.sampled_from([None, frozenset({"A"})]),
+    st.permutations(ARROW_SCHEMA.names),
+    st.integers(1, 15),
+    st.booleans(),
+)
 def test_projection_is_the_full_batch_narrowed(block, tags, order, k, windowed):
     """Any subset of the columns, in any order, with or without a tag filter and a window: the rows and values of
     the full decode, only those columns (the tag filter and window still apply when tags or queueOffset are not
@@ -515,11 +662,13 @@ def test_message_batcher_projects_in_the_given_order():
 def test_a_raised_body_limit_holds_for_every_record_of_a_block():
     """A body over the default limit but within the decoder's: the corrupt record after it is what is reported."""
     big = compress("zlib", bytes(17 << 20))  # 17 MiB of zeros, over the 16 MiB default
-    block = (encode_stored_message(body=big, sys_flag=0x1, queue_offset=1)
-             + encode_stored_message(body=compress("zstd", b"x" * 100)[:-3], sys_flag=0x201, queue_offset=2))
+    block = encode_stored_message(body=big, sys_flag=0x1, queue_offset=1) + encode_stored_message(
+        body=compress("zstd", b"x" * 100)[:-3], sys_flag=0x201, queue_offset=2
+    )
     decoder = ArrowBatchDecoder("b", max_body=32 << 20)
-    with pytest.raises(ProtocolError, match="TopicTest:b/0 offset 2: the zstd-compressed message body is truncated"
-                       ) as e:
+    with pytest.raises(
+        ProtocolError, match="TopicTest:b/0 offset 2: the zstd-compressed message body is truncated"
+    ) as e:
         decoder.add(block)
     assert type(e.value) is ProtocolError
 
@@ -527,8 +676,9 @@ def test_a_raised_body_limit_holds_for_every_record_of_a_block():
 @pytest.mark.parametrize("kind", ["zlib", "lz4", "zstd"])
 def test_a_body_past_the_limit_names_the_message_and_fails_the_whole_block(kind):
     """MessageTooLargeError as the oracle words it, whichever codec; nothing of the block is collected."""
-    block = (encode_stored_message(queue_offset=1)
-             + encode_stored_message(body=b"\0" * 5000, compression=kind, queue_offset=2, queue_id=3))
+    block = encode_stored_message(queue_offset=1) + encode_stored_message(
+        body=b"\0" * 5000, compression=kind, queue_offset=2, queue_id=3
+    )
     decoder = ArrowBatchDecoder("b", max_body=4999)
     with pytest.raises(MessageTooLargeError) as got:
         decoder.add(block)
@@ -544,8 +694,7 @@ def test_a_body_past_the_limit_names_the_message_and_fails_the_whole_block(kind)
 def test_a_read_in_a_namespace_names_every_row_by_the_topic_read():
     """Records stored under a namespace name their topic with its prefix; the queue read names it without."""
     mq = MessageQueue("Orders", "broker-a", 0)
-    block = b"".join(encode_stored_message(topic="tenant-a%Orders", queue_offset=i, body=b"b%d" % i)
-                     for i in range(3))
+    block = b"".join(encode_stored_message(topic="tenant-a%Orders", queue_offset=i, body=b"b%d" % i) for i in range(3))
     decoder = ArrowBatchDecoder(mq.broker_name, queue=mq, topic=mq.topic, columns=("topic", "queueOffset"))
     decoder.add(block)
     assert decoder.flush().to_pydict() == {"topic": ["Orders"] * 3, "queueOffset": [0, 1, 2]}
@@ -559,14 +708,16 @@ def test_a_read_in_a_namespace_names_every_row_by_the_topic_read():
 
 def test_a_batch_of_every_column_imports_no_pandas():
     """pa.scalar and pa.array of a list import pandas on their first call: ~0.3 CPU-s in every Spark Python worker."""
-    script = ("import sys\n"
-              "from rmq_spark.source.arrow_decoder import ArrowBatchDecoder\n"
-              "from rmq_spark.client.model import MessageQueue\n"
-              "from tests.support.stored_messages import encode_stored_message\n"
-              "d = ArrowBatchDecoder('b', queue=MessageQueue('T', 'b', 0), topic='T')\n"
-              "d.add(encode_stored_message(properties={'TAGS': 'a', 'KEYS': 'k'}))\n"
-              "assert d.flush().num_rows == 1\n"
-              "print('pandas' in sys.modules)\n")
+    script = (
+        "import sys\n"
+        "from rmq_spark.source.arrow_decoder import ArrowBatchDecoder\n"
+        "from rmq_spark.client.model import MessageQueue\n"
+        "from tests.support.stored_messages import encode_stored_message\n"
+        "d = ArrowBatchDecoder('b', queue=MessageQueue('T', 'b', 0), topic='T')\n"
+        "d.add(encode_stored_message(properties={'TAGS': 'a', 'KEYS': 'k'}))\n"
+        "assert d.flush().num_rows == 1\n"
+        "print('pandas' in sys.modules)\n"
+    )
     root = Path(__file__).resolve().parents[2]
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, cwd=root)
     assert out.stdout.strip() == "False"

@@ -3,6 +3,7 @@ the shared connection (a reader thread) and, where they promise the same, the di
 
 The peer speaks only framing; RocketMQ compatibility is shown by the integration tests on the real broker.
 """
+
 from __future__ import annotations
 
 import socket
@@ -26,6 +27,7 @@ def respond(sock, request: RemotingCommand, **fields) -> None:
 
 def truncating_script(body: bytes):
     """A peer that answers code 99 with a truncated frame and closes, and anything else with remark "fine"."""
+
     def script(sock):
         request = read_request(sock)
         if request.code == 99:
@@ -33,6 +35,7 @@ def truncating_script(body: bytes):
             sock.sendall(frame[:30])  # truncated
             return
         respond(sock, request, remark="fine", body=body)
+
     return script
 
 
@@ -47,6 +50,7 @@ def peer_factory():
         p = Peer(script)
         peers.append(p)
         return p
+
     yield make
     for p in peers:
         p.close()
@@ -59,6 +63,7 @@ def test_pipelined_requests_are_matched_by_opaque(peer_factory, kind):
         respond(sock, second, remark="second")  # out of order
         respond(sock, first, remark="first")
         time.sleep(0.5)
+
     peer = peer_factory(script)
     conn = kind(peer.address)
     a = conn.send(RemotingCommand(code=30), timeout=5)
@@ -97,6 +102,7 @@ def test_impossible_frame_length_is_a_protocol_error_that_closes(peer_factory, l
         read_request(sock)
         sock.sendall(struct.pack(">i", length) + b"\x00" * 8)
         time.sleep(1)
+
     peer = peer_factory(script)
     conn = kind(peer.address)
     with pytest.raises(ProtocolError, match="frame of length"):
@@ -112,6 +118,7 @@ def test_garbage_header_is_a_protocol_error(peer_factory, kind):
         read_request(sock)
         sock.sendall(struct.pack(">ii", 12, 8) + b"not json")
         time.sleep(1)
+
     peer = peer_factory(script)
     conn = kind(peer.address)
     with pytest.raises(ProtocolError, match="not valid JSON"):
@@ -129,6 +136,7 @@ def test_many_threads_share_one_connection(peer_factory):
         while True:
             request = read_request(sock)
             respond(sock, request, remark=request.ext_fields["n"])
+
     peer = peer_factory(script)
     pool = ConnectionPool()
     results, errors = [], []
@@ -137,10 +145,10 @@ def test_many_threads_share_one_connection(peer_factory):
         try:
             for i in range(50):
                 n = f"{k}-{i}"
-                results.append(pool.request(peer.address, RemotingCommand(code=1, ext_fields={"n": n}), 5).remark
-                               == n)
+                results.append(pool.request(peer.address, RemotingCommand(code=1, ext_fields={"n": n}), 5).remark == n)
         except Exception as e:  # noqa: BLE001 - collected and asserted below
             errors.append(e)
+
     threads = [threading.Thread(target=worker, args=(k,)) for k in range(8)]
     for t in threads:
         t.start()
@@ -162,6 +170,7 @@ def test_a_peer_that_never_reads_cannot_block_senders(peer_factory):
             conn.request(RemotingCommand(code=30, body=body), timeout=1.0)
         except (ConnectionLostError, RequestTimeoutError) as e:
             outcomes.append(e)
+
     senders = [threading.Thread(target=send) for _ in range(2)]
     for t in senders:
         t.start()
@@ -190,6 +199,7 @@ def test_a_slow_answer_on_a_live_connection_keeps_it(peer_factory):
         time.sleep(1)
         respond(sock, slow)  # ... but this one is late
         time.sleep(2)
+
     peer = peer_factory(script)
     conn = Connection(peer.address)
     slow = conn.send(RemotingCommand(code=30), timeout=0.5)
@@ -218,6 +228,7 @@ def test_an_abandoned_request_expires_on_a_clock_also_on_a_busy_connection(peer_
         read_request(sock)  # the held pull: never answered
         while True:
             respond(sock, read_request(sock))
+
     peer = peer_factory(script)
     conn = Connection(peer.address)
     ended = threading.Event()
@@ -243,11 +254,12 @@ def test_request_ids_wrap_within_int32(peer_factory, monkeypatch):
         while True:
             request = read_request(sock)
             respond(sock, request, remark=str(request.opaque))
+
     peer = peer_factory(script)
-    monkeypatch.setattr(connection, "_opaques", itertools.count(2 ** 31 - 3))
+    monkeypatch.setattr(connection, "_opaques", itertools.count(2**31 - 3))
     conn = Connection(peer.address)
     seen = [int(conn.request(RemotingCommand(code=30), timeout=5).remark) for _ in range(5)]
-    assert seen == [2 ** 31 - 3, 2 ** 31 - 2, 2 ** 31 - 1, 1, 2]
+    assert seen == [2**31 - 3, 2**31 - 2, 2**31 - 1, 1, 2]
     conn.close()
 
 
@@ -257,10 +269,12 @@ def test_a_failing_reader_fails_every_pending_request(peer_factory, monkeypatch)
     def script(sock):
         respond(sock, read_request(sock))
         time.sleep(2)
+
     peer = peer_factory(script)
 
     def broken(buf):
         raise RuntimeError("decoder bug")
+
     monkeypatch.setattr(connection, "decode_frame", broken)
     conn = Connection(peer.address)
     with pytest.raises(ConnectionLostError, match="reader of the connection .* failed: RuntimeError"):
@@ -298,6 +312,7 @@ def test_one_slow_connect_does_not_hold_up_other_addresses(peer_factory):
 
 # -- the direct connection (one reader's own, answers read on its thread) -----------------------------------------
 
+
 def test_a_direct_connection_closes_when_the_server_does_and_the_pool_dials_anew(peer_factory):
     script = truncating_script(b"y" * 300_000)
     peer = peer_factory(script)
@@ -329,6 +344,7 @@ def test_the_answer_to_a_cancelled_request_is_dropped(peer_factory):
         for request in (first, second, third):
             respond(sock, request, remark=str(request.code))
         time.sleep(0.5)
+
     peer = peer_factory(script)
     conn = DirectConnection(peer.address)
     first = conn.send(RemotingCommand(code=1), timeout=5)
@@ -386,8 +402,12 @@ def test_a_native_pull_is_the_request_the_command_path_sends(peer_factory):
         while True:
             received.append(read_request(sock))
             # PULL_NOT_FOUND: nothing there yet, the cursor asks for a wait
-            sock.sendall(encode_command(RemotingCommand(code=19, opaque=received[-1].opaque, flag=1,
-                                                        ext_fields={"nextBeginOffset": "0"})))
+            sock.sendall(
+                encode_command(
+                    RemotingCommand(code=19, opaque=received[-1].opaque, flag=1, ext_fields={"nextBeginOffset": "0"})
+                )
+            )
+
     peer = peer_factory(script)
     mq = MessageQueue("T", "broker-a", 3)
     kw = {"group": "g", "expression": FilterExpression("TagA || TagB")}
@@ -395,8 +415,18 @@ def test_a_native_pull_is_the_request_the_command_path_sends(peer_factory):
     conn = DirectConnection(peer.address)
     sent = [(7, 32), (2**40 + 5, 1), (0, 3)]
     for offset, count in sent:
-        cursor = RangeCursor(str(mq), mq.broker_name, offset, offset + count, depth=1, slot=32, filtered=True,
-                             sparse=False, fail_on_data_loss=True, retry_timeout=5)
+        cursor = RangeCursor(
+            str(mq),
+            mq.broker_name,
+            offset,
+            offset + count,
+            depth=1,
+            slot=32,
+            filtered=True,
+            sparse=False,
+            fail_on_data_loss=True,
+            retry_timeout=5,
+        )
         step = cursor.run(conn.pipe, template, None, 1, 1, 5, 0)
         assert isinstance(step, Step.Retry) and step.why.startswith(f"NO_NEW_MSG at offset {offset}"), step
     conn.close()
@@ -405,7 +435,13 @@ def test_a_native_pull_is_the_request_the_command_path_sends(peer_factory):
         whole = req.pull_request(mq, offset=offset, max_nums=count, **kw)
         whole.ext_fields["subVersion"] = got.ext_fields["subVersion"]  # a clock reading, taken once per template
         assert (got.code, got.language, got.version, got.flag, got.remark, got.body) == (
-            whole.code, whole.language, whole.version, 0, None, b"")
+            whole.code,
+            whole.language,
+            whole.version,
+            0,
+            None,
+            b"",
+        )
         assert got.ext_fields == whole.ext_fields
     with pytest.raises(MalformedError, match="no field"):
         request_template(RemotingCommand(code=11, ext_fields={"a": "0"}), ("queueOffset",))

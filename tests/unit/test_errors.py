@@ -1,4 +1,5 @@
 """The public errors: one module to import them from, each class with a stable prefix of its own."""
+
 from __future__ import annotations
 
 import importlib
@@ -51,7 +52,8 @@ def test_a_row_error_names_the_spark_partition_and_the_count_of_bad_rows():
     e = public.InvalidRowError("a null body", "filter the nulls", partition=3, count=2)
     assert str(e) == "[ROCKETMQ_INVALID_ROW] 2 rows of Spark partition 3 have a null body: filter the nulls"
     assert str(public.InvalidRowError("a null topic", "fill it", partition=0, count=1)) == (
-        "[ROCKETMQ_INVALID_ROW] 1 row of Spark partition 0 has a null topic: fill it")
+        "[ROCKETMQ_INVALID_ROW] 1 row of Spark partition 0 has a null topic: fill it"
+    )
     again = pickle.loads(pickle.dumps(e))
     assert (str(again), again.partition, again.count) == (str(e), 3, 2)
 
@@ -64,6 +66,7 @@ def test_a_prefix_names_the_class_not_its_parent():
 
 def test_a_new_class_of_the_hierarchy_must_name_its_prefix():
     with pytest.raises(TypeError, match="condition"):
+
         class Unnamed(public.RocketMQError):  # noqa: F841 - the class statement is what fails
             pass
 

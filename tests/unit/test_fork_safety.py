@@ -1,5 +1,6 @@
 """Processes started by fork + exec from a process whose gRPC is busy (PySpark starts its JVM so) must start: with
 gRPC core's fork handlers on, some of them crash before exec (grpc/grpc#43055). Importing rmq_spark turns them off."""
+
 from __future__ import annotations
 
 import subprocess
@@ -32,7 +33,8 @@ print(failed)
 
 
 def test_children_of_a_process_using_grpc_start():
-    out = subprocess.run([sys.executable, "-c", "import subprocess\n" + CHILD, "300"], capture_output=True,
-                         text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", "import subprocess\n" + CHILD, "300"], capture_output=True, text=True, timeout=120
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "0", f"{out.stdout.strip()} of 300 children failed:\n{out.stderr[-2000:]}"

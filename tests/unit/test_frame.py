@@ -1,5 +1,6 @@
 """The remoting frame codec against hand-built frames of the documented layout (RemotingCommand.encode,
 RocketMQSerializable) and round trips."""
+
 from __future__ import annotations
 
 import json
@@ -8,12 +9,21 @@ import struct
 import pytest
 
 from rmq_spark.client.errors import ProtocolError, RocketMQError
-from rmq_spark.client.remoting.frame import (CLIENT_VERSION, JSON, ROCKETMQ, RemotingCommand, decode_frame,
-                                             encode_command, parse_loose_json)
+from rmq_spark.client.remoting.frame import (
+    CLIENT_VERSION,
+    JSON,
+    ROCKETMQ,
+    RemotingCommand,
+    decode_frame,
+    encode_command,
+    parse_loose_json,
+)
 
 # A response with a JSON header, as a Java broker (fastjson) writes it.
-JSON_HEADER = (b'{"code":0,"extFields":{"queueId":"3","nextBeginOffset":"100"},"flag":1,"language":"JAVA",'
-               b'"opaque":42,"remark":"ok","serializeTypeCurrentRPC":"JSON","version":473}')
+JSON_HEADER = (
+    b'{"code":0,"extFields":{"queueId":"3","nextBeginOffset":"100"},"flag":1,"language":"JAVA",'
+    b'"opaque":42,"remark":"ok","serializeTypeCurrentRPC":"JSON","version":473}'
+)
 JSON_FRAME = (
     b"\x00\x00\x00\xaa"  # total length 170 = 4 (header-length int) + 162 (header) + 4 (body)
     b"\x00\x00\x00\xa2"  # serialize type 0 (JSON) << 24 | header length 162
@@ -32,8 +42,10 @@ BINARY_FRAME = (
     b"\x00\x00\x00\x01"  # flag int: 1 (response)
     b"\x00\x00\x00\x02OK"  # remark: int length 2, UTF-8 "OK"
     b"\x00\x00\x00\x26"  # ext fields: int length 38, then entries
-    b"\x00\x07queueId" b"\x00\x00\x00\x013"  # short key length 7 "queueId", int value length 1 "3"
-    b"\x00\x0fnextBeginOffset" b"\x00\x00\x00\x03100"  # key length 15, value length 3 "100"
+    b"\x00\x07queueId"
+    b"\x00\x00\x00\x013"  # short key length 7 "queueId", int value length 1 "3"
+    b"\x00\x0fnextBeginOffset"
+    b"\x00\x00\x00\x03100"  # key length 15, value length 3 "100"
     b"\x01\x02"  # body
 )
 
@@ -69,9 +81,17 @@ def test_known_binary_frame_decodes_every_field():
 
 
 def test_encode_binary_matches_documented_layout():
-    cmd = RemotingCommand(code=19, opaque=42, flag=1, remark="OK", language="JAVA", version=473,
-                          ext_fields={"queueId": "3", "nextBeginOffset": "100"}, body=b"\x01\x02",
-                          serialize_type=ROCKETMQ)
+    cmd = RemotingCommand(
+        code=19,
+        opaque=42,
+        flag=1,
+        remark="OK",
+        language="JAVA",
+        version=473,
+        ext_fields={"queueId": "3", "nextBeginOffset": "100"},
+        body=b"\x01\x02",
+        serialize_type=ROCKETMQ,
+    )
     assert encode_command(cmd) == BINARY_FRAME
 
 
@@ -82,10 +102,17 @@ def test_encode_json_layout():
     assert total == len(frame) - 4
     assert mark >> 24 == 0
     hlen = mark & 0xFFFFFF
-    header = json.loads(frame[8:8 + hlen])
-    assert header == {"code": 105, "language": "PYTHON", "version": CLIENT_VERSION, "opaque": 7, "flag": 0,
-                      "extFields": {"topic": "T"}, "serializeTypeCurrentRPC": "JSON"}
-    assert frame[8 + hlen:] == b"xyz"
+    header = json.loads(frame[8 : 8 + hlen])
+    assert header == {
+        "code": 105,
+        "language": "PYTHON",
+        "version": CLIENT_VERSION,
+        "opaque": 7,
+        "flag": 0,
+        "extFields": {"topic": "T"},
+        "serializeTypeCurrentRPC": "JSON",
+    }
+    assert frame[8 + hlen :] == b"xyz"
 
 
 def test_client_version_is_recent():
@@ -97,9 +124,17 @@ def test_client_version_is_recent():
 @pytest.mark.parametrize("stype", [JSON, ROCKETMQ])
 @pytest.mark.parametrize("remark", [None, "", "ünïcode ✓"])
 def test_round_trip(stype, remark):
-    cmd = RemotingCommand(code=11, opaque=123456, flag=2, remark=remark,
-                          ext_fields={"topic": "Tøpic", "queueId": "0", "empty": "", "subExpression": "a || b"},
-                          body=bytes(range(256)) * 3, language="PYTHON", version=473, serialize_type=stype)
+    cmd = RemotingCommand(
+        code=11,
+        opaque=123456,
+        flag=2,
+        remark=remark,
+        ext_fields={"topic": "Tøpic", "queueId": "0", "empty": "", "subExpression": "a || b"},
+        body=bytes(range(256)) * 3,
+        language="PYTHON",
+        version=473,
+        serialize_type=stype,
+    )
     frame = encode_command(cmd)
     assert struct.unpack(">i", frame[:4])[0] == len(frame) - 4
     back = decode_frame(frame[4:])
@@ -127,7 +162,8 @@ def test_json_header_defaults_and_lenient_values():
 def test_parse_loose_json_integer_keys():
     old = '{"brokerDatas":[{"brokerAddrs":{0:"127.0.0.1:10911",1:"127.0.0.1:10921"},"brokerName":"b"}]}'
     assert parse_loose_json(old) == {
-        "brokerDatas": [{"brokerAddrs": {"0": "127.0.0.1:10911", "1": "127.0.0.1:10921"}, "brokerName": "b"}]}
+        "brokerDatas": [{"brokerAddrs": {"0": "127.0.0.1:10911", "1": "127.0.0.1:10921"}, "brokerName": "b"}]
+    }
     assert parse_loose_json('{ 0 : "a" , -1:{2:[]} }') == {"0": "a", "-1": {"2": []}}
     assert parse_loose_json(b'{"a":1}') == {"a": 1}
 
@@ -148,23 +184,26 @@ def test_parse_loose_json_invalid_utf8():
         parse_loose_json(b'{"a":"\xff"}')
 
 
-@pytest.mark.parametrize("buf, what", [
-    (b"", "too short"),
-    (b"\x00\x00", "too short"),
-    (b"\x00\x00\x00\x10{}", "header length"),
-    (b"\x02\x00\x00\x02{}", "serialize type"),
-    (b"\x00\x00\x00\x02[]", "not an object"),
-    (b"\x00\x00\x00\x03{x}", "not valid JSON"),
-    (b'\x00\x00\x00\x09{"code":"', "not valid JSON"),
-    (b"\x00\x00\x00\x03\"\xff\"", "UTF-8"),
-    (b'\x00\x00\x00\x0c{"code":"1"}', "'code'"),
-    (b'\x00\x00\x00\x0c{"flag":1.5}', "'flag'"),
-    (b'\x00\x00\x00\x10{"extFields":[]}', "extFields"),
-    (b'\x00\x00\x00\x16{"extFields":{"a":[]}}', "ext field"),
-    (b'\x00\x00\x00\x0e{"remark":123}', "remark"),
-    (b'\x00\x00\x00\x16{"opaque":99999999999}', "range"),
-    (b"\x01\x00\x00\x05\x00\x01\x00\x00\x00", "fixed part"),
-])
+@pytest.mark.parametrize(
+    "buf, what",
+    [
+        (b"", "too short"),
+        (b"\x00\x00", "too short"),
+        (b"\x00\x00\x00\x10{}", "header length"),
+        (b"\x02\x00\x00\x02{}", "serialize type"),
+        (b"\x00\x00\x00\x02[]", "not an object"),
+        (b"\x00\x00\x00\x03{x}", "not valid JSON"),
+        (b'\x00\x00\x00\x09{"code":"', "not valid JSON"),
+        (b'\x00\x00\x00\x03"\xff"', "UTF-8"),
+        (b'\x00\x00\x00\x0c{"code":"1"}', "'code'"),
+        (b'\x00\x00\x00\x0c{"flag":1.5}', "'flag'"),
+        (b'\x00\x00\x00\x10{"extFields":[]}', "extFields"),
+        (b'\x00\x00\x00\x16{"extFields":{"a":[]}}', "ext field"),
+        (b'\x00\x00\x00\x0e{"remark":123}', "remark"),
+        (b'\x00\x00\x00\x16{"opaque":99999999999}', "range"),
+        (b"\x01\x00\x00\x05\x00\x01\x00\x00\x00", "fixed part"),
+    ],
+)
 def test_malformed_frames_raise_protocol_error(buf, what):
     with pytest.raises(ProtocolError) as info:
         decode_frame(buf)
@@ -178,18 +217,21 @@ def _binary(header: bytes) -> bytes:
 FIXED = b"\x00\x01\x00\x00\x00\x00\x00\x00\x01\x00\x00\x00\x00"  # code 1, JAVA, version 0, opaque 1, flag 0
 
 
-@pytest.mark.parametrize("header, what", [
-    (FIXED + b"\x00\x00\x00\x09ab" + b"\x00\x00\x00\x00", "remark length"),
-    (FIXED + b"\xff\xff\xff\xff" + b"\x00\x00\x00\x00", "remark length"),
-    (FIXED + b"\x00\x00\x00\x02\xc3\x28" + b"\x00\x00\x00\x00", "UTF-8"),
-    (FIXED + b"\x00\x00\x00\x00" + b"\x00\x00\x00\x09\x00\x01", "ext fields length"),
-    (FIXED + b"\x00\x00\x00\x00" + b"\x00\x00\x00\x01\x00", "name length truncated"),
-    (FIXED + b"\x00\x00\x00\x00" + b"\x00\x00\x00\x03\x00\x05a", "name length"),
-    (FIXED + b"\x00\x00\x00\x00" + b"\x00\x00\x00\x05\x00\x01a\x00\x00", "value length truncated"),
-    (FIXED + b"\x00\x00\x00\x00" + b"\x00\x00\x00\x07\x00\x01a\x00\x00\x00\x09", "value length"),
-    (FIXED + b"\x00\x00\x00\x00" + b"\x00\x00\x00\x00" + b"junk", "trailing"),
-    (FIXED + b"\x00\x00\x00\x00", "fixed part"),
-])
+@pytest.mark.parametrize(
+    "header, what",
+    [
+        (FIXED + b"\x00\x00\x00\x09ab" + b"\x00\x00\x00\x00", "remark length"),
+        (FIXED + b"\xff\xff\xff\xff" + b"\x00\x00\x00\x00", "remark length"),
+        (FIXED + b"\x00\x00\x00\x02\xc3\x28" + b"\x00\x00\x00\x00", "UTF-8"),
+        (FIXED + b"\x00\x00\x00\x00" + b"\x00\x00\x00\x09\x00\x01", "ext fields length"),
+        (FIXED + b"\x00\x00\x00\x00" + b"\x00\x00\x00\x01\x00", "name length truncated"),
+        (FIXED + b"\x00\x00\x00\x00" + b"\x00\x00\x00\x03\x00\x05a", "name length"),
+        (FIXED + b"\x00\x00\x00\x00" + b"\x00\x00\x00\x05\x00\x01a\x00\x00", "value length truncated"),
+        (FIXED + b"\x00\x00\x00\x00" + b"\x00\x00\x00\x07\x00\x01a\x00\x00\x00\x09", "value length"),
+        (FIXED + b"\x00\x00\x00\x00" + b"\x00\x00\x00\x00" + b"junk", "trailing"),
+        (FIXED + b"\x00\x00\x00\x00", "fixed part"),
+    ],
+)
 def test_malformed_binary_headers(header, what):
     with pytest.raises(ProtocolError) as info:
         decode_frame(_binary(header))

@@ -1,4 +1,5 @@
 """The gRPC transport's pieces that need no server: signing, routes, message conversion, error mapping."""
+
 from __future__ import annotations
 
 import gzip
@@ -30,8 +31,10 @@ def test_signature_is_hex_hmac_sha1_of_the_date_time():
 def test_metadata_signs_without_showing_the_secret():
     md = dict(Metadata(Credentials("AK", "s3cr3t", "tok"), "v")(("x-mq-broker-name", "b")))
     assert re.fullmatch(r"\d{8}T\d{6}Z", md["x-mq-date-time"])
-    assert md["authorization"] == (f"MQv2-HMAC-SHA1 Credential=AK, SignedHeaders=x-mq-date-time, "
-                                   f"Signature={signature('s3cr3t', md['x-mq-date-time'])}")
+    assert md["authorization"] == (
+        f"MQv2-HMAC-SHA1 Credential=AK, SignedHeaders=x-mq-date-time, "
+        f"Signature={signature('s3cr3t', md['x-mq-date-time'])}"
+    )
     assert md["x-mq-session-token"] == "tok" and md["x-mq-broker-name"] == "b" and md["x-mq-protocol"] == "v2"
     assert not any("s3cr3t" in v for v in md.values())
     assert "authorization" not in dict(Metadata(None, "v")())
@@ -40,20 +43,41 @@ def test_metadata_signs_without_showing_the_secret():
 def test_route_from_queues_counts_leading_readable_and_writable_ids():
     def q(broker, i, perm):
         return pb.MessageQueue(topic=pb.Resource(name="T"), id=i, permission=perm, broker=pb.Broker(name=broker))
-    route = route_from_queues("T", "gw:1", [q("b", 0, pb.READ_WRITE), q("b", 1, pb.READ), q("a", 1, pb.READ_WRITE),
-                                            q("a", 0, pb.READ_WRITE), q("c", 0, pb.WRITE)])
+
+    route = route_from_queues(
+        "T",
+        "gw:1",
+        [
+            q("b", 0, pb.READ_WRITE),
+            q("b", 1, pb.READ),
+            q("a", 1, pb.READ_WRITE),
+            q("a", 0, pb.READ_WRITE),
+            q("c", 0, pb.WRITE),
+        ],
+    )
     assert [str(mq) for mq in route.read_queues()] == ["T:a/0", "T:a/1", "T:b/0", "T:b/1"]
     assert [str(mq) for mq in route.write_queues()] == ["T:a/0", "T:a/1", "T:b/0", "T:c/0"]
     assert route.broker("a").master_address == "gw:1"
 
 
 def _pulled(**system) -> pb.Message:
-    sp = pb.SystemProperties(queue_id=2, queue_offset=41, message_id="ID1", keys=["k1", "k2"], born_host="1.2.3.4:5",
-                             store_host="6.7.8.9:10911", **system)
+    sp = pb.SystemProperties(
+        queue_id=2,
+        queue_offset=41,
+        message_id="ID1",
+        keys=["k1", "k2"],
+        born_host="1.2.3.4:5",
+        store_host="6.7.8.9:10911",
+        **system,
+    )
     sp.born_timestamp.FromMilliseconds(1_700_000_000_123)
     sp.store_timestamp.FromMilliseconds(1_700_000_000_456)
-    return pb.Message(topic=pb.Resource(name="T"), body=b"hello", system_properties=sp,
-                      user_properties={"TAGS": "tagA", "KEYS": "k1 k2", "a": "1", messages.FLAG_PROPERTY: "7"})
+    return pb.Message(
+        topic=pb.Resource(name="T"),
+        body=b"hello",
+        system_properties=sp,
+        user_properties={"TAGS": "tagA", "KEYS": "k1 k2", "a": "1", messages.FLAG_PROPERTY: "7"},
+    )
 
 
 def _read(m: pb.Message):
@@ -94,8 +118,11 @@ def test_outgoing_messages_carry_tag_keys_id_and_flag():
 
 
 def test_timer_and_keyed_messages_carry_their_time_and_group_as_the_v2_api_has_them():
-    timer, keyed = messages.to_v2("T", 0, [OutgoingMessage(b"t", deliver_time_ms=1_700_000_000_123),
-                                           OutgoingMessage(b"k", sharding_key="order-7")])
+    timer, keyed = messages.to_v2(
+        "T",
+        0,
+        [OutgoingMessage(b"t", deliver_time_ms=1_700_000_000_123), OutgoingMessage(b"k", sharding_key="order-7")],
+    )
     assert timer.system_properties.message_type == pb.DELAY
     assert timer.system_properties.delivery_timestamp.ToMilliseconds() == 1_700_000_000_123
     assert keyed.system_properties.message_type == pb.FIFO and keyed.system_properties.message_group == "order-7"
@@ -103,9 +130,20 @@ def test_timer_and_keyed_messages_carry_their_time_and_group_as_the_v2_api_has_t
 
 def test_a_route_tells_the_topic_message_type_from_the_types_its_queues_accept():
     def route(*accepts):
-        return route_from_queues("T", "gw:1", [pb.MessageQueue(topic=pb.Resource(name="T"), id=0,
-                                                               permission=pb.READ_WRITE, broker=pb.Broker(name="a"),
-                                                               accept_message_types=accepts)])
+        return route_from_queues(
+            "T",
+            "gw:1",
+            [
+                pb.MessageQueue(
+                    topic=pb.Resource(name="T"),
+                    id=0,
+                    permission=pb.READ_WRITE,
+                    broker=pb.Broker(name="a"),
+                    accept_message_types=accepts,
+                )
+            ],
+        )
+
     assert route().message_type is None and route(pb.FIFO).message_type is MessageType.FIFO
     assert route(pb.NORMAL, pb.FIFO, pb.DELAY, pb.TRANSACTION).message_type is MessageType.MIXED
 
@@ -141,8 +179,14 @@ def test_a_channel_whose_tls_handshaker_could_not_be_built_is_replaced():
     client names the TLS options and drops the channel, so that its retry builds a new one. Other failures keep it."""
     client = GrpcClient("127.0.0.1:1")
     channel = client._open()
-    e = client.rpc_error(_RpcError(grpc.StatusCode.UNAVAILABLE, "failed to connect to all addresses; last error: "
-                                   "UNKNOWN: ipv4:127.0.0.1:1: Failed to create security handshaker."), "max offset")
+    e = client.rpc_error(
+        _RpcError(
+            grpc.StatusCode.UNAVAILABLE,
+            "failed to connect to all addresses; last error: "
+            "UNKNOWN: ipv4:127.0.0.1:1: Failed to create security handshaker.",
+        ),
+        "max offset",
+    )
     assert isinstance(e, ConnectionLostError) and "tlsKeyFile" in str(e) and "127.0.0.1:1" in str(e)
     assert client._channel is None and client._open() is not channel
     kept = client._open()
@@ -160,6 +204,7 @@ def test_threads_making_their_first_calls_at_once_share_one_channel(monkeypatch)
         time.sleep(0.05)
         opened.append(real(*args, **kwargs))
         return opened[-1]
+
     monkeypatch.setattr(grpc_client.grpc, "insecure_channel", slow_channel)
     client = GrpcClient("127.0.0.1:1")
     start = threading.Barrier(8)
@@ -167,6 +212,7 @@ def test_threads_making_their_first_calls_at_once_share_one_channel(monkeypatch)
     def first_call():
         start.wait()
         client._method("QueryRoute", svc.QueryRouteResponse)
+
     threads = [threading.Thread(target=first_call) for _ in range(8)]
     for t in threads:
         t.start()

@@ -1,6 +1,7 @@
 """HeldPulls' bookkeeping: which ended holds tell their queue's new end (and are armed there), which hand their
 queue back to be asked, which are armed again as they were, when a refused queue is held again and which queues are
 never held again, and what an answered hold keeps."""
+
 from __future__ import annotations
 
 import gc
@@ -97,6 +98,7 @@ def _arm_until_held(holds: HeldPulls, mq: MessageQueue, now: list[float]) -> Non
 
 def test_a_failed_hold_hands_the_queue_back_and_a_refused_one_is_held_again_after_a_backoff(monkeypatch):
     import rmq_spark.source.held_pulls as held_pulls
+
     now = [100.0]
     monkeypatch.setattr(held_pulls.time, "monotonic", lambda: now[0])
     client = _Client()
@@ -143,6 +145,7 @@ class _Body:
 
 def test_an_answered_hold_keeps_the_answers_header_not_its_body(monkeypatch):
     import rmq_spark.source.held_pulls as held_pulls
+
     monkeypatch.setattr(held_pulls.time, "monotonic", lambda: 100.0)  # the answer is fresh however slow gc is
     client = _Client()
     holds = HeldPulls(client, "g")
@@ -176,6 +179,7 @@ def test_a_dropped_or_rearmed_hold_that_ends_later_is_ignored():
 
 def test_an_answer_older_than_a_moment_does_not_stand_for_the_end(monkeypatch):
     import rmq_spark.source.held_pulls as held_pulls
+
     now = [100.0]
     monkeypatch.setattr(held_pulls.time, "monotonic", lambda: now[0])
     client = _Client()
@@ -191,6 +195,7 @@ def test_an_answer_after_a_long_quiet_hold_stands_for_the_end_for_as_long(monkey
     after it, so a batch every second asks no GET_MAX_OFFSET for it; a message that came meanwhile ends the hold
     armed at the answered end at once, and the next poll sees it."""
     import rmq_spark.source.held_pulls as held_pulls
+
     now = [100.0]
     monkeypatch.setattr(held_pulls.time, "monotonic", lambda: now[0])
     client = _Client()

@@ -1,5 +1,6 @@
 """The layers: the transports are siblings, neither imports the other, what they share lives in client/ (model, base,
 errors)."""
+
 from __future__ import annotations
 
 import ast
@@ -30,13 +31,16 @@ def _imports(package: Path) -> dict[str, set[str]]:
 def test_a_transport_does_not_import_the_other(package, other):
     imports = _imports(CLIENT / package)
     assert imports, f"no sources found under {CLIENT / package}"
-    crossing = {f: sorted(n for n in names if n.startswith(f"rmq_spark.client.{other}"))
-                for f, names in imports.items()}
+    crossing = {
+        f: sorted(n for n in names if n.startswith(f"rmq_spark.client.{other}")) for f, names in imports.items()
+    }
     assert not {f: n for f, n in crossing.items() if n}, f"client/{package} imports client/{other}"
 
 
 def test_the_client_imports_nothing_above_itself():
     """The client stands on its own: rmq_spark.errors re-exports its errors, never the other way round."""
-    above = {f: sorted(n for n in names if not n.startswith(("rmq_spark.client", "rmq_spark.compiled")))
-             for f, names in _imports(CLIENT).items()}
+    above = {
+        f: sorted(n for n in names if not n.startswith(("rmq_spark.client", "rmq_spark.compiled")))
+        for f, names in _imports(CLIENT).items()
+    }
     assert not {f: n for f, n in above.items() if n}, "client/ imports modules above it"

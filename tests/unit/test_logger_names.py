@@ -1,5 +1,6 @@
 """The README names every logger of the connector (a module that logs under its own name), so users can find and
 configure its lines."""
+
 from __future__ import annotations
 
 import re
@@ -22,6 +23,7 @@ def test_every_logger_of_the_connector_is_named_in_the_readme():
     named = set(re.findall(r"`(rmq_spark(?:\.\w+)+(?:\.\*)?)`", readme))
     loggers = _loggers()
     assert "rmq_spark.source.stream" in loggers
-    missing = [n for n in loggers
-               if n not in named and not any(w.endswith(".*") and n.startswith(w[:-1]) for w in named)]
+    missing = [
+        n for n in loggers if n not in named and not any(w.endswith(".*") and n.startswith(w[:-1]) for w in named)
+    ]
     assert not missing, f"README does not name these loggers: {missing}"

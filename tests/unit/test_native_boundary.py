@@ -1,6 +1,7 @@
 """The boundary with the compiled core: its stub (``rmq_spark/_native.pyi``) names what the module exports, with
 the parameters its functions take; the core's errors each become one of the package's; its statuses are one object
 each; the constants Python reads are the core's."""
+
 from __future__ import annotations
 
 import ast
@@ -14,8 +15,8 @@ import pytest
 import rmq_spark._native as native
 from rmq_spark.client import errors
 from rmq_spark.client.core_errors import package_error
-from rmq_spark.compiled import PullStatus
 from rmq_spark.client.remoting import codes
+from rmq_spark.compiled import PullStatus
 from rmq_spark.sink import retry
 
 STUB = Path(native.__file__).parent / "_native.pyi"
@@ -48,8 +49,9 @@ def _parameters(fn: ast.FunctionDef) -> list[tuple[str, bool, bool]]:
     a = fn.args
     positional = [p for p in a.posonlyargs + a.args if p.arg != "self"]
     defaults = [False] * (len(positional) - len(a.defaults)) + [True] * len(a.defaults)
-    return ([(p.arg, False, d) for p, d in zip(positional, defaults)]
-            + [(p.arg, True, d is not None) for p, d in zip(a.kwonlyargs, a.kw_defaults)])
+    return [(p.arg, False, d) for p, d in zip(positional, defaults)] + [
+        (p.arg, True, d is not None) for p, d in zip(a.kwonlyargs, a.kw_defaults)
+    ]
 
 
 def _runtime_parameters(obj) -> list[tuple[str, bool, bool]]:
@@ -64,7 +66,8 @@ def _check_class(stub: ast.ClassDef, cls: type, where: str) -> None:
         if isinstance(node, ast.ClassDef):
             _check_class(node, getattr(cls, name), f"{where}.{name}")
         elif isinstance(node, ast.FunctionDef) and not any(
-                isinstance(d, ast.Name) and d.id == "property" for d in node.decorator_list):
+            isinstance(d, ast.Name) and d.id == "property" for d in node.decorator_list
+        ):
             target = cls if name == "__init__" else getattr(cls, name)
             assert _parameters(node) == _runtime_parameters(target), f"{where}.{name}"
 
@@ -84,9 +87,14 @@ def test_the_stub_and_py_typed_are_in_the_package():
 
 
 def test_each_error_of_the_core_becomes_one_of_the_package_with_its_text():
-    expected = {native.MalformedError: errors.ProtocolError, native.PipeLostError: errors.ConnectionLostError,
-                native.PipeTimeoutError: errors.RequestTimeoutError, native.DataLostError: errors.DataLossError,
-                native.RefusedError: errors.RocketMQError, native.UnavailableError: errors.BrokerUnavailableError}
+    expected = {
+        native.MalformedError: errors.ProtocolError,
+        native.PipeLostError: errors.ConnectionLostError,
+        native.PipeTimeoutError: errors.RequestTimeoutError,
+        native.DataLostError: errors.DataLossError,
+        native.RefusedError: errors.RocketMQError,
+        native.UnavailableError: errors.BrokerUnavailableError,
+    }
     assert set(native.CoreError.__subclasses__()) == set(expected)
     for core, package in expected.items():
         error = package_error(core("what went wrong"))
@@ -96,14 +104,20 @@ def test_each_error_of_the_core_becomes_one_of_the_package_with_its_text():
 
 def test_a_malformed_frame_is_a_protocol_error_naming_the_fault():
     from rmq_spark.client.remoting.frame import decode_frame
+
     with pytest.raises(errors.ProtocolError) as caught:
         decode_frame(b"\x00\x00")
     assert not isinstance(caught.value, native.CoreError) and caught.value.__cause__ is None
 
 
 def test_each_pull_status_is_one_object_named_as_its_attribute():
-    statuses = [PullStatus.FOUND, PullStatus.NO_NEW_MSG, PullStatus.NO_MATCHED_MSG, PullStatus.RETRY_IMMEDIATELY,
-                PullStatus.OFFSET_ILLEGAL]
+    statuses = [
+        PullStatus.FOUND,
+        PullStatus.NO_NEW_MSG,
+        PullStatus.NO_MATCHED_MSG,
+        PullStatus.RETRY_IMMEDIATELY,
+        PullStatus.OFFSET_ILLEGAL,
+    ]
     assert len(set(statuses)) == 5
     for status in statuses:
         assert getattr(PullStatus, status.name) is status
@@ -134,11 +148,13 @@ def test_one_backoff_schedule_for_the_cursor_and_the_sink(monkeypatch):
 def test_the_data_loss_rule_is_worded_by_the_core_for_planning_too(caplog):
     from rmq_spark.client.model import MessageQueue
     from rmq_spark.source.planning import check_data_loss
+
     mq = MessageQueue("T", "b", 0)
     with pytest.raises(errors.DataLossError) as caught:
         check_data_loss(mq, 3, 5, True)
-    assert str(caught.value).endswith("[3, 5) were deleted before they were read. Set failOnDataLoss=false to start "
-                                      "at the first available offset.")
+    assert str(caught.value).endswith(
+        "[3, 5) were deleted before they were read. Set failOnDataLoss=false to start at the first available offset."
+    )
     with caplog.at_level(logging.WARNING, logger="rmq_spark.source.planning"):
         assert check_data_loss(mq, 3, 5, False) == 5
     assert caplog.records[-1].getMessage().endswith("read; starting at 5 (failOnDataLoss=false)")

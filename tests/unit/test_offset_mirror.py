@@ -2,6 +2,7 @@
 a thread of its own and returns; the brokers get only ends Spark handed over, the newest when commits queue up;
 ``stop()`` flushes what is pending within a deadline and says so in the log when it cannot; an outage is tried
 again on the outage clock without a new commit."""
+
 from __future__ import annotations
 
 import logging
@@ -56,9 +57,18 @@ class _Masters:
 
 
 def _reader(masters: _Masters, **options: str) -> RocketMQStreamReader:
-    reader = RocketMQStreamReader(parse_options({"nameServer": "127.0.0.1:9876", "topic": TOPIC,
-                                                 "consumerGroup": GROUP, "allowSharedConsumerGroup": "true",
-                                                 **options}, streaming=True))
+    reader = RocketMQStreamReader(
+        parse_options(
+            {
+                "nameServer": "127.0.0.1:9876",
+                "topic": TOPIC,
+                "consumerGroup": GROUP,
+                "allowSharedConsumerGroup": "true",
+                **options,
+            },
+            streaming=True,
+        )
+    )
     reader._client = masters
     return reader
 

@@ -1,17 +1,19 @@
 """Offset JSON and range splitting."""
+
 from __future__ import annotations
 
 import json
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from rmq_spark.client.errors import BrokerUnavailableError
 from rmq_spark.client.model import MessageQueue
-from rmq_spark.source.offsets import QueueRange, canonical_json, offsets_from_json, offsets_to_json, recorded_start
-from rmq_spark.source.range_calculator import group_ranges, plan_partitions, split_ranges
 from rmq_spark.options import OptionError, parse_options
 from rmq_spark.source.offset_specs import Committed, Edge, SpecificOffsets, check_named, entering_spec
+from rmq_spark.source.offsets import QueueRange, canonical_json, offsets_from_json, offsets_to_json, recorded_start
+from rmq_spark.source.range_calculator import group_ranges, plan_partitions, split_ranges
 
 
 def mq(b, q, t="T"):
@@ -45,15 +47,22 @@ def test_one_partition_per_nonempty_queue_by_default():
 
 def test_max_per_partition_and_min_partitions():
     r = QueueRange(mq("a", 0), 0, 100)
-    assert split_ranges([r], max_per_partition=30) == [QueueRange(r.queue, 0, 25), QueueRange(r.queue, 25, 50),
-                                                       QueueRange(r.queue, 50, 75), QueueRange(r.queue, 75, 100)]
+    assert split_ranges([r], max_per_partition=30) == [
+        QueueRange(r.queue, 0, 25),
+        QueueRange(r.queue, 25, 50),
+        QueueRange(r.queue, 50, 75),
+        QueueRange(r.queue, 75, 100),
+    ]
     small, big = QueueRange(mq("a", 1), 0, 10), QueueRange(mq("b", 0), 0, 90)
     parts = split_ranges([small, big], min_partitions=10)
     assert sum(1 for p in parts if p.queue == big.queue) == 9 and sum(1 for p in parts if p.queue == small.queue) == 1
 
 
-@given(st.lists(st.tuples(st.integers(0, 1000), st.integers(0, 500)), min_size=1, max_size=8),
-       st.one_of(st.none(), st.integers(1, 50)), st.one_of(st.none(), st.integers(1, 200)))
+@given(
+    st.lists(st.tuples(st.integers(0, 1000), st.integers(0, 500)), min_size=1, max_size=8),
+    st.one_of(st.none(), st.integers(1, 50)),
+    st.one_of(st.none(), st.integers(1, 200)),
+)
 def test_splitting_covers_every_offset_exactly_once(spans, min_parts, max_per):
     ranges = [QueueRange(mq("b", i), s, s + n) for i, (s, n) in enumerate(spans)]
     parts = split_ranges(ranges, min_partitions=min_parts, max_per_partition=max_per)
@@ -70,20 +79,28 @@ def test_small_parts_are_read_together_large_ones_alone():
     tasks = group_ranges([*small[:2], large, *small[2:]], min_per_partition=1000)
     assert tasks == [(large,), (small[0], small[1], small[2], small[3]), (small[4],)]
     assert group_ranges(small, min_per_partition=1000, max_per_partition=700) == [
-        (small[0], small[1]), (small[2], small[3]), (small[4],)]
+        (small[0], small[1]),
+        (small[2], small[3]),
+        (small[4],),
+    ]
     assert group_ranges(small, min_per_partition=0) == [(r,) for r in small]
 
 
 def test_min_partitions_is_never_undone_by_grouping():
     ranges = [QueueRange(mq("a", i), 0, 10) for i in range(4)]
     assert plan_partitions(ranges, min_partitions=8, max_per_partition=None, min_per_partition=1000) == [
-        (p,) for p in split_ranges(ranges, min_partitions=8)]
+        (p,) for p in split_ranges(ranges, min_partitions=8)
+    ]
     assert plan_partitions(ranges, min_partitions=None, max_per_partition=None, min_per_partition=1000) == [
-        tuple(ranges)]
+        tuple(ranges)
+    ]
 
 
-@given(st.lists(st.tuples(st.integers(0, 1000), st.integers(0, 500)), min_size=1, max_size=8),
-       st.one_of(st.none(), st.integers(1, 200)), st.integers(0, 600))
+@given(
+    st.lists(st.tuples(st.integers(0, 1000), st.integers(0, 500)), min_size=1, max_size=8),
+    st.one_of(st.none(), st.integers(1, 200)),
+    st.integers(0, 600),
+)
 def test_grouping_keeps_every_part_once_in_order_within_the_limits(spans, max_per, min_per):
     ranges = [QueueRange(mq("b", i), s, s + n) for i, (s, n) in enumerate(spans)]
     parts = split_ranges(ranges, max_per_partition=max_per)
@@ -108,28 +125,39 @@ def test_a_queue_pickled_into_another_process_hashes_there_as_that_process_build
     a = mq("broker-a", 3)
     assert queue_of("T", "broker-a", 3) is queue_of("T", "broker-a", 3) == a
     assert pickle.loads(pickle.dumps(a)) == a and hash(pickle.loads(pickle.dumps(a))) == hash(a)
-    check = ("import pickle, sys; from rmq_spark.client.model import MessageQueue as M; "
-             "q = pickle.loads(sys.stdin.buffer.read()); "
-             "assert q == M('T', 'broker-a', 3) and {M('T', 'broker-a', 3): 1}[q] == 1, q")
+    check = (
+        "import pickle, sys; from rmq_spark.client.model import MessageQueue as M; "
+        "q = pickle.loads(sys.stdin.buffer.read()); "
+        "assert q == M('T', 'broker-a', 3) and {M('T', 'broker-a', 3): 1}[q] == 1, q"
+    )
     env = {**os.environ, "PYTHONHASHSEED": "12345"}
-    done = subprocess.run([sys.executable, "-c", check], input=pickle.dumps({a: 7}.popitem()[0]), env=env,
-                          capture_output=True)
+    done = subprocess.run(
+        [sys.executable, "-c", check], input=pickle.dumps({a: 7}.popitem()[0]), env=env, capture_output=True
+    )
     assert done.returncode == 0, done.stderr.decode()
-    assert a != ("T", "broker-a", 3) and a < mq("broker-a", 4) and sorted([mq("broker-c", 0), a]) == [a, mq("broker-c", 0)]
+    assert (
+        a != ("T", "broker-a", 3) and a < mq("broker-a", 4) and sorted([mq("broker-c", 0), a]) == [a, mq("broker-c", 0)]
+    )
 
 
 def test_named_queues_are_checked_against_the_routes_and_a_batch_does_not_wait_for_an_away_broker_group():
     queues = [MessageQueue("T", "broker-a", i) for i in range(2)]
-    spec = parse_options({"nameServer": "n:9876", "topic": "T", "startingOffsets": json.dumps(
-        {"T": {"broker-a/1": 3, "broker-b/0": 5}})}).starting
-    away = ("option startingOffsets names queue broker-b/0 of topic 'T', whose broker group is not in the topic's "
-            "route now")
+    spec = parse_options(
+        {"nameServer": "n:9876", "topic": "T", "startingOffsets": json.dumps({"T": {"broker-a/1": 3, "broker-b/0": 5}})}
+    ).starting
+    away = (
+        "option startingOffsets names queue broker-b/0 of topic 'T', whose broker group is not in the topic's route now"
+    )
     assert [note.startswith(away) for note in check_named(spec, queues, waits=True)] == [True]  # a stream waits
-    with pytest.raises(BrokerUnavailableError, match=away + r" \(it has broker-a\): check the name; if that broker "
-                                                            "group is stopped or restarting, read when it is back"):
+    with pytest.raises(
+        BrokerUnavailableError,
+        match=away + r" \(it has broker-a\): check the name; if that broker "
+        "group is stopped or restarting, read when it is back",
+    ):
         check_named(spec, queues, waits=False)
-    missing = parse_options({"nameServer": "n:9876", "topic": "T", "startingOffsetsByTimestamp": json.dumps(
-        {"T": {"broker-a/2": 1}})}).starting
+    missing = parse_options(
+        {"nameServer": "n:9876", "topic": "T", "startingOffsetsByTimestamp": json.dumps({"T": {"broker-a/2": 1}})}
+    ).starting
     with pytest.raises(OptionError, match="names queue broker-a/2 of topic 'T', which does not exist"):
         check_named(missing, queues, waits=True)
     other = parse_options({"nameServer": "n:9876", "topic": "T", "startingOffsets": '{"U": {"broker-a/0": 1}}'})
@@ -138,11 +166,20 @@ def test_named_queues_are_checked_against_the_routes_and_a_batch_does_not_wait_f
 
 
 def test_a_queue_entering_a_stream_late_starts_where_the_start_options_name_it():
-    named = parse_options({"nameServer": "n:9876", "topic": "T", "startingOffsets": '{"T": {"broker-b/0": 5}}'},
-                          streaming=True).starting
+    named = parse_options(
+        {"nameServer": "n:9876", "topic": "T", "startingOffsets": '{"T": {"broker-b/0": 5}}'}, streaming=True
+    ).starting
     assert entering_spec(named) == SpecificOffsets("startingOffsets", named.offsets, Edge.EARLIEST)
-    committed = parse_options({"nameServer": "n:9876", "topic": "T", "startingOffsets": "committed",
-                               "consumerGroup": "g", "startingOffsetsFallback": "latest"}, streaming=True).starting
+    committed = parse_options(
+        {
+            "nameServer": "n:9876",
+            "topic": "T",
+            "startingOffsets": "committed",
+            "consumerGroup": "g",
+            "startingOffsetsFallback": "latest",
+        },
+        streaming=True,
+    ).starting
     assert entering_spec(committed) == Committed("g", Edge.LATEST)
     assert entering_spec(Edge.LATEST) is Edge.EARLIEST
 

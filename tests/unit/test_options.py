@@ -1,4 +1,5 @@
 """Option parsing: every bad input gives an OptionError naming the option."""
+
 from __future__ import annotations
 
 import logging
@@ -11,8 +12,8 @@ import pytest
 
 from rmq_spark.client.model import FilterExpression, MessageQueue
 from rmq_spark.option_table import OPTIONS, Scope, default, reference_markdown
-from rmq_spark.options import OptionError, SourceOptions, parse_options, parse_sink_options
 from rmq_spark.option_values import parse_duration_ms
+from rmq_spark.options import OptionError, parse_options, parse_sink_options
 from rmq_spark.source.offset_specs import ByTimestamp, Committed, Edge, SpecificOffsets
 
 BASE = {"nameserver": "127.0.0.1:9876", "topic": "T"}
@@ -53,48 +54,58 @@ def test_secrets_stay_out_of_repr():
     assert "s3cr3t-value" not in repr(o) and "tok-value" not in repr(o) and "AK" in repr(o)
 
 
-@pytest.mark.parametrize("raw, message", [
-    ({**BASE, "startingOffset": "earliest"}, "unknown option 'startingOffset' .*; did you mean startingOffsets\\? "
-                                             "known options: .*consumerGroup"),
-    ({**BASE, "failondatalos": "false"}, "did you mean failOnDataLoss\\?"),
-    ({**BASE, "colour": "blue"}, "unknown option 'colour' for the rocketmq source; known options: "),
-    ({"topic": "T"}, "option nameServer is required"),
-    ({**BASE, "nameserver": "localhost"}, "option nameServer: 'localhost' is not host:port"),
-    ({"nameserver": "h:1"}, "exactly one of the options topic, topics, topicPattern"),
-    ({**BASE, "topics": "A"}, r"exactly one of the options topic, topics, topicPattern, assign \(got topic, topics\)"),
-    ({**BASE, "assign": '{"T": ["broker-a/0"]}'}, r"exactly one of .* \(got topic, assign\)"),
-    ({"nameserver": "h:1", "assign": "T"}, "option assign is not valid JSON"),
-    ({"nameserver": "h:1", "assign": '{"T": []}'}, "topic 'T' must map to a non-empty list"),
-    ({"nameserver": "h:1", "assign": '{"T": ["broker-a"]}'}, "option assign: queue key 'broker-a' of topic 'T'"),
-    ({"nameserver": "h:1", "assign": '{"T": ["broker-a/0"]}', "startingOffsets": '{"T": {"broker-b/0": 3}}'},
-     "option startingOffsets names queues that option assign does not: T:broker-b/0"),
-    ({**BASE, "topic": "bad topic"}, "not a valid RocketMQ topic name"),
-    ({"nameserver": "h:1", "topicPattern": "("}, "topicPattern is not a valid regular expression"),
-    ({**BASE, "startingOffsets": "{not json"}, "option startingOffsets is not valid JSON"),
-    ({**BASE, "startingOffsets": '{"T": {"broker-a": 1}}'}, "queue key 'broker-a' of topic 'T'"),
-    ({**BASE, "startingOffsets": '{"T": {"broker-a/0": "x"}}'}, "must be an integer"),
-    ({**BASE, "startingOffsets": "newest"}, "option startingOffsets must be earliest | latest | committed"),
-    ({**BASE, "startingOffsets": "latest"}, "startingOffsets=latest is for streaming"),
-    ({**BASE, "startingOffsets": "committed"}, "needs option consumerGroup"),
-    ({**BASE, "minPartitions": "0"}, "option minPartitions must be at least 1"),
-    ({**BASE, "maxMessagesPerPartition": "many"}, "option maxMessagesPerPartition must be an integer"),
-    ({**BASE, "failOnDataLoss": "yes"}, "option failOnDataLoss must be true or false"),
-    ({**BASE, "expressionType": "REGEX"}, "option expressionType must be one of TAG, SQL92"),
-    ({**BASE, "accessKey": "AK"}, "accessKey and secretKey go together"),
-    ({**BASE, "endpoint": "h:1"}, "nameServer .remoting. or option endpoint .gRPC pull gateway., not both"),
-    ({"endpoint": "gateway", "topic": "T"}, "option endpoint 'gateway' is not host:port"),
-    ({"endpoint": "a:1;b:2", "topic": "T"}, "option endpoint takes one host:port"),
-    ({"endpoint": "gw:70000", "topic": "T"}, "option endpoint 'gw:70000' is not host:port"),
-    ({"endpoint": "a:1", "topicPattern": "T.*"}, "topicPattern needs the name server's topic list"),
-    ({**BASE, "path": "/x"}, "takes no path"),
-    ({**BASE, "startingOffsetsFallback": "middle"}, "startingOffsetsFallback must be one of"),
-    ({**BASE, "commitOffsetsToBroker": "true"}, "commitOffsetsToBroker=true needs option consumerGroup"),
-    ({**BASE, "startingOffsets": '{"T": {"broker-a/0": -3}}'}, "offset -3 for T:broker-a/0 is not valid"),
-    ({**BASE, "endingOffsets": "earliest"}, "option endingOffsets must be latest or a JSON object"),
-    ({**BASE, "startingOffsetsByTimestamp": '{"T": {"broker-a/0": -5}}'}, "must be a time in ms"),
-    ({**BASE, "brokerRetryTimeoutMs": "soon"}, "option brokerRetryTimeoutMs must be an integer"),
-    ({**BASE, "allowSharedConsumerGroup": "maybe"}, "option allowSharedConsumerGroup must be true or false"),
-])
+@pytest.mark.parametrize(
+    "raw, message",
+    [
+        (
+            {**BASE, "startingOffset": "earliest"},
+            "unknown option 'startingOffset' .*; did you mean startingOffsets\\? known options: .*consumerGroup",
+        ),
+        ({**BASE, "failondatalos": "false"}, "did you mean failOnDataLoss\\?"),
+        ({**BASE, "colour": "blue"}, "unknown option 'colour' for the rocketmq source; known options: "),
+        ({"topic": "T"}, "option nameServer is required"),
+        ({**BASE, "nameserver": "localhost"}, "option nameServer: 'localhost' is not host:port"),
+        ({"nameserver": "h:1"}, "exactly one of the options topic, topics, topicPattern"),
+        (
+            {**BASE, "topics": "A"},
+            r"exactly one of the options topic, topics, topicPattern, assign \(got topic, topics\)",
+        ),
+        ({**BASE, "assign": '{"T": ["broker-a/0"]}'}, r"exactly one of .* \(got topic, assign\)"),
+        ({"nameserver": "h:1", "assign": "T"}, "option assign is not valid JSON"),
+        ({"nameserver": "h:1", "assign": '{"T": []}'}, "topic 'T' must map to a non-empty list"),
+        ({"nameserver": "h:1", "assign": '{"T": ["broker-a"]}'}, "option assign: queue key 'broker-a' of topic 'T'"),
+        (
+            {"nameserver": "h:1", "assign": '{"T": ["broker-a/0"]}', "startingOffsets": '{"T": {"broker-b/0": 3}}'},
+            "option startingOffsets names queues that option assign does not: T:broker-b/0",
+        ),
+        ({**BASE, "topic": "bad topic"}, "not a valid RocketMQ topic name"),
+        ({"nameserver": "h:1", "topicPattern": "("}, "topicPattern is not a valid regular expression"),
+        ({**BASE, "startingOffsets": "{not json"}, "option startingOffsets is not valid JSON"),
+        ({**BASE, "startingOffsets": '{"T": {"broker-a": 1}}'}, "queue key 'broker-a' of topic 'T'"),
+        ({**BASE, "startingOffsets": '{"T": {"broker-a/0": "x"}}'}, "must be an integer"),
+        ({**BASE, "startingOffsets": "newest"}, "option startingOffsets must be earliest | latest | committed"),
+        ({**BASE, "startingOffsets": "latest"}, "startingOffsets=latest is for streaming"),
+        ({**BASE, "startingOffsets": "committed"}, "needs option consumerGroup"),
+        ({**BASE, "minPartitions": "0"}, "option minPartitions must be at least 1"),
+        ({**BASE, "maxMessagesPerPartition": "many"}, "option maxMessagesPerPartition must be an integer"),
+        ({**BASE, "failOnDataLoss": "yes"}, "option failOnDataLoss must be true or false"),
+        ({**BASE, "expressionType": "REGEX"}, "option expressionType must be one of TAG, SQL92"),
+        ({**BASE, "accessKey": "AK"}, "accessKey and secretKey go together"),
+        ({**BASE, "endpoint": "h:1"}, "nameServer .remoting. or option endpoint .gRPC pull gateway., not both"),
+        ({"endpoint": "gateway", "topic": "T"}, "option endpoint 'gateway' is not host:port"),
+        ({"endpoint": "a:1;b:2", "topic": "T"}, "option endpoint takes one host:port"),
+        ({"endpoint": "gw:70000", "topic": "T"}, "option endpoint 'gw:70000' is not host:port"),
+        ({"endpoint": "a:1", "topicPattern": "T.*"}, "topicPattern needs the name server's topic list"),
+        ({**BASE, "path": "/x"}, "takes no path"),
+        ({**BASE, "startingOffsetsFallback": "middle"}, "startingOffsetsFallback must be one of"),
+        ({**BASE, "commitOffsetsToBroker": "true"}, "commitOffsetsToBroker=true needs option consumerGroup"),
+        ({**BASE, "startingOffsets": '{"T": {"broker-a/0": -3}}'}, "offset -3 for T:broker-a/0 is not valid"),
+        ({**BASE, "endingOffsets": "earliest"}, "option endingOffsets must be latest or a JSON object"),
+        ({**BASE, "startingOffsetsByTimestamp": '{"T": {"broker-a/0": -5}}'}, "must be a time in ms"),
+        ({**BASE, "brokerRetryTimeoutMs": "soon"}, "option brokerRetryTimeoutMs must be an integer"),
+        ({**BASE, "allowSharedConsumerGroup": "maybe"}, "option allowSharedConsumerGroup must be true or false"),
+    ],
+)
 def test_bad_options(raw, message):
     with pytest.raises(OptionError, match=message):
         parse_options(raw)
@@ -118,12 +129,19 @@ def test_offset_options_are_parsed_once_into_typed_specs():
     assert parse_options(BASE, streaming=True).starting == Edge.LATEST
     o = parse_options({**BASE, "startingOffsets": '{"T": {"broker-a/00": 7}}', "endingOffsets": "latest"})
     assert o.starting == SpecificOffsets("startingOffsets", {mq: 7}, Edge.EARLIEST) and o.ending == Edge.LATEST
-    o = parse_options({**BASE, "startingOffsets": "committed", "consumerGroup": "g",
-                       "startingOffsetsFallback": "ERROR"})
+    o = parse_options(
+        {**BASE, "startingOffsets": "committed", "consumerGroup": "g", "startingOffsetsFallback": "ERROR"}
+    )
     assert o.starting == Committed("g", None)
     # precedence as in Spark's Kafka source: timestamp, then per-queue timestamps, then offsets
-    o = parse_options({**BASE, "startingOffsets": "earliest", "startingOffsetsByTimestamp": '{"T": {"broker-a/0": 5}}',
-                       "startingTimestamp": "9"})
+    o = parse_options(
+        {
+            **BASE,
+            "startingOffsets": "earliest",
+            "startingOffsetsByTimestamp": '{"T": {"broker-a/0": 5}}',
+            "startingTimestamp": "9",
+        }
+    )
     assert o.starting == ByTimestamp("startingTimestamp", timestamp=9, strict=True)  # Kafka's default: error
     o = parse_options({**BASE, "startingTimestamp": "9", "startingOffsetsByTimestampStrategy": "Latest"})
     assert o.starting == ByTimestamp("startingTimestamp", timestamp=9, strict=False)
@@ -168,16 +186,21 @@ def test_options_of_the_other_mode_are_logged_and_ignored_as_kafka_does(caplog):
 def test_contradicting_trigger_limits_and_kafka_spellings_are_named():
     with pytest.raises(OptionError, match=r"minMessagesPerTrigger \(10\) is above maxMessagesPerTrigger \(5\)"):
         parse_options({**BASE, "minMessagesPerTrigger": "10", "maxMessagesPerTrigger": "5"}, streaming=True)
-    for kafka, ours in (("subscribe", "topics"), ("subscribePattern", "topicPattern"),
-                        ("maxOffsetsPerTrigger", "maxMessagesPerTrigger"),
-                        ("minOffsetsPerTrigger", "minMessagesPerTrigger"),
-                        ("maxRecordsPerPartition", "maxMessagesPerPartition")):
-        with pytest.raises(OptionError, match=f"option '{kafka}' is Spark's Kafka source's; the rocketmq source's "
-                                              f"is {ours}"):
+    for kafka, ours in (
+        ("subscribe", "topics"),
+        ("subscribePattern", "topicPattern"),
+        ("maxOffsetsPerTrigger", "maxMessagesPerTrigger"),
+        ("minOffsetsPerTrigger", "minMessagesPerTrigger"),
+        ("maxRecordsPerPartition", "maxMessagesPerPartition"),
+    ):
+        with pytest.raises(
+            OptionError, match=f"option '{kafka}' is Spark's Kafka source's; the rocketmq source's is {ours}"
+        ):
             parse_options({**BASE, kafka: "x"})
     for spelled in ("exactly-once", "EXACTLY_ONCE", "Exactly-Once"):
-        assert parse_sink_options({"nameServer": "h:1", "topic": "t", "producerGroup": "g",
-                                   "deliveryGuarantee": spelled}).exactly_once
+        assert parse_sink_options(
+            {"nameServer": "h:1", "topic": "t", "producerGroup": "g", "deliveryGuarantee": spelled}
+        ).exactly_once
     assert not parse_sink_options({"nameServer": "h:1", "deliveryGuarantee": "at-least-once"}).exactly_once
 
 
@@ -208,17 +231,27 @@ def test_no_options_at_all_names_the_catalog_table_limit_and_the_ways_around_it(
 
 
 def test_assign_names_the_only_queues_read():
-    o = parse_options({"nameserver": "h:1", "assign": '{"B": ["broker-b/1"], "A": ["broker-a/0", "broker-a/2"]}',
-                       "startingOffsets": '{"A": {"broker-a/2": 7}}'})
+    o = parse_options(
+        {
+            "nameserver": "h:1",
+            "assign": '{"B": ["broker-b/1"], "A": ["broker-a/0", "broker-a/2"]}',
+            "startingOffsets": '{"A": {"broker-a/2": 7}}',
+        }
+    )
     assert o.topics == ("A", "B") and o.topic_pattern is None
-    assert o.assign == {MessageQueue("A", "broker-a", 0), MessageQueue("A", "broker-a", 2),
-                        MessageQueue("B", "broker-b", 1)}
+    assert o.assign == {
+        MessageQueue("A", "broker-a", 0),
+        MessageQueue("A", "broker-a", 2),
+        MessageQueue("B", "broker-b", 1),
+    }
     assert parse_options(BASE).assign is None
 
 
 def test_parsing_options_needs_neither_grpc_nor_the_native_core():
-    probe = ("import sys, rmq_spark.options as o; o.parse_options({'nameServer': 'h:1', 'topic': 'T'}); "
-             "print(sorted(m for m in sys.modules if m.split('.')[0] == 'grpc' or m in "
-             "('rmq_spark._native', 'rmq_spark.compiled')))")
+    probe = (
+        "import sys, rmq_spark.options as o; o.parse_options({'nameServer': 'h:1', 'topic': 'T'}); "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'grpc' or m in "
+        "('rmq_spark._native', 'rmq_spark.compiled')))"
+    )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

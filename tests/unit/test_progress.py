@@ -1,4 +1,5 @@
 """Lag from a streaming query's progress."""
+
 from __future__ import annotations
 
 import json
@@ -11,11 +12,16 @@ from rmq_spark.source.progress import lag_listener, query_lag, query_skipped
 
 
 def test_lag_per_source_from_latest_and_end_offsets():
-    progress = {"sources": [
-        {"description": "rocketmq", "endOffset": json.dumps({"T": {"broker-a/0": 10, "broker-a/1": 5}}),
-         "latestOffset": json.dumps({"T": {"broker-a/0": 14, "broker-a/1": 5, "broker-b/0": 3}})},
-        {"description": "other", "endOffset": "{}", "latestOffset": None},
-    ]}
+    progress = {
+        "sources": [
+            {
+                "description": "rocketmq",
+                "endOffset": json.dumps({"T": {"broker-a/0": 10, "broker-a/1": 5}}),
+                "latestOffset": json.dumps({"T": {"broker-a/0": 14, "broker-a/1": 5, "broker-b/0": 3}}),
+            },
+            {"description": "other", "endOffset": "{}", "latestOffset": None},
+        ]
+    }
     lag, other = query_lag(json.dumps(progress))
     assert (lag.total, lag.min, lag.max, lag.queues) == (7, 0, 4, 3) and abs(lag.avg - 7 / 3) < 1e-9
     assert other is None
@@ -38,8 +44,12 @@ listener.onQueryProgress(types.SimpleNamespace(progress=types.SimpleNamespace(js
 
 
 def _progress(batch: int, latest: dict, end: dict) -> dict:
-    return {"name": "q", "id": "i", "batchId": batch,
-            "sources": [{"endOffset": json.dumps(end), "latestOffset": json.dumps(latest)}]}
+    return {
+        "name": "q",
+        "id": "i",
+        "batchId": batch,
+        "sources": [{"endOffset": json.dumps(end), "latestOffset": json.dumps(latest)}],
+    }
 
 
 def test_skipped_messages_are_read_from_the_progress_and_are_not_a_topic_of_the_lag():
@@ -56,8 +66,11 @@ def test_the_lag_listener_warns_when_more_messages_were_skipped(caplog):
 
     def report(batch: int, skipped: int) -> None:
         p = _progress(batch, {"T": {"b/0": 5}, "$skipped": {"T": {"b/0": skipped}}}, {"T": {"b/0": 5}})
-        listener.onQueryProgress(types.SimpleNamespace(progress=types.SimpleNamespace(
-            json=json.dumps(p), **{k: p[k] for k in ("name", "id", "batchId")})))
+        listener.onQueryProgress(
+            types.SimpleNamespace(
+                progress=types.SimpleNamespace(json=json.dumps(p), **{k: p[k] for k in ("name", "id", "batchId")})
+            )
+        )
 
     with caplog.at_level(logging.INFO, "rmq_spark.source.progress"):
         report(1, 30)
@@ -68,4 +81,5 @@ def test_the_lag_listener_warns_when_more_messages_were_skipped(caplog):
         "query q batch 1: 30 messages skipped (deleted before they were read, failOnDataLoss=false), 30 since the "
         "query started",
         "query q batch 3: 12 messages skipped (deleted before they were read, failOnDataLoss=false), 42 since the "
-        "query started"]
+        "query started",
+    ]

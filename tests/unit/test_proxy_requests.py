@@ -1,5 +1,6 @@
 """What the RocketMQ 5 proxy's remoting port needs of each request: the broker group's name (``bname``, or ``n`` in a
 send's header), by which it forwards the request to that group's master (AbstractRemotingActivity)."""
+
 from __future__ import annotations
 
 import pytest
@@ -19,15 +20,19 @@ from tests.support.scripted_remoting import ScriptedRemoting
 MQ = MessageQueue("T", "broker-b", 3)
 
 
-@pytest.mark.parametrize("request_of", [
-    lambda: req.pull_request(MQ, "g", 7, 32, expression=FilterExpression("A || B")),
-    lambda: req.pull_request(MQ, "g", 7, 1, suspend_ms=30_000),
-    lambda: req.offset_request(codes.GET_MIN_OFFSET, MQ),
-    lambda: req.offset_request(codes.GET_MAX_OFFSET, MQ, committed="true"),
-    lambda: req.offset_request(codes.SEARCH_OFFSET_BY_TIMESTAMP, MQ, timestamp="1", boundaryType="LOWER"),
-    lambda: req.query_consumer_offset_request("g", MQ),
-    lambda: req.update_consumer_offset_request("g", MQ, 9),
-], ids=["pull", "held pull", "min offset", "max offset", "search by time", "query offset", "update offset"])
+@pytest.mark.parametrize(
+    "request_of",
+    [
+        lambda: req.pull_request(MQ, "g", 7, 32, expression=FilterExpression("A || B")),
+        lambda: req.pull_request(MQ, "g", 7, 1, suspend_ms=30_000),
+        lambda: req.offset_request(codes.GET_MIN_OFFSET, MQ),
+        lambda: req.offset_request(codes.GET_MAX_OFFSET, MQ, committed="true"),
+        lambda: req.offset_request(codes.SEARCH_OFFSET_BY_TIMESTAMP, MQ, timestamp="1", boundaryType="LOWER"),
+        lambda: req.query_consumer_offset_request("g", MQ),
+        lambda: req.update_consumer_offset_request("g", MQ, 9),
+    ],
+    ids=["pull", "held pull", "min offset", "max offset", "search by time", "query offset", "update offset"],
+)
 def test_every_request_on_a_queue_names_its_broker_group(request_of):
     assert request_of().ext_fields["bname"] == "broker-b"
 
@@ -49,22 +54,34 @@ def test_a_proxy_without_the_topic_list_refuses_topic_patterns_naming_the_fix():
 
 def test_a_proxys_answer_for_a_group_without_consumers_is_none():
     """The proxy asks only its own clients and answers a group it has none of with a NullPointerException."""
-    answer = RemotingCommand(code=codes.SYSTEM_ERROR, flag=1, remark='Cannot invoke "org.apache.rocketmq.broker.'
-                             'client.ConsumerGroupInfo.getAllClientId()" because "consumerGroupInfo" is null')
+    answer = RemotingCommand(
+        code=codes.SYSTEM_ERROR,
+        flag=1,
+        remark='Cannot invoke "org.apache.rocketmq.broker.'
+        'client.ConsumerGroupInfo.getAllClientId()" because "consumerGroupInfo" is null',
+    )
     assert req.consumer_list(answer, "g", "127.0.0.1:1") == []
 
 
-@pytest.mark.parametrize("answer, refused", [
-    (RemotingCommand(code=codes.SUCCESS), r"answered SUCCESS.*RocketMQ 5 proxy.*at_least_once.*name servers"),
-    (RemotingCommand(code=codes.REQUEST_CODE_NOT_SUPPORTED, remark="request type 37 not supported"),
-     r"does not serve END_TRANSACTION.*at_least_once"),
-    (RemotingCommand(code=codes.SYSTEM_ERROR, remark="Find prepared transaction message failed"), None),
-], ids=["the proxy", "no transactions", "a broker"])
+@pytest.mark.parametrize(
+    "answer, refused",
+    [
+        (RemotingCommand(code=codes.SUCCESS), r"answered SUCCESS.*RocketMQ 5 proxy.*at_least_once.*name servers"),
+        (
+            RemotingCommand(code=codes.REQUEST_CODE_NOT_SUPPORTED, remark="request type 37 not supported"),
+            r"does not serve END_TRANSACTION.*at_least_once",
+        ),
+        (RemotingCommand(code=codes.SYSTEM_ERROR, remark="Find prepared transaction message failed"), None),
+    ],
+    ids=["the proxy", "no transactions", "a broker"],
+)
 def test_exactly_once_is_refused_where_end_transaction_ends_nothing(answer, refused):
     """A broker looks up the half an END_TRANSACTION names and answers an error for one that does not exist; the
     proxy's remoting port answers SUCCESS to every END_TRANSACTION and forwards none of halves sent over remoting."""
-    with ScriptedRemoting(None, fixed={codes.END_TRANSACTION: answer}) as peer, \
-            RemotingClient(peer.address, request_timeout=5) as client:
+    with (
+        ScriptedRemoting(None, fixed={codes.END_TRANSACTION: answer}) as peer,
+        RemotingClient(peer.address, request_timeout=5) as client,
+    ):
         if refused is None:
             refuse_unended_transactions(client, "T", "pg")
         else:
@@ -75,8 +92,11 @@ def test_exactly_once_is_refused_where_end_transaction_ends_nothing(answer, refu
 def test_a_send_the_proxy_refuses_for_the_topics_message_type_says_so():
     """The proxy checks each send against the topic's message.type (which brokers do not) and answers
     MESSAGE_ILLEGAL, the code of a message too large."""
-    answer = RemotingCommand(code=codes.MESSAGE_ILLEGAL, flag=1, remark="TopicMessageType validate failed, the "
-                             "expected type is NORMAL, but actual type is FIFO")
+    answer = RemotingCommand(
+        code=codes.MESSAGE_ILLEGAL,
+        flag=1,
+        remark="TopicMessageType validate failed, the expected type is NORMAL, but actual type is FIFO",
+    )
     error = error_for(answer, "send to T:broker-a/0", "127.0.0.1:1")
     assert isinstance(error, MessageRejectedError)
     assert "message.type" in str(error) and "MIXED" in str(error) and "too large" not in str(error)
@@ -85,8 +105,10 @@ def test_a_send_the_proxy_refuses_for_the_topics_message_type_says_so():
 def test_a_task_refuses_transactional_rows_for_a_topic_whose_servers_end_no_transaction():
     """A topic the option does not name (rows carry it) is asked before its first half message, in the task."""
     proxy = RemotingCommand(code=codes.SUCCESS)
-    with ScriptedRemoting(None, fixed={codes.END_TRANSACTION: proxy, codes.GET_TOPIC_CONFIG: proxy}) as peer, \
-            RemotingClient(peer.address, request_timeout=5) as client:
+    with (
+        ScriptedRemoting(None, fixed={codes.END_TRANSACTION: proxy, codes.GET_TOPIC_CONFIG: proxy}) as peer,
+        RemotingClient(peer.address, request_timeout=5) as client,
+    ):
         TopicTypes(client, transactional=False, group="pg").check("T", OutgoingMessage(b"x"))
         with pytest.raises(OptionError, match=r"exactly_once cannot write to topic 'T'.*RocketMQ 5 proxy"):
             TopicTypes(client, transactional=True, group="pg").check("T", OutgoingMessage(b"x"))

@@ -1,4 +1,5 @@
 """The pushdown of Spark's filters into a narrower plan, without a broker."""
+
 from __future__ import annotations
 
 from pyspark.sql.datasource import EqualTo, GreaterThan, Not, StringStartsWith

@@ -1,6 +1,7 @@
 """The stream driver's view of brokers that are away: QueueWatch.classify (a queue missing from a route read before
 its broker registered again is not a vanished queue: a race a full test run hit when a broker restarted between the
 route poll and the live-broker lookup), and the offset mirror's pace while a master is away."""
+
 from __future__ import annotations
 
 import logging
@@ -10,8 +11,8 @@ from rmq_spark.client.base import Answers
 from rmq_spark.client.errors import BrokerError, BrokerUnavailableError, UnsupportedError
 from rmq_spark.client.model import BrokerData, MessageQueue, QueueData, TopicRoute
 from rmq_spark.client.outages import OutageLog
-from rmq_spark.source.offset_store import OffsetStore
 from rmq_spark.options import parse_options
+from rmq_spark.source.offset_store import OffsetStore
 from rmq_spark.source.queue_watch import QueueWatch
 
 TOPIC = "T"
@@ -19,8 +20,11 @@ PERM_RW = 6
 
 
 def _route(*brokers: str) -> TopicRoute:
-    return TopicRoute(TOPIC, tuple(BrokerData(b, {0: f"127.0.0.1:{10 + i}"}) for i, b in enumerate(brokers)),
-                      tuple(QueueData(b, 2, 2, PERM_RW) for b in brokers))
+    return TopicRoute(
+        TOPIC,
+        tuple(BrokerData(b, {0: f"127.0.0.1:{10 + i}"}) for i, b in enumerate(brokers)),
+        tuple(QueueData(b, 2, 2, PERM_RW) for b in brokers),
+    )
 
 
 class _NameServer:
@@ -70,8 +74,10 @@ class _AwayMaster:
 
     def _answer(self, mqs, value):
         self.asked += [mq.broker_name for mq in mqs]
-        return Answers({mq: value(mq) for mq in mqs if mq.broker_name == "broker-a"},
-                       {mq: BrokerUnavailableError("away") for mq in mqs if mq.broker_name == "broker-b"})
+        return Answers(
+            {mq: value(mq) for mq in mqs if mq.broker_name == "broker-a"},
+            {mq: BrokerUnavailableError("away") for mq in mqs if mq.broker_name == "broker-b"},
+        )
 
     def query_consumer_offsets(self, group, mqs, partial=False):
         return self._answer(mqs, lambda mq: None)
@@ -108,7 +114,8 @@ def test_an_outage_report_logs_each_broker_down_once_and_back_up(caplog):
         log.report(["b"], {}, name, "kept for later")
     assert [r.getMessage() for r in caplog.records] == [
         "the master of broker b did not answer (refused); kept for later",
-        caplog.records[1].getMessage()]
+        caplog.records[1].getMessage(),
+    ]
     assert caplog.records[1].getMessage().startswith("the master of broker b answers again after ")
 
 
@@ -122,7 +129,9 @@ class _ShrunkTopic:
 
     def route(self, topic: str, refresh: bool = False) -> TopicRoute:
         self.route_reads += 1
-        return TopicRoute(TOPIC, (BrokerData("broker-a", {0: "127.0.0.1:10"}),), (QueueData("broker-a", 2, 2, PERM_RW),))
+        return TopicRoute(
+            TOPIC, (BrokerData("broker-a", {0: "127.0.0.1:10"}),), (QueueData("broker-a", 2, 2, PERM_RW),)
+        )
 
     def live_brokers(self) -> set[str]:
         return {"broker-a"}
@@ -140,8 +149,11 @@ class _ShrunkTopic:
 def test_offsets_refused_for_queues_that_left_the_route_send_the_watch_to_the_routes_not_to_an_error():
     client = _ShrunkTopic()
     watch = QueueWatch(client, parse_options({"nameServer": "127.0.0.1:9876", "topic": TOPIC}))
-    watch._routes = {TOPIC: TopicRoute(TOPIC, (BrokerData("broker-a", {0: "127.0.0.1:10"}),),
-                                       (QueueData("broker-a", 4, 4, PERM_RW),))}
+    watch._routes = {
+        TOPIC: TopicRoute(
+            TOPIC, (BrokerData("broker-a", {0: "127.0.0.1:10"}),), (QueueData("broker-a", 4, 4, PERM_RW),)
+        )
+    }
     watch._routes_at = 0.0  # read before the topic shrank
     gone = [MessageQueue(TOPIC, "broker-a", 2), MessageQueue(TOPIC, "broker-a", 3)]
     watch._poll_offsets(watch.queues())
@@ -171,8 +183,11 @@ class _SlaveWithoutTheGroup:
 def test_a_slave_probe_answered_with_an_error_counts_the_broker_as_refusing_not_as_a_failed_query():
     client = _SlaveWithoutTheGroup()
     watch = QueueWatch(client, parse_options({"nameServer": "127.0.0.1:9876", "topic": TOPIC}))
-    watch._routes = {TOPIC: TopicRoute(TOPIC, (BrokerData("broker-a", {1: "127.0.0.1:11"}),),
-                                       (QueueData("broker-a", 2, 2, PERM_RW),))}
+    watch._routes = {
+        TOPIC: TopicRoute(
+            TOPIC, (BrokerData("broker-a", {1: "127.0.0.1:11"}),), (QueueData("broker-a", 2, 2, PERM_RW),)
+        )
+    }
     watch._poll_offsets(watch.queues())
     assert client.probes == 1
     assert watch.readable() == [] and watch.silent == set(watch.queues())  # unavailable until the master is back

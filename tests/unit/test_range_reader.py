@@ -3,18 +3,20 @@ the broker's pull rules (short answers, filters that run past a slot, deleted he
 the consume queue, slaves that redirect, outages), through both drivers: the Python one over a transport's own
 calls, and the native pull loop of a RemotingClient over a scripted remoting peer serving the same queue. The real
 broker is exercised in tests/integration."""
+
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from rmq_spark.client.errors import BrokerBusyError, BrokerUnavailableError, ConnectionLostError, DataLossError
 from rmq_spark.client.model import EVERY_MESSAGE, FilterExpression, MessageQueue, PullResult
-from rmq_spark.compiled import PullStatus
 from rmq_spark.client.range_reader import RangeReader, SharedPulls
 from rmq_spark.client.remoting.client import RemotingClient
+from rmq_spark.compiled import PullStatus
 from tests.support.calls import Done
 from tests.support.reference_codec import decode_messages
 from tests.support.scripted_remoting import ScriptedRemoting
@@ -24,7 +26,7 @@ MQ = MessageQueue("T", "broker-a", 0)
 DRIVERS = ("python", "native")
 
 
-@lru_cache(maxsize=None)
+@cache
 def _record(offset: int, tag: str, size: int) -> bytes:
     """A stored record of queue offset ``offset`` with tag ``tag``, of ``size`` bytes in all (at least its
     header's)."""
@@ -115,6 +117,7 @@ def native_peer():
 def read(request, native_peer):
     """read(queue, start, end, **RangeReader options) -> (offsets read, reader), through the driver of the
     parameter."""
+
     def read(queue, start, end, **kw):
         kw.setdefault("retry_timeout", 5)
         client = queue
@@ -126,11 +129,18 @@ def read(request, native_peer):
         for _ in reader.fill(out):
             pass
         return out.got, reader
+
     return read
 
 
-@given(st.lists(st.sampled_from("AB"), min_size=1, max_size=400), st.integers(1, 40), st.integers(1, 12),
-       st.integers(1, 40), st.sampled_from(DRIVERS), st.data())
+@given(
+    st.lists(st.sampled_from("AB"), min_size=1, max_size=400),
+    st.integers(1, 40),
+    st.integers(1, 12),
+    st.integers(1, 40),
+    st.sampled_from(DRIVERS),
+    st.data(),
+)
 @settings(max_examples=200, deadline=None)
 def test_every_matching_offset_once_in_order(native_peer, tags, scan, depth, slot, driver, data):
     start = data.draw(st.integers(0, len(tags)))
@@ -140,8 +150,17 @@ def test_every_matching_offset_once_in_order(native_peer, tags, scan, depth, slo
     if driver == "native":
         peer, client = native_peer
         peer.fake = queue
-    reader = RangeReader(client, MQ, start, end, group="g", depth=depth, slot=slot,
-                         expression=FilterExpression(expression), retry_timeout=5)
+    reader = RangeReader(
+        client,
+        MQ,
+        start,
+        end,
+        group="g",
+        depth=depth,
+        slot=slot,
+        expression=FilterExpression(expression),
+        retry_timeout=5,
+    )
     got = Offsets()
     for _ in reader.fill(got, rows=data.draw(st.integers(1, 50))):
         pass
@@ -156,10 +175,13 @@ def test_pulls_are_pipelined(read):
     assert len(q.pulls) == 10
 
 
-@pytest.mark.parametrize("kind, served", [
-    ({"scan": 8}, 8),  # a read from disk: at most 8 messages a pull
-    ({"record_bytes": 10240}, 25),  # 10 KiB messages: 25 fit in 256 KiB
-])
+@pytest.mark.parametrize(
+    "kind, served",
+    [
+        ({"scan": 8}, 8),  # a read from disk: at most 8 messages a pull
+        ({"record_bytes": 10240}, 25),  # 10 KiB messages: 25 fit in 256 KiB
+    ],
+)
 def test_slots_shrink_to_what_one_pull_serves(read, kind, served):
     queue = ScriptedQueue(["A"] * 3000, **kind)
     got, reader = read(queue, 0, 3000, depth=8)
@@ -171,8 +193,11 @@ def test_slots_shrink_to_what_one_pull_serves(read, kind, served):
 
 def test_deleted_head_fails_or_is_skipped(read):
     q = ScriptedQueue(["A"] * 100, low=40)
-    with pytest.raises(DataLossError, match=r"messages \[0, 32\) are gone.*first available offset is 40"
-                                             r".*failOnDataLoss=false"):
+    with pytest.raises(
+        DataLossError,
+        match=r"messages \[0, 32\) are gone.*first available offset is 40"
+        r".*failOnDataLoss=false",
+    ):
         read(q, 0, 100)
     got, reader = read(ScriptedQueue(["A"] * 100, low=40), 0, 100, fail_on_data_loss=False)
     assert got == list(range(40, 100)) and reader.lost == 40
@@ -183,8 +208,10 @@ def test_outage_is_retried_from_the_first_unread_offset(read):
     assert got == list(range(100))
 
 
-@pytest.mark.parametrize("fault", [PullStatus.RETRY_IMMEDIATELY, PullStatus.NO_NEW_MSG,
-                                   BrokerBusyError("[REJECTREQUEST]system busy", code=2)])
+@pytest.mark.parametrize(
+    "fault",
+    [PullStatus.RETRY_IMMEDIATELY, PullStatus.NO_NEW_MSG, BrokerBusyError("[REJECTREQUEST]system busy", code=2)],
+)
 def test_pull_again_answers_are_retried_at_the_same_offset(read, fault):
     q = ScriptedQueue(["A"] * 100, faults=[fault] * 3)
     got, reader = read(q, 0, 100, depth=1)
@@ -194,8 +221,11 @@ def test_pull_again_answers_are_retried_at_the_same_offset(read, fault):
 
 def test_a_broker_that_never_serves_fails_at_the_deadline_naming_broker_and_option(read):
     q = ScriptedQueue(["A"] * 100, faults=[PullStatus.RETRY_IMMEDIATELY] * 10_000)
-    with pytest.raises(BrokerUnavailableError, match=r"broker broker-a did not serve offset 0.*RETRY_IMMEDIATELY"
-                                                     r".*brokerRetryTimeoutMs=300"):
+    with pytest.raises(
+        BrokerUnavailableError,
+        match=r"broker broker-a did not serve offset 0.*RETRY_IMMEDIATELY"
+        r".*brokerRetryTimeoutMs=300",
+    ):
         read(q, 0, 100, retry_timeout=0.3)
     with pytest.raises(ConnectionLostError, match="brokerRetryTimeoutMs"):
         read(ScriptedQueue(["A"] * 100, faults=[ConnectionLostError("down")] * 10_000), 0, 100, retry_timeout=0.3)

@@ -2,6 +2,7 @@
 past its TTL is looked up in the background, and a caller waits at most ROUTE_WAIT_S; the stream driver's forced
 poll and its lookups for a queue missing from the route wait no longer either, and its consumer-group check takes
 the topics the watch read."""
+
 from __future__ import annotations
 
 import logging
@@ -117,8 +118,9 @@ class _GroupCheck:
 
 
 def test_the_group_check_after_the_start_takes_the_watched_topics():
-    options = parse_options({"nameServer": "127.0.0.1:9876", "topicPattern": "T.*", "consumerGroup": "g"},
-                            streaming=True)
+    options = parse_options(
+        {"nameServer": "127.0.0.1:9876", "topicPattern": "T.*", "consumerGroup": "g"}, streaming=True
+    )
     reader = RocketMQStreamReader(options)
     reader._client = client = _GroupCheck()
     reader._watch = watch = QueueWatch(client, options)

@@ -1,9 +1,20 @@
 """User-specified schemas: which projections the source accepts, and the errors for the rest."""
+
 from __future__ import annotations
 
 import pytest
-from pyspark.sql.types import (ArrayType, BinaryType, IntegerType, LongType, MapType, StringType, StructField,
-                               StructType, TimestampNTZType, TimestampType)
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    IntegerType,
+    LongType,
+    MapType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampNTZType,
+    TimestampType,
+)
 
 from rmq_spark.datasource import _columns
 from rmq_spark.options import OptionError
@@ -19,22 +30,32 @@ def test_no_schema_is_every_column():
 
 
 def test_a_subset_in_any_order_with_spark_types():
-    got = _columns(schema(("properties", MapType(StringType(), StringType())), ("body", BinaryType()),
-                          ("queueOffset", LongType()), ("keys", ArrayType(StringType())),
-                          ("storeTimestamp", TimestampType()), ("queueId", IntegerType())))
+    got = _columns(
+        schema(
+            ("properties", MapType(StringType(), StringType())),
+            ("body", BinaryType()),
+            ("queueOffset", LongType()),
+            ("keys", ArrayType(StringType())),
+            ("storeTimestamp", TimestampType()),
+            ("queueId", IntegerType()),
+        )
+    )
     assert got == ("properties", "body", "queueOffset", "keys", "storeTimestamp", "queueId")
     assert arrow_schema(got).names == list(got)
 
 
-@pytest.mark.parametrize("fields, words", [
-    ([("offset", LongType())], ["no column 'offset'", "queueOffset BIGINT", "body BINARY"]),
-    ([("queueoffset", LongType())], ["no column 'queueoffset'", "did you mean 'queueOffset'"]),
-    ([("queueOffset", IntegerType())], ["column 'queueOffset' is BIGINT", "not INT"]),
-    ([("body", StringType())], ["column 'body' is BINARY", "not STRING"]),
-    ([("bornTimestamp", TimestampNTZType())], ["column 'bornTimestamp' is TIMESTAMP", "not TIMESTAMP_NTZ"]),
-    ([("body", BinaryType()), ("body", BinaryType())], ["column 'body' is named twice"]),
-    ([], ["has no column", "topic STRING"]),
-])
+@pytest.mark.parametrize(
+    "fields, words",
+    [
+        ([("offset", LongType())], ["no column 'offset'", "queueOffset BIGINT", "body BINARY"]),
+        ([("queueoffset", LongType())], ["no column 'queueoffset'", "did you mean 'queueOffset'"]),
+        ([("queueOffset", IntegerType())], ["column 'queueOffset' is BIGINT", "not INT"]),
+        ([("body", StringType())], ["column 'body' is BINARY", "not STRING"]),
+        ([("bornTimestamp", TimestampNTZType())], ["column 'bornTimestamp' is TIMESTAMP", "not TIMESTAMP_NTZ"]),
+        ([("body", BinaryType()), ("body", BinaryType())], ["column 'body' is named twice"]),
+        ([], ["has no column", "topic STRING"]),
+    ],
+)
 def test_a_wrong_schema_names_the_column_and_lists_the_valid_ones(fields, words):
     with pytest.raises(OptionError) as e:
         _columns(schema(*fields))

@@ -1,4 +1,5 @@
 """The sink's pure parts: column checks, rows → messages, the Java key hash, row keys, the commit-state machine."""
+
 from __future__ import annotations
 
 import pyarrow as pa
@@ -6,23 +7,40 @@ import pytest
 
 from rmq_spark.client.base import Answers
 from rmq_spark.client.errors import BrokerBusyError, BrokerUnavailableError, RequestTimeoutError
-from rmq_spark.client.model import (BrokerData, HalfMessage, MessageQueue, MessageType, OutgoingMessage, QueueData,
-                                    TopicRoute)
-from rmq_spark.options import OptionError, parse_sink_options
+from rmq_spark.client.model import (
+    BrokerData,
+    HalfMessage,
+    MessageQueue,
+    MessageType,
+    OutgoingMessage,
+    QueueData,
+    TopicRoute,
+)
 from rmq_spark.errors import InvalidRowError
+from rmq_spark.options import OptionError, parse_sink_options
+from rmq_spark.sink import writers
 from rmq_spark.sink.columns import check_columns, iter_rows, to_rows
+from rmq_spark.sink.commit_records import CommitError, CommitRecord, Step, fingerprint, on_masters
 from rmq_spark.sink.message_types import TopicTypes
 from rmq_spark.sink.routing import Router, java_string_hash, queue_for_key
-from rmq_spark.sink import writers
-from rmq_spark.sink.commit_records import CommitError, CommitRecord, Step, fingerprint, on_masters
 from rmq_spark.sink.row_keys import row_key
 from rmq_spark.sink.transactions import end_halves
 
 
 # expected values printed by Java 17's String.hashCode (jshell)
-@pytest.mark.parametrize("s, expected", [("", 0), ("hello", 99162322), ("order-17", 1234255109), ("ü€", 16176),
-                                         ("😀", 1772899), ("a" * 40, 1042809472),
-                                         ("polygenelubricants", -2147483648), ("zzzzzzzz", -1910022912)])
+@pytest.mark.parametrize(
+    "s, expected",
+    [
+        ("", 0),
+        ("hello", 99162322),
+        ("order-17", 1234255109),
+        ("ü€", 16176),
+        ("😀", 1772899),
+        ("a" * 40, 1042809472),
+        ("polygenelubricants", -2147483648),
+        ("zzzzzzzz", -1910022912),
+    ],
+)
 def test_java_string_hash(s, expected):
     assert java_string_hash(s) == expected
 
@@ -36,10 +54,11 @@ def test_key_queue_matches_select_message_queue_by_hash():
 
 def test_write_queues_are_on_broker_groups_with_a_master_as_the_java_producer_picks_them():
     # MQClientInstance.topicRouteData2TopicPublishInfo: writable queue data whose broker group has a master
-    route = TopicRoute("t", (BrokerData("a", {1: "h:2"}), BrokerData("b", {0: "h:3", 1: "h:4"}),
-                             BrokerData("d", {0: "h:5"})),
-                       (QueueData("a", 4, 4, 6), QueueData("b", 2, 2, 6), QueueData("c", 1, 1, 6),
-                        QueueData("d", 3, 3, 4)))
+    route = TopicRoute(
+        "t",
+        (BrokerData("a", {1: "h:2"}), BrokerData("b", {0: "h:3", 1: "h:4"}), BrokerData("d", {0: "h:5"})),
+        (QueueData("a", 4, 4, 6), QueueData("b", 2, 2, 6), QueueData("c", 1, 1, 6), QueueData("d", 3, 3, 4)),
+    )
     assert route.write_queues() == [MessageQueue("t", "b", 0), MessageQueue("t", "b", 1)]
     assert len(route.read_queues()) == 10  # a slave still serves reads; c (no broker data) and d are listed
     # so a sharding key picks the queue the Java producer picks while broker-a's master is away
@@ -47,23 +66,32 @@ def test_write_queues_are_on_broker_groups_with_a_master_as_the_java_producer_pi
 
 
 def test_sink_columns_accept_a_select_of_the_source_and_refuse_stored_columns():
-    check_columns([("body", "binary"), ("tags", "string"), ("keys", "array<string>"),
-                  ("properties", "map<string,string>")], default_topic="t")
+    check_columns(
+        [("body", "binary"), ("tags", "string"), ("keys", "array<string>"), ("properties", "map<string,string>")],
+        default_topic="t",
+    )
     with pytest.raises(OptionError, match="column 'storeTimestamp' describes a message the broker stored"):
         check_columns([("body", "binary"), ("storeTimestamp", "timestamp")], default_topic="t")
     with pytest.raises(OptionError, match="set option topic"):
         check_columns([("body", "string")], default_topic=None)
     with pytest.raises(OptionError, match="shardingKey .* or brokerName \\+ queueId"):
-        check_columns([("body", "string"), ("shardingKey", "string"), ("brokerName", "string"), ("queueId", "int")],
-                     default_topic="t")
+        check_columns(
+            [("body", "string"), ("shardingKey", "string"), ("brokerName", "string"), ("queueId", "int")],
+            default_topic="t",
+        )
 
 
 def test_rows_become_messages_with_reserved_properties_dropped():
-    batch = pa.RecordBatch.from_pydict({
-        "body": ["a", "b"], "keys": ["k1  k2", None],
-        "properties": pa.array([[("n", "1"), ("UNIQ_KEY", "x"), ("__RMQ.TRANSIENT.T", "y")], None],
-                               pa.map_(pa.string(), pa.string())),
-        "deliverTimeMs": pa.array([None, 5], pa.int64())})
+    batch = pa.RecordBatch.from_pydict(
+        {
+            "body": ["a", "b"],
+            "keys": ["k1  k2", None],
+            "properties": pa.array(
+                [[("n", "1"), ("UNIQ_KEY", "x"), ("__RMQ.TRANSIENT.T", "y")], None], pa.map_(pa.string(), pa.string())
+            ),
+            "deliverTimeMs": pa.array([None, 5], pa.int64()),
+        }
+    )
     rows = to_rows(batch, "topic-a")
     a, b = rows.messages
     assert (a.body, a.keys, a.deliver_time_ms) == (b"a", ("k1", "k2"), None)
@@ -78,8 +106,11 @@ def test_bad_rows_are_counted_over_the_whole_partition_and_named_by_it():
     batches = iter([good, bad, good, bad, pa.RecordBatch.from_pydict({"body": [None]})])
     rows = iter_rows(batches, "t", 4)
     assert [m.body for m in next(rows).messages] == [b"x"]
-    with pytest.raises(InvalidRowError, match=r"^\[ROCKETMQ_INVALID_ROW\] 5 rows of Spark partition 4 have a null "
-                                              r"body: every message needs one") as caught:
+    with pytest.raises(
+        InvalidRowError,
+        match=r"^\[ROCKETMQ_INVALID_ROW\] 5 rows of Spark partition 4 have a null "
+        r"body: every message needs one",
+    ) as caught:
         next(rows)
     assert (caught.value.partition, caught.value.count) == (4, 5)
     assert next(batches, None) is None  # read to its end to count
@@ -95,21 +126,33 @@ class _Routes:
 
 def test_rows_naming_a_queue_their_topic_does_not_have_are_counted_and_named():
     router = Router(_Routes())
-    named = pa.RecordBatch.from_pydict({"body": ["a", "b", "c", "d"],
-                                        "brokerName": ["broker-a", "broker-b", None, None],
-                                        "queueId": pa.array([1, 0, None, 5], pa.int32())})
-    with pytest.raises(InvalidRowError, match="2 rows of Spark partition 3 have a brokerName and queueId that are "
-                                              "not one of the writable queues of their topic now"):
+    named = pa.RecordBatch.from_pydict(
+        {
+            "body": ["a", "b", "c", "d"],
+            "brokerName": ["broker-a", "broker-b", None, None],
+            "queueId": pa.array([1, 0, None, 5], pa.int32()),
+        }
+    )
+    with pytest.raises(
+        InvalidRowError,
+        match="2 rows of Spark partition 3 have a brokerName and queueId that are "
+        "not one of the writable queues of their topic now",
+    ):
         list(iter_rows(iter([named]), "t", 3, [router.named_queues("t")]))
     rows = next(iter_rows(iter([named.slice(0, 1), named.slice(2, 1)]), "t", 3, [router.named_queues("t")]))
     assert router.route("t", None, *rows.queues[0]) == MessageQueue("t", "broker-a", 1)
 
 
 def test_keyed_rows_carry_their_sharding_key_which_a_properties_value_cannot_set():
-    batch = pa.RecordBatch.from_pydict({
-        "body": ["a", "b"], "shardingKey": ["order-1", None],
-        "properties": pa.array([[("__SHARDINGKEY", "forged")], [("__SHARDINGKEY", "forged")]],
-                               pa.map_(pa.string(), pa.string()))})
+    batch = pa.RecordBatch.from_pydict(
+        {
+            "body": ["a", "b"],
+            "shardingKey": ["order-1", None],
+            "properties": pa.array(
+                [[("__SHARDINGKEY", "forged")], [("__SHARDINGKEY", "forged")]], pa.map_(pa.string(), pa.string())
+            ),
+        }
+    )
     keyed, plain = to_rows(batch, "t").messages
     assert keyed.sharding_key == "order-1" and keyed.wire_properties()["__SHARDINGKEY"] == "order-1"
     assert "__SHARDINGKEY" not in plain.wire_properties()
@@ -143,9 +186,14 @@ def test_row_keys_name_batch_and_content_never_the_task():
     assert row_key("g", 7, "t", x).startswith("g/7/")
     # the same row in any task, under any UNIQ_KEY, has one key: a replay with other partitioning finds it again
     assert row_key("g", 7, "t", x) == row_key("g", 7, "t", OutgoingMessage(b"x", properties={"UNIQ_KEY": "u"}))
-    others = [row_key("g", 8, "t", x), row_key("g", 7, "u", x), row_key("g", 7, "t", y),
-              row_key("g", 7, "t", OutgoingMessage(b"x", sharding_key="k")),
-              row_key("g", 7, "t", x, ("broker-a", 1)), row_key("g", 7, "t", x, ("broker-a", 2))]
+    others = [
+        row_key("g", 8, "t", x),
+        row_key("g", 7, "u", x),
+        row_key("g", 7, "t", y),
+        row_key("g", 7, "t", OutgoingMessage(b"x", sharding_key="k")),
+        row_key("g", 7, "t", x, ("broker-a", 1)),
+        row_key("g", 7, "t", x, ("broker-a", 2)),
+    ]
     assert len({row_key("g", 7, "t", x), *others}) == 1 + len(others)
 
 
@@ -179,6 +227,7 @@ class _Ending:
                 if errors:
                     raise errors.pop(0)
                 client.ended.append((half.msg_id, commit))
+
         return Call()
 
 
@@ -226,8 +275,15 @@ def test_the_home_is_a_long_a_broker_keeps_and_only_masters_answer_records():
 
 
 def test_sink_options():
-    o = parse_sink_options({"nameserver": "h:1", "topic": "t", "deliveryguarantee": "EXACTLY_ONCE",
-                            "producergroup": " totals ", "checkpointLocation": "/tmp/x"})
+    o = parse_sink_options(
+        {
+            "nameserver": "h:1",
+            "topic": "t",
+            "deliveryguarantee": "EXACTLY_ONCE",
+            "producergroup": " totals ",
+            "checkpointLocation": "/tmp/x",
+        }
+    )
     assert o.exactly_once and o.topic == "t" and o.producer_group == "totals"
     assert parse_sink_options({"nameServer": "h:1"}).producer_group == "rmq_spark_producer"
     with pytest.raises(OptionError, match="exactly_once needs option producerGroup.*one per query.*roll back"):
@@ -236,19 +292,26 @@ def test_sink_options():
         parse_sink_options({"endpoint": "h:1", "deliveryGuarantee": "exactly_once"})
     with pytest.raises(OptionError, match="option consumerGroup is an option of the rocketmq source"):
         parse_sink_options({"nameServer": "h:1", "consumergroup": "g"})
-    with pytest.raises(OptionError, match="unknown option 'deliveryGuarantees' for the rocketmq sink; did you mean "
-                                          "deliveryGuarantee\\? known options: .*producerGroup"):
+    with pytest.raises(
+        OptionError,
+        match="unknown option 'deliveryGuarantees' for the rocketmq sink; did you mean "
+        "deliveryGuarantee\\? known options: .*producerGroup",
+    ):
         parse_sink_options({"nameServer": "h:1", "deliveryGuarantees": "exactly_once"})
 
 
 def test_a_streaming_exactly_once_write_refuses_timer_rows_before_sending(monkeypatch):
-    options = parse_sink_options({"nameServer": "127.0.0.1:1", "topic": "t", "deliveryGuarantee": "exactly_once",
-                                  "producerGroup": "g"})
+    options = parse_sink_options(
+        {"nameServer": "127.0.0.1:1", "topic": "t", "deliveryGuarantee": "exactly_once", "producerGroup": "g"}
+    )
     batch = pa.RecordBatch.from_pydict({"body": ["a", "b"], "deliverTimeMs": pa.array([None, 5], pa.int64())})
     monkeypatch.setattr(writers.Router, "route", lambda *a: pytest.fail("a row was routed"))
-    with pytest.raises(InvalidRowError, match="1 row of Spark partition 0 has a deliverTimeMs .a timer message., "
-                                              "which a streaming query with deliveryGuarantee=exactly_once cannot "
-                                              "write.*at_least_once"):
+    with pytest.raises(
+        InvalidRowError,
+        match="1 row of Spark partition 0 has a deliverTimeMs .a timer message., "
+        "which a streaming query with deliveryGuarantee=exactly_once cannot "
+        "write.*at_least_once",
+    ):
         writers.write_task(options, iter([batch]), batch_id=4)
 
 
@@ -257,6 +320,7 @@ def test_bodies_of_4_kib_or_more_are_compressed_for_remoting_only():
 
     from rmq_spark.client.grpc.client import GrpcClient
     from rmq_spark.client.remoting.client import RemotingClient
+
     remoting, grpc = RemotingClient("127.0.0.1:1"), GrpcClient("127.0.0.1:1")
     small, edge = OutgoingMessage(b"a" * 4095), OutgoingMessage(b"a" * 4096)
     assert remoting.wire_message(small) == (small, 0)

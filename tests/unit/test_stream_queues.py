@@ -2,6 +2,7 @@
 (the real broker cannot stage a lagging slave's answer or a route read that finishes late): only a master's answer
 from the newest route proves a vanished queue drained or lost (docs/DESIGN.md §10); a queue that enters later
 starts where the start options put it."""
+
 from __future__ import annotations
 
 import logging
@@ -46,8 +47,11 @@ class _Cluster:
 
     def route(self, topic: str, refresh: bool = False) -> TopicRoute:
         brokers = sorted(self.queues_of)
-        return TopicRoute(topic, tuple(BrokerData(b, {0: f"127.0.0.1:{10 + i}"}) for i, b in enumerate(brokers)),
-                          tuple(QueueData(b, self.queues_of[b], self.queues_of[b], PERM_RW) for b in brokers))
+        return TopicRoute(
+            topic,
+            tuple(BrokerData(b, {0: f"127.0.0.1:{10 + i}"}) for i, b in enumerate(brokers)),
+            tuple(QueueData(b, self.queues_of[b], self.queues_of[b], PERM_RW) for b in brokers),
+        )
 
     def queues(self, topic: str, refresh: bool = False) -> list[MessageQueue]:
         return self.route(topic).read_queues()
@@ -68,9 +72,11 @@ class _Cluster:
         mqs = list(mqs)
         if self.slave_ends is None:
             return Answers({m: self.ends.get(m, 0) for m in mqs})
-        return Answers({m: self.slave_ends[m] for m in mqs if m in self.slave_ends},
-                       {m: BrokerUnavailableError("no answer") for m in mqs if m not in self.slave_ends},
-                       replica=[m for m in mqs if m in self.slave_ends])
+        return Answers(
+            {m: self.slave_ends[m] for m in mqs if m in self.slave_ends},
+            {m: BrokerUnavailableError("no answer") for m in mqs if m not in self.slave_ends},
+            replica=[m for m in mqs if m in self.slave_ends],
+        )
 
     def min_offsets(self, mqs, partial=False) -> Answers:
         mqs = list(mqs)
@@ -82,8 +88,11 @@ class _Cluster:
 
 
 def _reader(cluster: _Cluster, **options: str) -> RocketMQStreamReader:
-    reader = RocketMQStreamReader(parse_options({"nameServer": "127.0.0.1:9876", "topic": TOPIC,
-                                                 "startingOffsets": "earliest", **options}, streaming=True))
+    reader = RocketMQStreamReader(
+        parse_options(
+            {"nameServer": "127.0.0.1:9876", "topic": TOPIC, "startingOffsets": "earliest", **options}, streaming=True
+        )
+    )
     reader._client = cluster
     return reader
 
@@ -103,9 +112,11 @@ def test_only_a_master_proves_a_queue_that_left_the_route_drained_or_lost(clock,
     assert end[TOPIC] == {f"{A}/{i}": 5 for i in range(4)}
     cluster.queues_of[A] = 2  # the topic shrank; then its master went away
     cluster.ends[mq(3)] = 7  # the master holds two messages of queue 3 the query has not read
-    cluster.slave_ends = {"a lagging slave": {mq(i): 3 for i in range(4)},
-                          "a slave at the query's offset": {mq(i): 5 for i in range(4)},
-                          "nobody": {}}[answer]
+    cluster.slave_ends = {
+        "a lagging slave": {mq(i): 3 for i in range(4)},
+        "a slave at the query's offset": {mq(i): 5 for i in range(4)},
+        "nobody": {},
+    }[answer]
     reader.watch.poll(force=True)
     waiting = reader.latestOffset(end, ALL)
     assert waiting[TOPIC] == end[TOPIC], "queues 2 and 3 must wait for their master, their offsets carried"
@@ -148,8 +159,13 @@ def test_a_queue_read_to_its_end_keeps_its_offset_out_of_the_route_and_resumes_t
 def test_new_queues_under_committed_start_where_startingOffsetsFallback_says(fallback, start):
     cluster = _Cluster({A: 2}, {mq(i): 9 for i in range(4)})
     cluster.committed = {mq(0): 4, mq(1): 4}
-    reader = _reader(cluster, startingOffsets="committed", consumerGroup="g", commitOffsetsToBroker="false",
-                     startingOffsetsFallback=fallback)
+    reader = _reader(
+        cluster,
+        startingOffsets="committed",
+        consumerGroup="g",
+        commitOffsetsToBroker="false",
+        startingOffsetsFallback=fallback,
+    )
     first = reader.initialOffset()
     assert first[TOPIC] == {f"{A}/0": 4, f"{A}/1": 4}
     end = reader.latestOffset(first, ALL)
@@ -214,7 +230,9 @@ def test_planning_a_batch_asks_no_broker_for_first_offsets_but_a_reset_queue_doe
     later = reader.latestOffset(end, ALL)
     asked = len(cluster.min_asked)  # resolving startingOffsets=earliest asked; planning must not
     assert [(r.queue, r.start, r.end) for p in reader.partitions(first, end) for r in p.ranges] == [
-        (mq(0), 0, 5), (mq(1), 0, 5)]
+        (mq(0), 0, 5),
+        (mq(1), 0, 5),
+    ]
     assert [(r.queue, r.start, r.end) for p in reader.partitions(end, later) for r in p.ranges] == [(mq(1), 5, 9)]
     assert cluster.min_asked[asked:] == []
     cluster.ends[mq(0)] = 2  # queue 0 was recreated
@@ -234,6 +252,7 @@ def test_a_message_that_arrives_while_latest_starting_offsets_resolve_is_no_rese
         answers = asked(mqs, partial)
         cluster.ends[mq(0)] = 6  # a message lands after this answer
         return answers
+
     cluster.max_offsets = max_offsets
     reader = _reader(cluster, startingOffsets="latest")
     first = reader.initialOffset()

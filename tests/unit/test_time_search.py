@@ -1,4 +1,5 @@
 """The first offset stored at or after a time, found around a 4.x broker's nearest answer (client/time_search.py)."""
+
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -38,8 +39,9 @@ TIMES = [10, 20, 30] + [40] * 200 + [50, 60]
 @pytest.mark.parametrize("near", [0, 1, 2, 3, 100, 202, 203, 204, 205])
 def test_any_nearby_answer_leads_to_the_first_message_stored_at_or_after_the_time(timestamp, near):
     queue = Stored(TIMES, first=7)
-    assert first_stored_at_or_after(queue, MQ, timestamp, queue.first + near, queue.first, queue.end) == \
-        queue.answer(timestamp)
+    assert first_stored_at_or_after(queue, MQ, timestamp, queue.first + near, queue.first, queue.end) == queue.answer(
+        timestamp
+    )
 
 
 def test_the_messages_read_grow_with_the_distance_not_the_queue():

@@ -1,5 +1,6 @@
 """topicPattern's topics (issue 34 items 6 and 7): which names are system or connector topics, the pattern's match
 over a name server's list, and a listed topic that has no route."""
+
 from __future__ import annotations
 
 import logging
@@ -8,7 +9,6 @@ from rmq_spark.client.base import Answers, BaseClient
 from rmq_spark.client.errors import TopicNotFoundError
 from rmq_spark.client.model import BrokerData, MessageQueue, QueueData, TopicRoute
 from rmq_spark.client.outages import OutageLog
-
 from rmq_spark.client.system_topics import CONNECTOR_TOPIC_PREFIX, cluster_topics, is_internal_topic
 from rmq_spark.options import parse_options
 from rmq_spark.source.planning import query_topics
@@ -16,9 +16,20 @@ from rmq_spark.source.queue_watch import QueueWatch
 
 
 def test_system_retry_dead_letter_and_connector_topics_are_internal():
-    for name in ("RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_ROCKSDB_TRANS_HALF_TOPIC", "rmq_sys_wheel_timer", "TBW102",
-                 "SCHEDULE_TOPIC_XXXX", "BenchmarkTest", "OFFSET_MOVED_EVENT", "SELF_TEST_TOPIC", "%RETRY%g",
-                 "%DLQ%g", "%LMQ%x", f"{CONNECTOR_TOPIC_PREFIX}commits_g"):
+    for name in (
+        "RMQ_SYS_TRANS_HALF_TOPIC",
+        "RMQ_SYS_ROCKSDB_TRANS_HALF_TOPIC",
+        "rmq_sys_wheel_timer",
+        "TBW102",
+        "SCHEDULE_TOPIC_XXXX",
+        "BenchmarkTest",
+        "OFFSET_MOVED_EVENT",
+        "SELF_TEST_TOPIC",
+        "%RETRY%g",
+        "%DLQ%g",
+        "%LMQ%x",
+        f"{CONNECTOR_TOPIC_PREFIX}commits_g",
+    ):
         assert is_internal_topic(name), name
     for name in ("Orders", "rmq_sparkling", "RMQ_SYSTEMS", "Benchmark"):
         assert not is_internal_topic(name), name
@@ -26,13 +37,25 @@ def test_system_retry_dead_letter_and_connector_topics_are_internal():
 
 def test_the_cluster_and_broker_topics():
     assert cluster_topics({"DefaultCluster": {"broker-a", "broker-b"}}) == {
-        "DefaultCluster", "DefaultCluster_REPLY_TOPIC", "broker-a", "broker-b"}
+        "DefaultCluster",
+        "DefaultCluster_REPLY_TOPIC",
+        "broker-a",
+        "broker-b",
+    }
 
 
 class _Listing:
     def topics(self) -> list[str]:
-        return ["DefaultCluster", "DefaultCluster_REPLY_TOPIC", "Orders", "OrdersEU", "RMQ_SYS_TRANS_HALF_TOPIC",
-                "%RETRY%orders", "broker-a", "rmq_spark_commits_orders"]
+        return [
+            "DefaultCluster",
+            "DefaultCluster_REPLY_TOPIC",
+            "Orders",
+            "OrdersEU",
+            "RMQ_SYS_TRANS_HALF_TOPIC",
+            "%RETRY%orders",
+            "broker-a",
+            "rmq_spark_commits_orders",
+        ]
 
     def cluster_topics(self) -> set[str]:
         return {"DefaultCluster", "DefaultCluster_REPLY_TOPIC", "broker-a"}
@@ -41,6 +64,7 @@ class _Listing:
 def test_a_pattern_matches_only_user_topics_and_a_topic_option_names_any():
     def topics(**kw):
         return query_topics(_Listing(), parse_options({"nameServer": "127.0.0.1:9876", **kw}))
+
     assert topics(topicPattern=".*") == ["Orders", "OrdersEU"]
     assert topics(topicPattern=".*orders.*|broker-.*") == []
     assert topics(topics="%RETRY%orders,RMQ_SYS_TRANS_HALF_TOPIC") == ["%RETRY%orders", "RMQ_SYS_TRANS_HALF_TOPIC"]
@@ -75,8 +99,7 @@ class _Deleting:
 
 def test_a_listed_topic_deleted_before_its_route_is_read_is_skipped_until_it_has_one():
     client = _Deleting()
-    watch = QueueWatch(client, parse_options({"nameServer": "127.0.0.1:9876", "topicPattern": "[AB]"},
-                                             streaming=True))
+    watch = QueueWatch(client, parse_options({"nameServer": "127.0.0.1:9876", "topicPattern": "[AB]"}, streaming=True))
     watch._holds.arm = lambda mq, offset: None
     watch.poll(force=True)
     assert watch.queues() == [MessageQueue("A", "broker-a", 0)]

@@ -1,6 +1,7 @@
 """The native gathering of a gRPC pull's answer frames (``ArrowBatchDecoder.add_frames``) against the oracle:
 ``reference_codec.decode_frames`` into a ``MessageBatcher`` with the same window and tags, row for row (gzip bodies
 too)."""
+
 from __future__ import annotations
 
 import gzip
@@ -10,7 +11,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rmq_spark.source.arrow_decoder import ArrowBatchDecoder
 from rmq_spark.client.errors import ProtocolError
 from rmq_spark.client.gathering import MessageCollector
 from rmq_spark.client.grpc.messages import FLAG_PROPERTY
@@ -18,6 +18,7 @@ from rmq_spark.client.grpc.v2 import definition_pb2 as pb
 from rmq_spark.client.grpc.v2 import service_pb2 as svc
 from rmq_spark.client.model import MessageQueue
 from rmq_spark.compiled import MalformedError, v2_queue_offset
+from rmq_spark.source.arrow_decoder import ArrowBatchDecoder
 from rmq_spark.source.schema import ARROW_SCHEMA, COLUMNS
 from tests.support.batches import assert_same
 from tests.support.reference_codec import MessageBatcher, decode_frames
@@ -26,11 +27,29 @@ MQ = MessageQueue("T", "broker-a", 2)
 FUZZ = settings(max_examples=150, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 
 
-def frame(offset: int, *, tag: str | None = "TagA", topic: str = "T", body: bytes = b"body", props=None,
-          keys=("k1", "k2"), attempt: int | None = None, born_ms: int = 1_700_000_000_123, store=True,
-          encoding=pb.IDENTITY, born_seconds: int | None = None) -> bytes:
-    sp = pb.SystemProperties(queue_id=2, queue_offset=offset, message_id=f"ID{offset}", keys=list(keys),
-                             born_host="1.2.3.4:5", store_host="[::1]:10911", body_encoding=encoding)
+def frame(
+    offset: int,
+    *,
+    tag: str | None = "TagA",
+    topic: str = "T",
+    body: bytes = b"body",
+    props=None,
+    keys=("k1", "k2"),
+    attempt: int | None = None,
+    born_ms: int = 1_700_000_000_123,
+    store=True,
+    encoding=pb.IDENTITY,
+    born_seconds: int | None = None,
+) -> bytes:
+    sp = pb.SystemProperties(
+        queue_id=2,
+        queue_offset=offset,
+        message_id=f"ID{offset}",
+        keys=list(keys),
+        born_host="1.2.3.4:5",
+        store_host="[::1]:10911",
+        body_encoding=encoding,
+    )
     if tag is not None:
         sp.tag = tag
     if attempt is not None:
@@ -40,8 +59,12 @@ def frame(offset: int, *, tag: str | None = "TagA", topic: str = "T", body: byte
         sp.born_timestamp.seconds = born_seconds
     if store:
         sp.store_timestamp.FromMilliseconds(born_ms + 5)
-    message = pb.Message(topic=pb.Resource(name=topic), body=body, system_properties=sp,
-                         user_properties=props if props is not None else {"a": "1"})
+    message = pb.Message(
+        topic=pb.Resource(name=topic),
+        body=body,
+        system_properties=sp,
+        user_properties=props if props is not None else {"a": "1"},
+    )
     return svc.PullMessageResponse(message=message).SerializeToString()
 
 
@@ -61,37 +84,77 @@ text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
 
 
 @FUZZ
-@given(st.lists(st.fixed_dictionaries({
-    "tag": st.one_of(st.none(), st.sampled_from(["TagA", "TagB", "", "é"])),
-    "topic": st.sampled_from(["T", "", "тема"]),
-    "body": st.binary(max_size=40),
-    "props": st.dictionaries(text, text, max_size=4) | st.just({FLAG_PROPERTY: "-12", "x": "y"}),
-    "keys": st.lists(st.sampled_from(["k", "", "κ 2"]), max_size=3),
-    "attempt": st.one_of(st.none(), st.integers(-3, 5)),
-    "born_ms": st.integers(-(10 ** 12), 10 ** 13),
-    "store": st.booleans(),
-    "gzipped": st.booleans(),
-}), max_size=12), st.one_of(st.none(), st.just(frozenset({"TagA", "é"}))), st.integers(0, 12), st.integers(0, 12))
+@given(
+    st.lists(
+        st.fixed_dictionaries(
+            {
+                "tag": st.one_of(st.none(), st.sampled_from(["TagA", "TagB", "", "é"])),
+                "topic": st.sampled_from(["T", "", "тема"]),
+                "body": st.binary(max_size=40),
+                "props": st.dictionaries(text, text, max_size=4) | st.just({FLAG_PROPERTY: "-12", "x": "y"}),
+                "keys": st.lists(st.sampled_from(["k", "", "κ 2"]), max_size=3),
+                "attempt": st.one_of(st.none(), st.integers(-3, 5)),
+                "born_ms": st.integers(-(10**12), 10**13),
+                "store": st.booleans(),
+                "gzipped": st.booleans(),
+            }
+        ),
+        max_size=12,
+    ),
+    st.one_of(st.none(), st.just(frozenset({"TagA", "é"}))),
+    st.integers(0, 12),
+    st.integers(0, 12),
+)
 def test_native_rows_equal_the_reference(messages, tags, low, high):
-    frames = [frame(i, **{k: v for k, v in m.items() if k != "gzipped"},
-                    **({"encoding": pb.GZIP} if m["gzipped"] else {})) for i, m in enumerate(messages)]
-    frames = [f if not m["gzipped"] else frame(i, **{**{k: v for k, v in m.items() if k != "gzipped"},
-                                                     "body": gzip.compress(m["body"])}, encoding=pb.GZIP)
-              for i, (f, m) in enumerate(zip(frames, messages))]
-    assert_same(native(frames, tags=tags, low=low, high=high), reference(frames, tags=tags, low=low, high=high),
-                unordered_maps=True)
+    frames = [
+        frame(i, **{k: v for k, v in m.items() if k != "gzipped"}, **({"encoding": pb.GZIP} if m["gzipped"] else {}))
+        for i, m in enumerate(messages)
+    ]
+    frames = [
+        f
+        if not m["gzipped"]
+        else frame(
+            i, **{**{k: v for k, v in m.items() if k != "gzipped"}, "body": gzip.compress(m["body"])}, encoding=pb.GZIP
+        )
+        for i, (f, m) in enumerate(zip(frames, messages))
+    ]
+    assert_same(
+        native(frames, tags=tags, low=low, high=high),
+        reference(frames, tags=tags, low=low, high=high),
+        unordered_maps=True,
+    )
 
 
 @FUZZ
-@given(st.lists(st.fixed_dictionaries({"tag": st.one_of(st.none(), st.just("TagA")), "topic": st.sampled_from(["T", ""]),
-                                       "body": st.binary(max_size=20), "gzipped": st.booleans(),
-                                       "attempt": st.one_of(st.none(), st.integers(-3, 5))}), max_size=6),
-       st.one_of(st.none(), st.just(frozenset({"TagA"}))), st.integers(0, 6))
+@given(
+    st.lists(
+        st.fixed_dictionaries(
+            {
+                "tag": st.one_of(st.none(), st.just("TagA")),
+                "topic": st.sampled_from(["T", ""]),
+                "body": st.binary(max_size=20),
+                "gzipped": st.booleans(),
+                "attempt": st.one_of(st.none(), st.integers(-3, 5)),
+            }
+        ),
+        max_size=6,
+    ),
+    st.one_of(st.none(), st.just(frozenset({"TagA"}))),
+    st.integers(0, 6),
+)
 def test_read_range_messages_are_the_oracles(messages, tags, low):
     """The Messages ``read_range`` builds from gathered frames are the oracle's."""
-    frames = [frame(i, tag=m["tag"], topic=m["topic"], attempt=m["attempt"],
-                    body=gzip.compress(m["body"]) if m["gzipped"] else m["body"],
-                    encoding=pb.GZIP if m["gzipped"] else pb.IDENTITY) for i, m in enumerate(messages)]
+    frames = [
+        frame(
+            i,
+            tag=m["tag"],
+            topic=m["topic"],
+            attempt=m["attempt"],
+            body=gzip.compress(m["body"]) if m["gzipped"] else m["body"],
+            encoding=pb.GZIP if m["gzipped"] else pb.IDENTITY,
+        )
+        for i, m in enumerate(messages)
+    ]
     collector = MessageCollector(MQ, tags=tags)
     collector.add_frames(frames, low, 100)
     assert collector.take() == [m for m in decode_frames(frames, MQ, tags) if m.queue_offset >= low]
@@ -112,8 +175,9 @@ def test_gzip_bodies_and_odd_flags_are_read_as_the_reference_reads_them():
     got = decoder.flush()
     assert got.column("queueOffset").to_pylist() == [7, 0, 1, 2, 3]
     assert got.column("body")[2].as_py() == b"x" * 100 and got.column("flag")[4].as_py() == 4
-    assert_same(got, reference([frame(7, tag="TagB"), *frames, frame(3, props={FLAG_PROPERTY: "+4"})]),
-                unordered_maps=True)
+    assert_same(
+        got, reference([frame(7, tag="TagB"), *frames, frame(3, props={FLAG_PROPERTY: "+4"})]), unordered_maps=True
+    )
 
 
 def test_bad_frames_are_protocol_errors_and_leave_nothing():
@@ -140,7 +204,7 @@ def test_bad_frames_are_protocol_errors_and_leave_nothing():
         decoder.add_frames((good, empty_gzip), 0, 10)
     with pytest.raises(ProtocolError):
         reference([good, empty_gzip])
-    assert v2_queue_offset(frame(2 ** 40)) == 2 ** 40
+    assert v2_queue_offset(frame(2**40)) == 2**40
     with pytest.raises(MalformedError):
         v2_queue_offset(good[:-1])
     assert ARROW_SCHEMA.names == list(COLUMNS)

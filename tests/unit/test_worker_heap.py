@@ -1,4 +1,5 @@
 """worker_heap.freeze_once: the heap is frozen once, and only in a reused Spark Python worker."""
+
 from __future__ import annotations
 
 import gc

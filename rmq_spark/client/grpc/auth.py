@@ -1,5 +1,6 @@
 """Request metadata of the v2 API: client identity, the namespace (``x-mq-namespace``) and, with credentials, the
 MQv2-HMAC-SHA1 signature."""
+
 from __future__ import annotations
 
 import hashlib
@@ -26,8 +27,12 @@ class Metadata:
     def __init__(self, credentials: Credentials | None, client_version: str, namespace: str = "") -> None:
         self._credentials = credentials
         client_id = f"{socket.gethostname()}@{os.getpid()}@{uuid.uuid4().hex[:8]}"
-        self._static: tuple[tuple[str, str], ...] = (("x-mq-protocol", "v2"), ("x-mq-language", "PYTHON"),
-                        ("x-mq-client-version", client_version), ("x-mq-client-id", client_id))
+        self._static: tuple[tuple[str, str], ...] = (
+            ("x-mq-protocol", "v2"),
+            ("x-mq-language", "PYTHON"),
+            ("x-mq-client-version", client_version),
+            ("x-mq-client-id", client_id),
+        )
         if namespace:
             self._static += (("x-mq-namespace", namespace),)
         if credentials and credentials.security_token:
@@ -42,7 +47,9 @@ class Metadata:
         now = int(time.time())
         if now != self._second:
             date_time = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now))
-            auth = (f"{ALGORITHM} Credential={self._credentials.access_key}, SignedHeaders={DATE_TIME}, "
-                    f"Signature={signature(self._credentials.secret_key, date_time)}")
+            auth = (
+                f"{ALGORITHM} Credential={self._credentials.access_key}, SignedHeaders={DATE_TIME}, "
+                f"Signature={signature(self._credentials.secret_key, date_time)}"
+            )
             self._signed, self._second = ((DATE_TIME, date_time), ("authorization", auth)), now
         return md + self._signed

@@ -1,26 +1,44 @@
 """The gRPC client: the client interface of the remoting transport over one apache.rocketmq.v2 endpoint."""
+
 from __future__ import annotations
 
 import ipaddress
 import threading
-from typing import Callable, Iterable, Sequence, TypeVar
+from collections.abc import Callable, Iterable, Sequence
+from typing import TypeVar
 
 import grpc
 import grpc.experimental
 
 from rmq_spark.client import hints
-from rmq_spark.client.base import BaseClient, HeldCall
 from rmq_spark.client.addresses import host_port
-from rmq_spark.client.defaults import DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_REQUEST_TIMEOUT
+from rmq_spark.client.base import BaseClient, HeldCall
 from rmq_spark.client.core_errors import package_error
+from rmq_spark.client.defaults import DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_REQUEST_TIMEOUT
 from rmq_spark.client.errors import ProtocolError, RocketMQError, UnsupportedError
 from rmq_spark.client.grpc import messages, status
 from rmq_spark.client.grpc.auth import Metadata
 from rmq_spark.client.grpc.v2 import definition_pb2 as pb
 from rmq_spark.client.grpc.v2 import service_pb2 as svc
-from rmq_spark.client.model import (DEFAULT_GROUP, Boundary, DEFAULT_PRODUCER_GROUP, EVERY_MESSAGE, PERM_READ, PERM_WRITE, SLOT,
-                                    BrokerData, Credentials, FilterExpression, MessageQueue, MessageType,
-                                    OutgoingMessage, PullResult, QueueData, SendResult, TopicRoute)
+from rmq_spark.client.model import (
+    DEFAULT_GROUP,
+    DEFAULT_PRODUCER_GROUP,
+    EVERY_MESSAGE,
+    PERM_READ,
+    PERM_WRITE,
+    SLOT,
+    Boundary,
+    BrokerData,
+    Credentials,
+    FilterExpression,
+    MessageQueue,
+    MessageType,
+    OutgoingMessage,
+    PullResult,
+    QueueData,
+    SendResult,
+    TopicRoute,
+)
 from rmq_spark.client.namespaces import NO_NAMESPACE, Namespace
 from rmq_spark.client.tls import TlsConfig
 from rmq_spark.compiled import MalformedError, PullStatus, v2_queue_offset
@@ -88,7 +106,7 @@ class PendingGrpcPull:
     __slots__ = ("queue", "offset", "max_nums", "_client", "_call")
     replica = False  # the gateway picks the broker group's member
 
-    def __init__(self, client: "GrpcClient", queue: MessageQueue, offset: int, max_nums: int, call) -> None:
+    def __init__(self, client: GrpcClient, queue: MessageQueue, offset: int, max_nums: int, call) -> None:
         self.queue, self.offset, self.max_nums = queue, offset, max_nums
         self._client, self._call = client, call
 
@@ -108,13 +126,16 @@ class PendingGrpcPull:
                 try:
                     answer = svc.PullMessageResponse.FromString(frame)
                 except Exception as e:  # protobuf's DecodeError (its class differs between implementations)
-                    raise ProtocolError(f"{what}: {endpoint} sent a PullMessage answer frame that does not parse "
-                                        f"({e}); {hints.NOT_GRPC}") from None
+                    raise ProtocolError(
+                        f"{what}: {endpoint} sent a PullMessage answer frame that does not parse "
+                        f"({e}); {hints.NOT_GRPC}"
+                    ) from None
                 kind = answer.WhichOneof("content")
                 if kind == "status":
                     code = answer.status.code
-                    status.check(answer.status, what, endpoint, status.Code.MESSAGE_NOT_FOUND,
-                                 status.Code.ILLEGAL_OFFSET)
+                    status.check(
+                        answer.status, what, endpoint, status.Code.MESSAGE_NOT_FOUND, status.Code.ILLEGAL_OFFSET
+                    )
                 elif kind == "message":
                     found.append(frame)
                 elif kind == "next_offset":
@@ -122,8 +143,10 @@ class PendingGrpcPull:
         except grpc.RpcError as e:
             raise self._client.rpc_error(e, what) from None
         if code is None or next_offset is None:
-            raise RocketMQError(f"{what}: {endpoint} ended the PullMessage stream without "
-                                f"{'a status' if code is None else 'a next offset'}; {hints.NOT_GRPC}")
+            raise RocketMQError(
+                f"{what}: {endpoint} ended the PullMessage stream without "
+                f"{'a status' if code is None else 'a next offset'}; {hints.NOT_GRPC}"
+            )
         if code == status.Code.MESSAGE_NOT_FOUND:
             # nothing at this offset now (not stored yet, or the server says pull it again): same offset again
             return PullResult(PullStatus.NO_NEW_MSG, next_offset, -1, -1)
@@ -149,7 +172,7 @@ class GrpcCall:
     __slots__ = ("_client", "_future", "_what", "_parse")
     replica = False  # the gateway picks the broker group's member
 
-    def __init__(self, client: "GrpcClient", future, what: str, parse: Callable[[object], T]) -> None:
+    def __init__(self, client: GrpcClient, future, what: str, parse: Callable[[object], T]) -> None:
         self._client, self._future, self._what, self._parse = client, future, what, parse
 
     def result(self):
@@ -167,10 +190,18 @@ class GrpcClient(BaseClient):
     """A RocketMQ client over the apache.rocketmq.v2 gRPC API of one endpoint (``host:port``). Thread-safe; the
     channel opens on first use."""
 
-    def __init__(self, endpoint: str, *, credentials: Credentials | None = None, tls: TlsConfig | None = None,
-                 request_timeout: float = DEFAULT_REQUEST_TIMEOUT, connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
-                 route_ttl: float = 30.0, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
-                 namespace: Namespace = NO_NAMESPACE) -> None:
+    def __init__(
+        self,
+        endpoint: str,
+        *,
+        credentials: Credentials | None = None,
+        tls: TlsConfig | None = None,
+        request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+        route_ttl: float = 30.0,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        namespace: Namespace = NO_NAMESPACE,
+    ) -> None:
         """With a ``namespace``, the server puts the calls' topics and groups in it (``x-mq-namespace``) and
         answers them without it."""
         super().__init__(route_ttl=route_ttl, max_message_bytes=max_message_bytes, namespace=namespace)
@@ -205,11 +236,15 @@ class GrpcClient(BaseClient):
     def _open(self) -> grpc.Channel:
         if self._channel is None:
             frame = self.max_message_bytes + FRAME_HEADROOM
-            options: list[tuple[str, int | str]] = [("grpc.max_receive_message_length", frame),
-                       ("grpc.max_send_message_length", frame), ("grpc.enable_http_proxy", 0),
-                       ("grpc.initial_reconnect_backoff_ms", 200), ("grpc.max_reconnect_backoff_ms", 2000),
-                       # gRPC core's lower bound of a connection attempt, i.e. the connect timeout
-                       ("grpc.min_reconnect_backoff_ms", max(1, int(self.connect_timeout * 1000)))]
+            options: list[tuple[str, int | str]] = [
+                ("grpc.max_receive_message_length", frame),
+                ("grpc.max_send_message_length", frame),
+                ("grpc.enable_http_proxy", 0),
+                ("grpc.initial_reconnect_backoff_ms", 200),
+                ("grpc.max_reconnect_backoff_ms", 2000),
+                # gRPC core's lower bound of a connection attempt, i.e. the connect timeout
+                ("grpc.min_reconnect_backoff_ms", max(1, int(self.connect_timeout * 1000))),
+            ]
             # A pull answers one frame per message. By default gRPC hands each frame from its polling thread to the
             # reader (about 70 us of Python per message); with this option the reading thread polls the call
             # itself: 2.5x the messages per CPU-second. Calls still start (and run) when they are made.
@@ -219,24 +254,28 @@ class GrpcClient(BaseClient):
                 if self._tls.server_name:
                     options.append(("grpc.ssl_target_name_override", self._tls.server_name))
                 roots, key, chain = self._tls.grpc_parts()
-                self._credentials = grpc.ssl_channel_credentials(root_certificates=roots, private_key=key,
-                                                                 certificate_chain=chain)
+                self._credentials = grpc.ssl_channel_credentials(
+                    root_certificates=roots, private_key=key, certificate_chain=chain
+                )
                 self._channel = grpc.secure_channel(target, self._credentials, options=options)
             else:
                 self._channel = grpc.insecure_channel(target, options=options)
         return self._channel
 
-    def _method(self, name: str, response, *,
-                stream: bool = False) -> grpc.UnaryUnaryMultiCallable | grpc.UnaryStreamMultiCallable:
+    def _method(
+        self, name: str, response, *, stream: bool = False
+    ) -> grpc.UnaryUnaryMultiCallable | grpc.UnaryStreamMultiCallable:
         """The callable of method ``name``; its answers parsed as ``response``, or left as bytes for None."""
         fn = self._methods.get(name)
         if fn is None:
             with self._lock:
                 channel = self._open()
                 make = channel.unary_stream if stream else channel.unary_unary
-                fn = self._methods[name] = make(SERVICE + name,
-                                                request_serializer=lambda m: m.SerializeToString(),
-                                                response_deserializer=response.FromString if response else None)
+                fn = self._methods[name] = make(
+                    SERVICE + name,
+                    request_serializer=lambda m: m.SerializeToString(),
+                    response_deserializer=response.FromString if response else None,
+                )
         return fn
 
     def _unary(self, name: str, response, request, what: str, *extra: tuple[str, str]):
@@ -245,12 +284,14 @@ class GrpcClient(BaseClient):
         except grpc.RpcError as e:
             raise self.rpc_error(e, what) from None
 
-    def _call(self, name: str, response, request, what: str, parse: Callable[[object], T],
-              *extra: tuple[str, str]) -> GrpcCall:
+    def _call(
+        self, name: str, response, request, what: str, parse: Callable[[object], T], *extra: tuple[str, str]
+    ) -> GrpcCall:
         """Start a unary call and return at once."""
         try:
-            future = self._method(name, response).future(request, timeout=self.request_timeout,
-                                                         metadata=self._metadata(*extra))
+            future = self._method(name, response).future(
+                request, timeout=self.request_timeout, metadata=self._metadata(*extra)
+            )
         except grpc.RpcError as e:
             raise self.rpc_error(e, what) from None
         return GrpcCall(self, future, what, parse)
@@ -258,19 +299,26 @@ class GrpcClient(BaseClient):
     # -- routing ---------------------------------------------------------------------------------------------
     def _fetch_route(self, topic: str) -> TopicRoute:
         what = f"route of topic {topic!r}"
-        answer = self._unary("QueryRoute", svc.QueryRouteResponse,
-                             svc.QueryRouteRequest(topic=pb.Resource(name=topic),
-                                                   endpoints=_endpoints(self._host, self._port)), what)
+        answer = self._unary(
+            "QueryRoute",
+            svc.QueryRouteResponse,
+            svc.QueryRouteRequest(topic=pb.Resource(name=topic), endpoints=_endpoints(self._host, self._port)),
+            what,
+        )
         status.check(answer.status, what, self.endpoint)
         return route_from_queues(topic, self.endpoint, answer.message_queues)
 
     def topics(self) -> list[str]:
-        raise UnsupportedError(f"the v2 gRPC API of {self.endpoint} has no topic list, so option topicPattern cannot "
-                               "be used with option endpoint: name the topics (topic, topics), or read through "
-                               "nameServer")
+        raise UnsupportedError(
+            f"the v2 gRPC API of {self.endpoint} has no topic list, so option topicPattern cannot "
+            "be used with option endpoint: name the topics (topic, topics), or read through "
+            "nameServer"
+        )
 
     # -- per-queue requests (the fan-out is BaseClient's) ----------------------------------------------------
-    def _offset_call(self, mq: MessageQueue, policy: pb.QueryOffsetPolicy, what: str, timestamp: int | None = None) -> GrpcCall:
+    def _offset_call(
+        self, mq: MessageQueue, policy: pb.QueryOffsetPolicy, what: str, timestamp: int | None = None
+    ) -> GrpcCall:
         request = svc.QueryOffsetRequest(message_queue=_queue(mq), query_offset_policy=policy)
         if timestamp is not None:
             request.timestamp.FromMilliseconds(int(timestamp))
@@ -279,6 +327,7 @@ class GrpcClient(BaseClient):
         def parse(answer) -> int:
             status.check(answer.status, what, self.endpoint)
             return answer.offset
+
         return self._call("QueryOffset", svc.QueryOffsetResponse, request, what, parse)
 
     def _min_offset_call(self, mq: MessageQueue) -> GrpcCall:
@@ -289,8 +338,10 @@ class GrpcClient(BaseClient):
 
     def _search_offset_call(self, mq: MessageQueue, timestamp: int, boundary: Boundary) -> GrpcCall:
         if boundary is not Boundary.LOWER:
-            raise UnsupportedError(f"the v2 API of {self.endpoint} searches offsets by time at the lower boundary "
-                                   f"only, not {boundary.value!r}")
+            raise UnsupportedError(
+                f"the v2 API of {self.endpoint} searches offsets by time at the lower boundary "
+                f"only, not {boundary.value!r}"
+            )
         return self._offset_call(mq, pb.TIMESTAMP, "offset by timestamp", timestamp)
 
     def _consumer_offset_call(self, group: str, mq: MessageQueue) -> GrpcCall:
@@ -301,8 +352,14 @@ class GrpcClient(BaseClient):
                 return None
             status.check(answer.status, what, self.endpoint)
             return answer.offset
-        return self._call("GetOffset", svc.GetOffsetResponse,
-                          svc.GetOffsetRequest(group=pb.Resource(name=group), message_queue=_queue(mq)), what, parse)
+
+        return self._call(
+            "GetOffset",
+            svc.GetOffsetResponse,
+            svc.GetOffsetRequest(group=pb.Resource(name=group), message_queue=_queue(mq)),
+            what,
+            parse,
+        )
 
     def _store_offset_call(self, group: str, mq: MessageQueue, offset: int) -> GrpcCall:
         what = f"update of group {group!r} offset on {mq}"
@@ -312,19 +369,37 @@ class GrpcClient(BaseClient):
                 return False
             status.check(answer.status, what, self.endpoint)
             return True
-        return self._call("UpdateOffset", svc.UpdateOffsetResponse,
-                          svc.UpdateOffsetRequest(group=pb.Resource(name=group), message_queue=_queue(mq),
-                                                  offset=offset), what, parse)
+
+        return self._call(
+            "UpdateOffset",
+            svc.UpdateOffsetResponse,
+            svc.UpdateOffsetRequest(group=pb.Resource(name=group), message_queue=_queue(mq), offset=offset),
+            what,
+            parse,
+        )
 
     # -- pull ------------------------------------------------------------------------------------------------
-    def pull_async(self, mq: MessageQueue, offset: int, max_nums: int = SLOT, *, group: str = DEFAULT_GROUP,
-                   expression: FilterExpression = EVERY_MESSAGE, suspend_ms: int = 0) -> PendingGrpcPull:
+    def pull_async(
+        self,
+        mq: MessageQueue,
+        offset: int,
+        max_nums: int = SLOT,
+        *,
+        group: str = DEFAULT_GROUP,
+        expression: FilterExpression = EVERY_MESSAGE,
+        suspend_ms: int = 0,
+    ) -> PendingGrpcPull:
         """Start a PullMessage call and return at once; with ``suspend_ms`` > 0 the server may hold it until
         messages arrive (long polling)."""
-        request = svc.PullMessageRequest(group=pb.Resource(name=group), message_queue=_queue(mq), offset=offset,
-                                         batch_size=max_nums,
-                                         filter_expression=pb.FilterExpression(type=_FILTER_TYPES[expression.type],
-                                                                               expression=expression.expression))
+        request = svc.PullMessageRequest(
+            group=pb.Resource(name=group),
+            message_queue=_queue(mq),
+            offset=offset,
+            batch_size=max_nums,
+            filter_expression=pb.FilterExpression(
+                type=_FILTER_TYPES[expression.type], expression=expression.expression
+            ),
+        )
         request.long_polling_timeout.FromMilliseconds(max(0, suspend_ms))
         fn = self._method("PullMessage", None, stream=True)  # frames as bytes: PendingGrpcPull reads them
         try:
@@ -339,8 +414,14 @@ class GrpcClient(BaseClient):
         raise UnsupportedError("held pulls are not offered over gRPC")
 
     # -- produce ---------------------------------------------------------------------------------------------
-    def send_async(self, mq: MessageQueue, batch: Sequence[OutgoingMessage], *, group: str = DEFAULT_PRODUCER_GROUP,
-                   sys_flag: int = 0) -> GrpcCall:
+    def send_async(
+        self,
+        mq: MessageQueue,
+        batch: Sequence[OutgoingMessage],
+        *,
+        group: str = DEFAULT_PRODUCER_GROUP,
+        sys_flag: int = 0,
+    ) -> GrpcCall:
         """Send messages that carry their UNIQ_KEY to one queue (the broker is named in the ``x-mq-broker-name``
         metadata). Bodies go as they are (``wire_message`` leaves them so): no sysFlag travels over the v2 API."""
         if sys_flag:
@@ -353,10 +434,18 @@ class GrpcClient(BaseClient):
                 status.check(entry.status, what, self.endpoint)
             offset = answer.entries[0].offset if answer.entries else -1
             return SendResult(msg_id=",".join(m.unique_id or "" for m in batch), queue=mq, queue_offset=offset)
-        return self._call("SendMessage", svc.SendMessageResponse,
-                          svc.SendMessageRequest(messages=messages.to_v2(mq.topic, mq.queue_id, list(batch))), what,
-                          parse, ("x-mq-broker-name", mq.broker_name))
+
+        return self._call(
+            "SendMessage",
+            svc.SendMessageResponse,
+            svc.SendMessageRequest(messages=messages.to_v2(mq.topic, mq.queue_id, list(batch))),
+            what,
+            parse,
+            ("x-mq-broker-name", mq.broker_name),
+        )
 
     def create_topic(self, topic: str, queues: int = 4, **_: object) -> None:
-        raise UnsupportedError(f"the v2 gRPC API of {self.endpoint} cannot create topics: create {topic!r} with "
-                            "mqadmin updateTopic, or through a client with nameServer")
+        raise UnsupportedError(
+            f"the v2 gRPC API of {self.endpoint} cannot create topics: create {topic!r} with "
+            "mqadmin updateTopic, or through a client with nameServer"
+        )

@@ -1,11 +1,21 @@
 """Turn a v2 ``Status`` or a failed gRPC call into the matching ``RocketMQError`` subclass, in one place."""
+
 from __future__ import annotations
 
 import grpc
 
 from rmq_spark.client import hints
-from rmq_spark.client.errors import (AuthError, BrokerBusyError, BrokerError, ConnectionLostError, InvalidFilterError,
-                                     MessageTooLargeError, RequestTimeoutError, RocketMQError, TopicNotFoundError)
+from rmq_spark.client.errors import (
+    AuthError,
+    BrokerBusyError,
+    BrokerError,
+    ConnectionLostError,
+    InvalidFilterError,
+    MessageTooLargeError,
+    RequestTimeoutError,
+    RocketMQError,
+    TopicNotFoundError,
+)
 from rmq_spark.client.grpc.v2 import definition_pb2 as pb
 
 Code = pb.Code
@@ -21,8 +31,10 @@ _HINTS: dict[int, tuple[type[RocketMQError], str]] = {
     Code.PROXY_TIMEOUT: (RequestTimeoutError, "the server did not hear back from the broker in time"),
     Code.REQUEST_TIMEOUT: (RequestTimeoutError, ""),
     Code.TOO_MANY_REQUESTS: (BrokerBusyError, hints.BUSY),
-    Code.MESSAGE_BODY_TOO_LARGE: (MessageTooLargeError, "a message body is larger than the gateway or this client "
-                                                        "allows (--max-message-bytes, option maxMessageBytes)"),
+    Code.MESSAGE_BODY_TOO_LARGE: (
+        MessageTooLargeError,
+        "a message body is larger than the gateway or this client allows (--max-message-bytes, option maxMessageBytes)",
+    ),
     Code.NOT_IMPLEMENTED: (RocketMQError, hints.NO_PULL_API),
     Code.UNSUPPORTED: (RocketMQError, hints.NO_PULL_API),
 }
@@ -68,8 +80,11 @@ def rpc_error(e: grpc.RpcError, what: str, endpoint: str) -> RocketMQError:
     if code in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED):
         return AuthError(f"{what} refused at {endpoint} ({name}): {hints.AUTH}", remark=details)
     if code is grpc.StatusCode.RESOURCE_EXHAUSTED and "larger than max" in details:
-        return MessageTooLargeError(f"{what}: {endpoint} sent a message larger than this client accepts ({details}); "
-                                    "the limit is option maxMessageBytes", limit=-1)
+        return MessageTooLargeError(
+            f"{what}: {endpoint} sent a message larger than this client accepts ({details}); "
+            "the limit is option maxMessageBytes",
+            limit=-1,
+        )
     if code is grpc.StatusCode.RESOURCE_EXHAUSTED:
         return BrokerBusyError(f"{what}: {endpoint} is busy ({details}); {hints.BUSY}")
     tls = _tls_hint(details)

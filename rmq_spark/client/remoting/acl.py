@@ -1,4 +1,5 @@
 """Request signing for RocketMQ ACL (1.0 and 2.0 share the wire scheme): HmacSHA1 over the sorted ext fields."""
+
 from __future__ import annotations
 
 import base64

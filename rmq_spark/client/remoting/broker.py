@@ -1,4 +1,5 @@
 """Broker requests: build each request command and read its response (no connection or routing logic here)."""
+
 from __future__ import annotations
 
 import json
@@ -6,14 +7,27 @@ import time
 from dataclasses import dataclass, fields
 
 from rmq_spark.client.errors import InvalidFilterError, RocketMQError
-from rmq_spark.client.model import (EVERY_MESSAGE, FilterExpression, HalfMessage, MessageQueue, OutgoingMessage,
-                                    PullResult, SendResult)
+from rmq_spark.client.model import (
+    EVERY_MESSAGE,
+    FilterExpression,
+    HalfMessage,
+    MessageQueue,
+    OutgoingMessage,
+    PullResult,
+    SendResult,
+)
 from rmq_spark.client.remoting import codes
 from rmq_spark.client.remoting.frame import RemotingCommand, parse_loose_json
-from rmq_spark.client.remoting.send_codec import (PROPERTY_PRODUCER_GROUP, PROPERTY_TRANSACTION_PREPARED,
-                                                  TRANSACTION_COMMIT_TYPE, TRANSACTION_PREPARED_TYPE,
-                                                  TRANSACTION_ROLLBACK_TYPE, commit_log_offset, encode_batch,
-                                                  encode_properties)
+from rmq_spark.client.remoting.send_codec import (
+    PROPERTY_PRODUCER_GROUP,
+    PROPERTY_TRANSACTION_PREPARED,
+    TRANSACTION_COMMIT_TYPE,
+    TRANSACTION_PREPARED_TYPE,
+    TRANSACTION_ROLLBACK_TYPE,
+    commit_log_offset,
+    encode_batch,
+    encode_properties,
+)
 from rmq_spark.client.remoting.status import check
 from rmq_spark.client.remoting.versions import is_v4
 from rmq_spark.client.time_search import NearOffset
@@ -26,16 +40,32 @@ def _queue_fields(mq: MessageQueue) -> dict[str, str]:
     return {"topic": mq.topic, "queueId": str(mq.queue_id), "bname": mq.broker_name}
 
 
-def pull_request(mq: MessageQueue, group: str, offset: int, max_nums: int, *,
-                 expression: FilterExpression = EVERY_MESSAGE, suspend_ms: int = 0) -> RemotingCommand:
+def pull_request(
+    mq: MessageQueue,
+    group: str,
+    offset: int,
+    max_nums: int,
+    *,
+    expression: FilterExpression = EVERY_MESSAGE,
+    suspend_ms: int = 0,
+) -> RemotingCommand:
     """PULL_MESSAGE carrying its subscription, so the broker needs no heartbeat from us."""
     sys_flag = codes.PULL_FLAG_SUBSCRIPTION | (codes.PULL_FLAG_SUSPEND if suspend_ms > 0 else 0)
-    return RemotingCommand(code=codes.PULL_MESSAGE, ext_fields={
-        "consumerGroup": group, **_queue_fields(mq), "queueOffset": str(offset), "maxMsgNums": str(max_nums),
-        "sysFlag": str(sys_flag), "commitOffset": "0", "suspendTimeoutMillis": str(suspend_ms),
-        "subscription": expression.expression, "subVersion": str(int(time.time() * 1000)),
-        "expressionType": expression.type,
-    })
+    return RemotingCommand(
+        code=codes.PULL_MESSAGE,
+        ext_fields={
+            "consumerGroup": group,
+            **_queue_fields(mq),
+            "queueOffset": str(offset),
+            "maxMsgNums": str(max_nums),
+            "sysFlag": str(sys_flag),
+            "commitOffset": "0",
+            "suspendTimeoutMillis": str(suspend_ms),
+            "subscription": expression.expression,
+            "subVersion": str(int(time.time() * 1000)),
+            "expressionType": expression.type,
+        },
+    )
 
 
 def pull_result(response: RemotingCommand, mq: MessageQueue, address: str, offset: int) -> PullResult:
@@ -47,14 +77,21 @@ def pull_result(response: RemotingCommand, mq: MessageQueue, address: str, offse
         status = pull_status(response.code, response.remark, next_offset, offset)
         if status is None:
             check(response, f"pull of {mq}", address)
-            raise RocketMQError(f"pull of {mq} at {address}: unexpected response code {response.code}",
-                                code=response.code, remark=response.remark)
+            raise RocketMQError(
+                f"pull of {mq} at {address}: unexpected response code {response.code}",
+                code=response.code,
+                remark=response.remark,
+            )
         found = status == PullStatus.FOUND
-        return PullResult(status=status, next_begin_offset=next_offset,
-                          min_offset=int(h.get("minOffset", -1)), max_offset=int(h.get("maxOffset", -1)),
-                          body=response.body if found else b"",
-                          suggest_which_broker_id=int(h.get("suggestWhichBrokerId", 0)),
-                          first_offset=first_offset(response.body) if found else -1)
+        return PullResult(
+            status=status,
+            next_begin_offset=next_offset,
+            min_offset=int(h.get("minOffset", -1)),
+            max_offset=int(h.get("maxOffset", -1)),
+            body=response.body if found else b"",
+            suggest_which_broker_id=int(h.get("suggestWhichBrokerId", 0)),
+            first_offset=first_offset(response.body) if found else -1,
+        )
     except ValueError as e:
         raise RocketMQError(f"pull of {mq} at {address}: malformed response header {h!r}") from e
 
@@ -90,19 +127,30 @@ def consumer_offset(response: RemotingCommand, what: str, address: str) -> int |
 
 
 def query_consumer_offset_request(group: str, mq: MessageQueue) -> RemotingCommand:
-    return RemotingCommand(code=codes.QUERY_CONSUMER_OFFSET,
-                           ext_fields={"consumerGroup": group, **_queue_fields(mq), "setZeroIfNotFound": "false"})
+    return RemotingCommand(
+        code=codes.QUERY_CONSUMER_OFFSET,
+        ext_fields={"consumerGroup": group, **_queue_fields(mq), "setZeroIfNotFound": "false"},
+    )
 
 
 def update_consumer_offset_request(group: str, mq: MessageQueue, offset: int) -> RemotingCommand:
-    return RemotingCommand(code=codes.UPDATE_CONSUMER_OFFSET,
-                           ext_fields={"consumerGroup": group, **_queue_fields(mq), "commitOffset": str(offset)})
+    return RemotingCommand(
+        code=codes.UPDATE_CONSUMER_OFFSET,
+        ext_fields={"consumerGroup": group, **_queue_fields(mq), "commitOffset": str(offset)},
+    )
 
 
 def check_client_config_request(group: str, topic: str, expression: FilterExpression) -> RemotingCommand:
     """CHECK_CLIENT_CONFIG: whether the broker can filter ``topic`` with the subscription (it compiles SQL92)."""
-    subscription = {"topic": topic, "subString": expression.expression, "expressionType": expression.type,
-                    "tagsSet": [], "codeSet": [], "subVersion": int(time.time() * 1000), "classFilterMode": False}
+    subscription = {
+        "topic": topic,
+        "subString": expression.expression,
+        "expressionType": expression.type,
+        "tagsSet": [],
+        "codeSet": [],
+        "subVersion": int(time.time() * 1000),
+        "classFilterMode": False,
+    }
     body = {"clientId": "rmq-spark", "group": group, "subscriptionData": subscription}
     return RemotingCommand(code=codes.CHECK_CLIENT_CONFIG, body=json.dumps(body).encode("utf-8"))
 
@@ -110,8 +158,11 @@ def check_client_config_request(group: str, topic: str, expression: FilterExpres
 def check_client_config(response: RemotingCommand, expression: FilterExpression, address: str) -> None:
     what = f"filter expression {expression.expression!r}"
     if response.code == codes.SYSTEM_ERROR and "filter" in (response.remark or ""):
-        raise InvalidFilterError(f"{what}: the broker at {address} does not filter by it ({response.remark}); "
-                                 "SQL92 needs enablePropertyFilter=true on the brokers", code=response.code)
+        raise InvalidFilterError(
+            f"{what}: the broker at {address} does not filter by it ({response.remark}); "
+            "SQL92 needs enablePropertyFilter=true on the brokers",
+            code=response.code,
+        )
     check(response, what, address)
 
 
@@ -143,10 +194,19 @@ def topic_attributes(response: RemotingCommand, topic: str, address: str) -> dic
 
 
 def create_topic_request(topic: str, read_queues: int, write_queues: int, perm: int = 6) -> RemotingCommand:
-    return RemotingCommand(code=codes.UPDATE_AND_CREATE_TOPIC, ext_fields={
-        "topic": topic, "defaultTopic": "TBW102", "readQueueNums": str(read_queues),
-        "writeQueueNums": str(write_queues), "perm": str(perm), "topicFilterType": "SINGLE_TAG",
-        "topicSysFlag": "0", "order": "false"})
+    return RemotingCommand(
+        code=codes.UPDATE_AND_CREATE_TOPIC,
+        ext_fields={
+            "topic": topic,
+            "defaultTopic": "TBW102",
+            "readQueueNums": str(read_queues),
+            "writeQueueNums": str(write_queues),
+            "perm": str(perm),
+            "topicFilterType": "SINGLE_TAG",
+            "topicSysFlag": "0",
+            "order": "false",
+        },
+    )
 
 
 @dataclass(frozen=True)
@@ -167,9 +227,21 @@ class SendHeader:
     reconsume_times: int = 0
     unit_mode: bool = False
 
-    _WIRE = {"producer_group": "a", "topic": "b", "default_topic": "c", "default_topic_queue_nums": "d",
-             "queue_id": "e", "sys_flag": "f", "born_timestamp": "g", "flag": "h", "properties": "i",
-             "reconsume_times": "j", "unit_mode": "k", "batch": "m", "broker_name": "n"}
+    _WIRE = {
+        "producer_group": "a",
+        "topic": "b",
+        "default_topic": "c",
+        "default_topic_queue_nums": "d",
+        "queue_id": "e",
+        "sys_flag": "f",
+        "born_timestamp": "g",
+        "flag": "h",
+        "properties": "i",
+        "reconsume_times": "j",
+        "unit_mode": "k",
+        "batch": "m",
+        "broker_name": "n",
+    }
 
     def ext_fields(self) -> dict[str, str]:
         return {key: _wire_value(getattr(self, name)) for name, key in self._WIRE.items()}
@@ -197,36 +269,57 @@ def _wire_value(value: object) -> str:
     return ("true" if value else "false") if isinstance(value, bool) else str(value)
 
 
-def send_request(group: str, mq: MessageQueue, messages: list[OutgoingMessage], *,
-                 sys_flag: int = 0) -> RemotingCommand:
+def send_request(
+    group: str, mq: MessageQueue, messages: list[OutgoingMessage], *, sys_flag: int = 0
+) -> RemotingCommand:
     """SEND_MESSAGE_V2 for one message, SEND_BATCH_MESSAGE for several (all to one queue; ``sys_flag`` applies to
     every message of a batch, so a compressed batch holds compressed bodies only)."""
     batch = len(messages) > 1
     first = messages[0]
-    header = SendHeader(group, mq.topic, mq.queue_id, mq.broker_name,
-                        properties="" if batch else encode_properties(first.wire_properties()), sys_flag=sys_flag,
-                        flag=first.flag, batch=batch, born_timestamp=int(time.time() * 1000))
+    header = SendHeader(
+        group,
+        mq.topic,
+        mq.queue_id,
+        mq.broker_name,
+        properties="" if batch else encode_properties(first.wire_properties()),
+        sys_flag=sys_flag,
+        flag=first.flag,
+        batch=batch,
+        born_timestamp=int(time.time() * 1000),
+    )
     body = encode_batch(messages) if batch else first.body
-    return RemotingCommand(code=codes.SEND_BATCH_MESSAGE if batch else codes.SEND_MESSAGE_V2,
-                           ext_fields=header.ext_fields(), body=body)
+    return RemotingCommand(
+        code=codes.SEND_BATCH_MESSAGE if batch else codes.SEND_MESSAGE_V2, ext_fields=header.ext_fields(), body=body
+    )
 
 
-def send_result(response: RemotingCommand, mq: MessageQueue, address: str,
-                messages: list[OutgoingMessage]) -> SendResult:
+def send_result(
+    response: RemotingCommand, mq: MessageQueue, address: str, messages: list[OutgoingMessage]
+) -> SendResult:
     check(response, f"send to {mq}", address)
     h = response.ext_fields
-    return SendResult(msg_id=",".join(m.unique_id or "" for m in messages),
-                      queue=MessageQueue(mq.topic, mq.broker_name, int(h.get("queueId", mq.queue_id))),
-                      queue_offset=int(h.get("queueOffset", -1)), offset_msg_id=h.get("msgId", ""))
+    return SendResult(
+        msg_id=",".join(m.unique_id or "" for m in messages),
+        queue=MessageQueue(mq.topic, mq.broker_name, int(h.get("queueId", mq.queue_id))),
+        queue_offset=int(h.get("queueOffset", -1)),
+        offset_msg_id=h.get("msgId", ""),
+    )
 
 
 def half_request(group: str, mq: MessageQueue, message: OutgoingMessage, *, sys_flag: int = 0) -> RemotingCommand:
     """SEND_MESSAGE_V2 of a transaction's half message: stored aside by the broker, invisible to consumers until
     END_TRANSACTION commits it (as TransactionMQProducer sends it)."""
     props = {**message.wire_properties(), PROPERTY_TRANSACTION_PREPARED: "true", PROPERTY_PRODUCER_GROUP: group}
-    header = SendHeader(group, mq.topic, mq.queue_id, mq.broker_name, properties=encode_properties(props),
-                        sys_flag=sys_flag | TRANSACTION_PREPARED_TYPE, flag=message.flag,
-                        born_timestamp=int(time.time() * 1000))
+    header = SendHeader(
+        group,
+        mq.topic,
+        mq.queue_id,
+        mq.broker_name,
+        properties=encode_properties(props),
+        sys_flag=sys_flag | TRANSACTION_PREPARED_TYPE,
+        flag=message.flag,
+        born_timestamp=int(time.time() * 1000),
+    )
     return RemotingCommand(code=codes.SEND_MESSAGE_V2, ext_fields=header.ext_fields(), body=message.body)
 
 
@@ -235,23 +328,32 @@ def half_result(response: RemotingCommand, mq: MessageQueue, address: str, messa
     check(response, f"send of a transactional half message to {mq}", address)
     h = response.ext_fields
     try:
-        return HalfMessage(queue=mq, msg_id=message.unique_id or "", transaction_id=h.get("transactionId") or "",
-                           commit_log_offset=commit_log_offset(h["msgId"]),
-                           half_queue_offset=int(h["queueOffset"]))
+        return HalfMessage(
+            queue=mq,
+            msg_id=message.unique_id or "",
+            transaction_id=h.get("transactionId") or "",
+            commit_log_offset=commit_log_offset(h["msgId"]),
+            half_queue_offset=int(h["queueOffset"]),
+        )
     except (KeyError, ValueError) as e:
-        raise RocketMQError(f"send of a half message to {mq} at {address}: the answer has no valid msgId and "
-                            f"queueOffset ({h!r})") from e
+        raise RocketMQError(
+            f"send of a half message to {mq} at {address}: the answer has no valid msgId and queueOffset ({h!r})"
+        ) from e
 
 
 def end_transaction_request(group: str, half: HalfMessage, commit: bool) -> RemotingCommand:
     """END_TRANSACTION: commit (the message appears in its queue) or roll back one half message."""
     header = EndTransactionHeader(
-        producerGroup=group, tranStateTableOffset=half.half_queue_offset, commitLogOffset=half.commit_log_offset,
-        commitOrRollback=TRANSACTION_COMMIT_TYPE if commit else TRANSACTION_ROLLBACK_TYPE, msgId=half.msg_id,
-        transactionId=half.transaction_id or half.msg_id, topic=half.queue.topic)
+        producerGroup=group,
+        tranStateTableOffset=half.half_queue_offset,
+        commitLogOffset=half.commit_log_offset,
+        commitOrRollback=TRANSACTION_COMMIT_TYPE if commit else TRANSACTION_ROLLBACK_TYPE,
+        msgId=half.msg_id,
+        transactionId=half.transaction_id or half.msg_id,
+        topic=half.queue.topic,
+    )
     return RemotingCommand(code=codes.END_TRANSACTION, ext_fields=header.ext_fields())
 
 
 def end_transaction_result(response: RemotingCommand, half: HalfMessage, commit: bool, address: str) -> None:
-    check(response, f"{'commit' if commit else 'rollback'} of half message {half.msg_id} for {half.queue}",
-          address)
+    check(response, f"{'commit' if commit else 'rollback'} of half message {half.msg_id} for {half.queue}", address)

@@ -1,34 +1,69 @@
 """The remoting-protocol client: routes, offsets, pulls, consumer offsets and sends over name server and brokers."""
+
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
-from typing import Callable, Generic, Iterable, Sequence, TypeVar
+from typing import Generic, TypeVar
 
 from rmq_spark.client.addresses import address_list
 from rmq_spark.client.base import BaseClient
 from rmq_spark.client.core_errors import package_error
 from rmq_spark.client.defaults import DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_REQUEST_TIMEOUT
-from rmq_spark.client.errors import (AuthError, BrokerBusyError, BrokerError, BrokerUnavailableError,
-                                     ConnectionLostError, TopicNotFoundError)
-from rmq_spark.client.model import (DEFAULT_GROUP, Boundary, DEFAULT_PRODUCER_GROUP, EVERY_MESSAGE, MASTER_ID, SLOT, BrokerData,
-                                    Credentials, FilterExpression, HalfMessage, MessageQueue, MessageType,
-                                    OutgoingMessage, PullResult, TopicRoute)
+from rmq_spark.client.errors import (
+    AuthError,
+    BrokerBusyError,
+    BrokerError,
+    BrokerUnavailableError,
+    ConnectionLostError,
+    TopicNotFoundError,
+)
+from rmq_spark.client.model import (
+    DEFAULT_GROUP,
+    DEFAULT_PRODUCER_GROUP,
+    EVERY_MESSAGE,
+    MASTER_ID,
+    SLOT,
+    Boundary,
+    BrokerData,
+    Credentials,
+    FilterExpression,
+    HalfMessage,
+    MessageQueue,
+    MessageType,
+    OutgoingMessage,
+    PullResult,
+    TopicRoute,
+)
 from rmq_spark.client.namespaces import NO_NAMESPACE, Namespace
 from rmq_spark.client.range_reader import PullSession
+from rmq_spark.client.remoting import acl, codes
 from rmq_spark.client.remoting import broker as req
-from rmq_spark.client.remoting import codes
-from rmq_spark.client.remoting import acl
-from rmq_spark.client.remoting.connection import (ConnectionPool, DirectConnection, DirectPending, PendingRequest,
-                                                  pipe_failure)
+from rmq_spark.client.remoting.connection import (
+    ConnectionPool,
+    DirectConnection,
+    DirectPending,
+    PendingRequest,
+    pipe_failure,
+)
 from rmq_spark.client.remoting.frame import RemotingCommand, command_of, request_template
 from rmq_spark.client.remoting.namesrv import NameServerClient
 from rmq_spark.client.remoting.send_codec import compressed_for_send
 from rmq_spark.client.remoting.versions import is_v4, release_name
 from rmq_spark.client.system_topics import cluster_topics
 from rmq_spark.client.tls import TlsConfig
-from rmq_spark.compiled import (BlockGatherer, Frame, MalformedError, PipeLostError, PipeTimeoutError, PullStatus,
-                                RangeCursor, Step, UnreadableError)
+from rmq_spark.compiled import (
+    BlockGatherer,
+    Frame,
+    MalformedError,
+    PipeLostError,
+    PipeTimeoutError,
+    PullStatus,
+    RangeCursor,
+    Step,
+    UnreadableError,
+)
 
 T = TypeVar("T")
 W = TypeVar("W", str, MessageQueue)
@@ -46,8 +81,15 @@ class RemotingCall(Generic[P]):
 
     __slots__ = ("_client", "_topic", "_pending", "_parse", "_address", "replica")
 
-    def __init__(self, client: "RemotingClient", topic: str, pending: P,
-                 parse: Callable[[RemotingCommand, str], T], address: str, replica: bool) -> None:
+    def __init__(
+        self,
+        client: RemotingClient,
+        topic: str,
+        pending: P,
+        parse: Callable[[RemotingCommand, str], T],
+        address: str,
+        replica: bool,
+    ) -> None:
         self._client, self._topic, self._parse, self._address = client, topic, parse, address
         self._pending: P = pending
         self.replica = replica
@@ -75,7 +117,7 @@ class DirectPulls:
     covers every field) are built whole and sent one by one (``pull_async``). The member is chosen as for any read,
     again whenever its connection closed or the broker suggested another member."""
 
-    def __init__(self, client: "RemotingClient", mq: MessageQueue, *, group: str, expression: FilterExpression) -> None:
+    def __init__(self, client: RemotingClient, mq: MessageQueue, *, group: str, expression: FilterExpression) -> None:
         self._client, self._mq = client, mq
         self._wire = client.namespace.queue(mq)
         self._group, self._expression = client.namespace.wrap(group), expression
@@ -111,8 +153,9 @@ class DirectPulls:
         connection raises its error (a ConnectionLostError makes the client look the route up again)."""
         conn = self._connection()
         try:
-            return cursor.run(conn.pipe, self._template, gatherer, rows, nbytes, self._client.request_timeout,
-                              self._suggested)
+            return cursor.run(
+                conn.pipe, self._template, gatherer, rows, nbytes, self._client.request_timeout, self._suggested
+            )
         except UnreadableError as e:  # an answer whose records do not read
             raise package_error(e) from None
         except (PipeLostError, PipeTimeoutError, MalformedError) as e:
@@ -159,16 +202,27 @@ class RemotingClient(BaseClient):
     else the master, else a slave (as RocketMQ's PullAPIWrapper picks), skipping members that just failed to
     connect; consumer offsets and sends go to the master only."""
 
-    def __init__(self, name_server: str | list[str], *, credentials: Credentials | None = None,
-                 tls: TlsConfig | None = None, request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
-                 connect_timeout: float = DEFAULT_CONNECT_TIMEOUT, route_ttl: float = 30.0,
-                 max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES, namespace: Namespace = NO_NAMESPACE) -> None:
+    def __init__(
+        self,
+        name_server: str | list[str],
+        *,
+        credentials: Credentials | None = None,
+        tls: TlsConfig | None = None,
+        request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+        route_ttl: float = 30.0,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        namespace: Namespace = NO_NAMESPACE,
+    ) -> None:
         super().__init__(route_ttl=route_ttl, max_message_bytes=max_message_bytes, namespace=namespace)
         addresses = address_list(name_server) if isinstance(name_server, str) else list(name_server)
         self.request_timeout = request_timeout
-        self._pool = ConnectionPool(connect_timeout=connect_timeout, tls=tls.ssl_context() if tls else None,
-                                    server_name=tls.server_name if tls else None,
-                                    signer=functools.partial(acl.sign, credentials) if credentials else None)
+        self._pool = ConnectionPool(
+            connect_timeout=connect_timeout,
+            tls=tls.ssl_context() if tls else None,
+            server_name=tls.server_name if tls else None,
+            signer=functools.partial(acl.sign, credentials) if credentials else None,
+        )
         self._namesrv = NameServerClient(self._pool, addresses, timeout=request_timeout)
         # the broker id each queue's broker last suggested for its next pull (PullAPIWrapper.pullFromWhichNodeTable)
         self._suggested: dict[MessageQueue, int] = {}
@@ -209,8 +263,10 @@ class RemotingClient(BaseClient):
                 broker = None
             if broker is not None and broker.addresses:
                 return broker
-        raise BrokerUnavailableError(f"broker {mq.broker_name!r} is not in the route of topic {mq.topic!r} now: it "
-                                     "is stopped, restarting or unreachable from the name servers")
+        raise BrokerUnavailableError(
+            f"broker {mq.broker_name!r} is not in the route of topic {mq.topic!r} now: it "
+            "is stopped, restarting or unreachable from the name servers"
+        )
 
     def broker_address(self, topic: str, broker_name: str) -> str:
         """The master address of ``broker_name`` for ``topic``."""
@@ -241,14 +297,23 @@ class RemotingClient(BaseClient):
             address = next((a for a in candidates if not self._pool.recently_failed(a)), address)
         return address, address != members.master_address
 
-    def _request(self, mq: MessageQueue, cmd: RemotingCommand, parse: Callable[[RemotingCommand, str], T], *,
-                 master: bool = False, timeout: float | None = None) -> RemotingCall[PendingRequest]:
+    def _request(
+        self,
+        mq: MessageQueue,
+        cmd: RemotingCommand,
+        parse: Callable[[RemotingCommand, str], T],
+        *,
+        master: bool = False,
+        timeout: float | None = None,
+    ) -> RemotingCall[PendingRequest]:
         """Send ``cmd`` to a member of ``mq``'s broker group (the master with ``master``) and return at once."""
         if master:
             address = self._members(mq).master_address
             if address is None:
-                raise BrokerUnavailableError(f"broker {mq.broker_name!r} has no master in the route of topic "
-                                             f"{mq.topic!r} now (a slave serves reads only)")
+                raise BrokerUnavailableError(
+                    f"broker {mq.broker_name!r} has no master in the route of topic "
+                    f"{mq.topic!r} now (a slave serves reads only)"
+                )
             replica = False
         else:
             address, replica = self._read_address(mq)
@@ -261,21 +326,37 @@ class RemotingClient(BaseClient):
 
     # -- per-queue requests (the fan-out is BaseClient's) ----------------------------------------------------
     def _min_offset_call(self, mq: MessageQueue) -> RemotingCall:
-        return self._request(mq, req.offset_request(codes.GET_MIN_OFFSET, self.namespace.queue(mq)),
-                             lambda r, a: req.header_long(r, "offset", f"min offset of {mq}", a))
+        return self._request(
+            mq,
+            req.offset_request(codes.GET_MIN_OFFSET, self.namespace.queue(mq)),
+            lambda r, a: req.header_long(r, "offset", f"min offset of {mq}", a),
+        )
 
     def _max_offset_call(self, mq: MessageQueue) -> RemotingCall:
-        return self._request(mq, req.offset_request(codes.GET_MAX_OFFSET, self.namespace.queue(mq), committed="true"),
-                             lambda r, a: req.header_long(r, "offset", f"max offset of {mq}", a))
+        return self._request(
+            mq,
+            req.offset_request(codes.GET_MAX_OFFSET, self.namespace.queue(mq), committed="true"),
+            lambda r, a: req.header_long(r, "offset", f"max offset of {mq}", a),
+        )
 
     def _search_offset_call(self, mq: MessageQueue, timestamp: int, boundary: Boundary) -> RemotingCall:
-        return self._request(mq, req.offset_request(codes.SEARCH_OFFSET_BY_TIMESTAMP, self.namespace.queue(mq),
-                                                    timestamp=str(timestamp), boundaryType=boundary.name),
-                             lambda r, a: req.searched_offset(r, f"offset by timestamp of {mq}", a))
+        return self._request(
+            mq,
+            req.offset_request(
+                codes.SEARCH_OFFSET_BY_TIMESTAMP,
+                self.namespace.queue(mq),
+                timestamp=str(timestamp),
+                boundaryType=boundary.name,
+            ),
+            lambda r, a: req.searched_offset(r, f"offset by timestamp of {mq}", a),
+        )
 
     def _consumer_offset_call(self, group: str, mq: MessageQueue) -> RemotingCall:
-        return self._request(mq, req.query_consumer_offset_request(*self._wire(group, mq)),
-                             lambda r, a: req.consumer_offset(r, f"consumer offset of group {group!r} on {mq}", a))
+        return self._request(
+            mq,
+            req.query_consumer_offset_request(*self._wire(group, mq)),
+            lambda r, a: req.consumer_offset(r, f"consumer offset of group {group!r} on {mq}", a),
+        )
 
     def _store_offset_call(self, group: str, mq: MessageQueue, offset: int) -> RemotingCall:
         def parse(r: RemotingCommand, a: str) -> bool:
@@ -283,18 +364,26 @@ class RemotingClient(BaseClient):
                 return False
             req.check(r, f"update of group {group!r} offset on {mq}", a)
             return True
+
         return self._request(mq, req.update_consumer_offset_request(*self._wire(group, mq), offset), parse, master=True)
 
     def _create_group(self, group: str, mq: MessageQueue, offset: int) -> None:
         # the pull goes to the master, where the offset update will go
         wire_group, wire_queue = self._wire(group, mq)
-        self._request(mq, req.pull_request(wire_queue, wire_group, offset, 1),
-                      lambda r, a: req.pull_result(r, mq, a, offset), master=True).result()
+        self._request(
+            mq,
+            req.pull_request(wire_queue, wire_group, offset, 1),
+            lambda r, a: req.pull_result(r, mq, a, offset),
+            master=True,
+        ).result()
 
     def earliest_store_time(self, mq: MessageQueue) -> int:
         """Store time (ms) of the queue's oldest message."""
-        return self._request(mq, req.offset_request(codes.GET_EARLIEST_MSG_STORETIME, self.namespace.queue(mq)),
-                             lambda r, a: req.header_long(r, "timestamp", f"earliest store time of {mq}", a)).result()
+        return self._request(
+            mq,
+            req.offset_request(codes.GET_EARLIEST_MSG_STORETIME, self.namespace.queue(mq)),
+            lambda r, a: req.header_long(r, "timestamp", f"earliest store time of {mq}", a),
+        ).result()
 
     # -- topic and group facts -------------------------------------------------------------------------------
     def topic_attributes(self, topic: str) -> dict[str, str]:
@@ -303,8 +392,11 @@ class RemotingClient(BaseClient):
         queues = route.read_queues() or route.write_queues()
         if not queues:
             return {}
-        return self._request(queues[0], req.topic_config_request(self.namespace.wrap(topic)),
-                             lambda r, a: req.topic_attributes(r, topic, a)).result()
+        return self._request(
+            queues[0],
+            req.topic_config_request(self.namespace.wrap(topic)),
+            lambda r, a: req.topic_attributes(r, topic, a),
+        ).result()
 
     def _known_attributes(self, topic: str) -> dict[str, str]:
         """``topic_attributes``, empty where the broker has no topic attributes (RocketMQ 4 has no
@@ -323,8 +415,9 @@ class RemotingClient(BaseClient):
         if not queues:
             return None
         cmd = req.offset_request(codes.GET_MAX_OFFSET, self.namespace.queue(queues[0]))
-        return self._request(queues[0], cmd, lambda r, a: release_name(r.version) if is_v4(r) else None,
-                             master=True).result()
+        return self._request(
+            queues[0], cmd, lambda r, a: release_name(r.version) if is_v4(r) else None, master=True
+        ).result()
 
     def is_compacted(self, topic: str) -> bool:
         """True when ``topic`` has the cleanup policy COMPACTION (never on a broker without topic attributes)."""
@@ -343,8 +436,11 @@ class RemotingClient(BaseClient):
         """InvalidFilterError when the broker of ``mq`` cannot filter by the expression (CHECK_CLIENT_CONFIG, as the
         Java consumer checks its subscriptions): a broker handed a SQL92 filter it cannot compile in a pull drops
         the filter and answers every message."""
-        self._request(mq, req.check_client_config_request(*self._wire(group, mq.topic), expression),
-                      lambda r, a: req.check_client_config(r, expression, a)).result()
+        self._request(
+            mq,
+            req.check_client_config_request(*self._wire(group, mq.topic), expression),
+            lambda r, a: req.check_client_config(r, expression, a),
+        ).result()
 
     def online_consumers(self, group: str, topics: Iterable[str]) -> list[str]:
         """The client ids of ``group``'s consumers connected to the masters of ``topics``' brokers now."""
@@ -354,8 +450,10 @@ class RemotingClient(BaseClient):
                 if b.master_address:
                     masters[b.broker_name] = MessageQueue(topic, b.broker_name, 0)
         wire = self.namespace.wrap(group)
-        calls = [self._request(mq, req.consumer_list_request(wire), lambda r, a: req.consumer_list(r, group, a),
-                               master=True) for mq in masters.values()]
+        calls = [
+            self._request(mq, req.consumer_list_request(wire), lambda r, a: req.consumer_list(r, group, a), master=True)
+            for mq in masters.values()
+        ]
         return sorted({cid for c in calls for cid in c.result()})
 
     def serves_reads(self, mq: MessageQueue, offset: int, group: str) -> bool:
@@ -366,22 +464,29 @@ class RemotingClient(BaseClient):
             return True
         try:
             wire_group, wire_queue = self._wire(group, mq)
-            result = self._request(mq, req.pull_request(wire_queue, wire_group, offset, 1),
-                                   lambda r, a: req.pull_result(r, mq, a, offset)).result()
+            result = self._request(
+                mq, req.pull_request(wire_queue, wire_group, offset, 1), lambda r, a: req.pull_result(r, mq, a, offset)
+            ).result()
         except BrokerBusyError:
             return False
         return not (result.status is PullStatus.RETRY_IMMEDIATELY and result.suggest_which_broker_id == MASTER_ID)
 
     # -- pull ------------------------------------------------------------------------------------------------
-    def pull_async(self, mq: MessageQueue, offset: int, max_nums: int = SLOT, *, group: str = DEFAULT_GROUP,
-                   expression: FilterExpression = EVERY_MESSAGE, suspend_ms: int = 0) -> RemotingCall:
+    def pull_async(
+        self,
+        mq: MessageQueue,
+        offset: int,
+        max_nums: int = SLOT,
+        *,
+        group: str = DEFAULT_GROUP,
+        expression: FilterExpression = EVERY_MESSAGE,
+        suspend_ms: int = 0,
+    ) -> RemotingCall:
         """Send a pull and return at once. With ``suspend_ms`` > 0 the broker holds it until messages arrive or the
         suspension ends (long polling); the request timeout is extended past it."""
         wire_group, wire_queue = self._wire(group, mq)
-        cmd = req.pull_request(wire_queue, wire_group, offset, max_nums, expression=expression,
-                               suspend_ms=suspend_ms)
-        return self._request(mq, cmd, self._pull_parse(mq, offset),
-                             timeout=self.request_timeout + suspend_ms / 1000.0)
+        cmd = req.pull_request(wire_queue, wire_group, offset, max_nums, expression=expression, suspend_ms=suspend_ms)
+        return self._request(mq, cmd, self._pull_parse(mq, offset), timeout=self.request_timeout + suspend_ms / 1000.0)
 
     def hold_async(self, mq: MessageQueue, offset: int, *, group: str, hold_ms: int) -> RemotingCall[PendingRequest]:
         """A pull at ``offset`` (the queue's end) that the master holds until a message arrives or ``hold_ms``
@@ -390,20 +495,28 @@ class RemotingClient(BaseClient):
         The broker looks at its held pulls every HOLD_CHECK_S, so the answer may come that much after the hold."""
         wire_group, wire_queue = self._wire(group, mq)
         cmd = req.pull_request(wire_queue, wire_group, offset, 1, suspend_ms=hold_ms)
-        return self._request(mq, cmd, lambda r, a: req.pull_result(r, mq, a, offset), master=True,
-                             timeout=self.request_timeout + hold_ms / 1000.0 + HOLD_CHECK_S)
+        return self._request(
+            mq,
+            cmd,
+            lambda r, a: req.pull_result(r, mq, a, offset),
+            master=True,
+            timeout=self.request_timeout + hold_ms / 1000.0 + HOLD_CHECK_S,
+        )
 
     def _pull_parse(self, mq: MessageQueue, offset: int) -> Callable[[RemotingCommand, str], PullResult]:
         """The parse of the answer to a pull of ``mq`` at ``offset``; it notes the member the broker suggests
         for the next pull."""
+
         def parse(r: RemotingCommand, a: str) -> PullResult:
             result = req.pull_result(r, mq, a, offset)
             self._suggested[mq] = result.suggest_which_broker_id
             return result
+
         return parse
 
-    def pull_session(self, mq: MessageQueue, *, group: str = DEFAULT_GROUP,
-                     expression: FilterExpression = EVERY_MESSAGE) -> DirectPulls | PullSession:
+    def pull_session(
+        self, mq: MessageQueue, *, group: str = DEFAULT_GROUP, expression: FilterExpression = EVERY_MESSAGE
+    ) -> DirectPulls | PullSession:
         """Direct connections of the reader's own over plain TCP; the shared ones with TLS (the compiled core
         speaks plain TCP only)."""
         if self._pool.direct:
@@ -411,37 +524,59 @@ class RemotingClient(BaseClient):
         return super().pull_session(mq, group=group, expression=expression)
 
     # -- admin and produce (tests, benchmarks, the later sink) ----------------------------------------------
-    def create_topic(self, topic: str, queues: int = 4, *, broker_names: Iterable[str] | None = None,
-                     seed_topic: str = "TBW102") -> None:
+    def create_topic(
+        self, topic: str, queues: int = 4, *, broker_names: Iterable[str] | None = None, seed_topic: str = "TBW102"
+    ) -> None:
         """Create or update ``topic`` with ``queues`` read/write queues on the masters of the cluster (found
         through ``seed_topic``'s route, or the given brokers)."""
         route = self.route(seed_topic, refresh=True)
         names = set(broker_names) if broker_names is not None else {b.broker_name for b in route.brokers}
         for b in route.brokers:
             if b.broker_name in names and b.master_address:
-                r = self._pool.request(b.master_address,
-                                       req.create_topic_request(self.namespace.wrap(topic), queues, queues),
-                                       self.request_timeout)
+                r = self._pool.request(
+                    b.master_address,
+                    req.create_topic_request(self.namespace.wrap(topic), queues, queues),
+                    self.request_timeout,
+                )
                 req.check(r, f"create topic {topic!r}", b.master_address)
 
     def wire_message(self, message: OutgoingMessage) -> tuple[OutgoingMessage, int]:
         """Large bodies zlib-compressed and flagged, as the Java producer sends them."""
         return compressed_for_send(message)
 
-    def send_async(self, mq: MessageQueue, messages: Sequence[OutgoingMessage], *,
-                   group: str = DEFAULT_PRODUCER_GROUP, sys_flag: int = 0) -> RemotingCall:
+    def send_async(
+        self,
+        mq: MessageQueue,
+        messages: Sequence[OutgoingMessage],
+        *,
+        group: str = DEFAULT_PRODUCER_GROUP,
+        sys_flag: int = 0,
+    ) -> RemotingCall:
         batch = list(messages)
-        return self._request(mq, req.send_request(*self._wire(group, mq), batch, sys_flag=sys_flag),
-                             lambda r, a: req.send_result(r, mq, a, batch), master=True)
+        return self._request(
+            mq,
+            req.send_request(*self._wire(group, mq), batch, sys_flag=sys_flag),
+            lambda r, a: req.send_result(r, mq, a, batch),
+            master=True,
+        )
 
-    def send_half_async(self, mq: MessageQueue, message: OutgoingMessage, *, group: str = DEFAULT_PRODUCER_GROUP,
-                        sys_flag: int = 0) -> RemotingCall:
-        return self._request(mq, req.half_request(*self._wire(group, mq), message, sys_flag=sys_flag),
-                             lambda r, a: req.half_result(r, mq, a, message), master=True)
+    def send_half_async(
+        self, mq: MessageQueue, message: OutgoingMessage, *, group: str = DEFAULT_PRODUCER_GROUP, sys_flag: int = 0
+    ) -> RemotingCall:
+        return self._request(
+            mq,
+            req.half_request(*self._wire(group, mq), message, sys_flag=sys_flag),
+            lambda r, a: req.half_result(r, mq, a, message),
+            master=True,
+        )
 
-    def end_transaction_async(self, half: HalfMessage, *, commit: bool,
-                              group: str = DEFAULT_PRODUCER_GROUP) -> RemotingCall:
+    def end_transaction_async(
+        self, half: HalfMessage, *, commit: bool, group: str = DEFAULT_PRODUCER_GROUP
+    ) -> RemotingCall:
         wire_group, wire_queue = self._wire(group, half.queue)
-        return self._request(half.queue, req.end_transaction_request(wire_group, replace(half, queue=wire_queue),
-                                                                     commit),
-                             lambda r, a: req.end_transaction_result(r, half, commit, a), master=True)
+        return self._request(
+            half.queue,
+            req.end_transaction_request(wire_group, replace(half, queue=wire_queue), commit),
+            lambda r, a: req.end_transaction_result(r, half, commit, a),
+            master=True,
+        )

@@ -1,9 +1,9 @@
 """Request and response codes of the RocketMQ remoting protocol (RequestCode / ResponseCode), and pull flags. The
 codes of a pull's answer are the compiled core's, which reads them."""
+
 from __future__ import annotations
 
-from rmq_spark.compiled import (  # noqa: F401 - re-exported
-    NO_MATCHED_MESSAGE, PULL_NOT_FOUND, PULL_OFFSET_MOVED, PULL_RETRY_IMMEDIATELY, SUCCESS)
+from rmq_spark.compiled import NO_MATCHED_MESSAGE, PULL_NOT_FOUND, PULL_OFFSET_MOVED, PULL_RETRY_IMMEDIATELY, SUCCESS  # noqa: F401 - re-exported
 
 # Request codes
 SEND_MESSAGE = 10

@@ -1,6 +1,7 @@
 """Connections to name servers and brokers, with many requests in flight matched by ``opaque``: shared ones (TCP or
 TLS, a reader thread each, any thread may send) and direct ones of one reader's own (plain TCP, the compiled core's
 pipe, answers read on the caller's thread)."""
+
 from __future__ import annotations
 
 import itertools
@@ -9,12 +10,13 @@ import ssl
 import struct
 import threading
 import time
-from typing import Callable, TypeVar
+from collections.abc import Callable
+from typing import TypeVar
 
 from rmq_spark.client import hints
 from rmq_spark.client.addresses import host_port
-from rmq_spark.client.defaults import DEFAULT_CONNECT_TIMEOUT
 from rmq_spark.client.core_errors import package_error
+from rmq_spark.client.defaults import DEFAULT_CONNECT_TIMEOUT
 from rmq_spark.client.errors import ConnectionLostError, ProtocolError, RequestTimeoutError, RocketMQError
 from rmq_spark.client.remoting.frame import RemotingCommand, command_of, decode_frame, encode_command
 from rmq_spark.compiled import CoreError, FramePipe, MalformedError, PipeLostError, PipeTimeoutError
@@ -50,8 +52,7 @@ def _request_frame(cmd: RemotingCommand, signer: Signer | None) -> bytes:
 
 
 def _cannot_connect(address: str, e: BaseException) -> str:
-    return (f"cannot connect to {address}: {e}; check that the address is right and the server is running and "
-            "reachable")
+    return f"cannot connect to {address}: {e}; check that the address is right and the server is running and reachable"
 
 
 def _tls_hint(e: ssl.SSLError) -> str:
@@ -65,7 +66,7 @@ class PendingRequest:
 
     __slots__ = ("connection", "code", "opaque", "sent_at", "deadline", "_event", "_response", "_error", "_on_done")
 
-    def __init__(self, connection: "Connection", code: int, opaque: int, sent_at: float, deadline: float) -> None:
+    def __init__(self, connection: Connection, code: int, opaque: int, sent_at: float, deadline: float) -> None:
         self.connection = connection
         self.code = code
         self.opaque = opaque
@@ -101,7 +102,8 @@ class PendingRequest:
             self.connection._timed_out(self)
             if not self._event.is_set():
                 raise RequestTimeoutError(
-                    f"request code {self.code} to {self.connection.address} got no response in time")
+                    f"request code {self.code} to {self.connection.address} got no response in time"
+                )
         if self._error is not None:
             raise self._error
         assert self._response is not None
@@ -116,8 +118,15 @@ class Connection:
     connection is replaced, not kept), the reader fails every pending request and closes the connection on any
     error, and requests nobody waits for fail within TICK_S after their deadline (and grace), idle or busy."""
 
-    def __init__(self, address: str, *, connect_timeout: float = DEFAULT_CONNECT_TIMEOUT, tls: ssl.SSLContext | None = None,
-                 server_name: str | None = None, signer: Signer | None = None) -> None:
+    def __init__(
+        self,
+        address: str,
+        *,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+        tls: ssl.SSLContext | None = None,
+        server_name: str | None = None,
+        signer: Signer | None = None,
+    ) -> None:
         self.address = address
         self._signer = signer
         self._send_lock = threading.Lock()
@@ -163,15 +172,23 @@ class Connection:
             self._pending[cmd.opaque] = pending
         if not self._send_lock.acquire(timeout=timeout):
             self._forget(cmd.opaque)
-            pending._complete(None, RequestTimeoutError(
-                f"request code {cmd.code} to {self.address} could not be sent in time: another send on the "
-                "connection is stuck"))
+            pending._complete(
+                None,
+                RequestTimeoutError(
+                    f"request code {cmd.code} to {self.address} could not be sent in time: another send on the "
+                    "connection is stuck"
+                ),
+            )
             return pending
         try:
             self._send_all(memoryview(frame), pending.deadline)
         except TimeoutError:
-            self._fail(ConnectionLostError(f"sending to {self.address} did not finish within {timeout:.1f} s (the "
-                                           "peer does not read); the connection was closed"))
+            self._fail(
+                ConnectionLostError(
+                    f"sending to {self.address} did not finish within {timeout:.1f} s (the "
+                    "peer does not read); the connection was closed"
+                )
+            )
         except OSError as e:
             self._fail(ConnectionLostError(f"connection to {self.address} broke while sending: {e}"))
         finally:
@@ -181,7 +198,7 @@ class Connection:
     def _send_all(self, view: memoryview, deadline: float) -> None:
         while True:
             try:
-                view = view[self._sock.send(view):]
+                view = view[self._sock.send(view) :]
             except (TimeoutError, BlockingIOError):
                 pass
             if not view:
@@ -205,8 +222,12 @@ class Connection:
         since the request was sent (a half-open or stuck connection; the next request opens a new one)."""
         self._forget(pending.opaque)
         if self.last_received < pending.sent_at:
-            self._fail(ConnectionLostError(f"{self.address} answered nothing for {time.monotonic() - pending.sent_at:.1f}"
-                                           " s; the connection was closed and will be reopened"))
+            self._fail(
+                ConnectionLostError(
+                    f"{self.address} answered nothing for {time.monotonic() - pending.sent_at:.1f}"
+                    " s; the connection was closed and will be reopened"
+                )
+            )
 
     def _expire_abandoned(self) -> None:
         now = time.monotonic()
@@ -247,8 +268,10 @@ class Connection:
                 self._expire_abandoned()
                 continue
             if k == 0:
-                raise ConnectionLostError(f"connection to {self.address} was closed by the server"
-                                          + (" in the middle of a frame" if got else ""))
+                raise ConnectionLostError(
+                    f"connection to {self.address} was closed by the server"
+                    + (" in the middle of a frame" if got else "")
+                )
             got += k
         return view
 
@@ -257,7 +280,9 @@ class Connection:
             while True:
                 (length,) = _LENGTH.unpack(self._read_exact(4))
                 if length < 4 or length > MAX_FRAME_LENGTH:
-                    raise ProtocolError(f"{self.address} sent a frame of length {length}, outside 4..{MAX_FRAME_LENGTH}")
+                    raise ProtocolError(
+                        f"{self.address} sent a frame of length {length}, outside 4..{MAX_FRAME_LENGTH}"
+                    )
                 response = decode_frame(self._read_exact(length))
                 self.last_received = time.monotonic()
                 if self.last_received >= self._expiry_due:
@@ -283,7 +308,7 @@ class Connection:
 # What a direct connection's failure says, by the core's error.
 _PIPE_FAILURES = {
     PipeTimeoutError: "request code {code} to {address} got no response in time; the connection was closed and will "
-                      "be reopened",
+    "be reopened",
     MalformedError: "{address}: {error}",
     PipeLostError: "connection to {address}: {error}",
 }
@@ -300,7 +325,7 @@ class DirectPending:
 
     __slots__ = ("connection", "code", "opaque", "deadline")
 
-    def __init__(self, connection: "DirectConnection", code: int, opaque: int, deadline: float) -> None:
+    def __init__(self, connection: DirectConnection, code: int, opaque: int, deadline: float) -> None:
         self.connection, self.code, self.opaque, self.deadline = connection, code, opaque, deadline
 
     def result(self) -> RemotingCommand:
@@ -322,7 +347,9 @@ class DirectConnection:
     a RuntimeError). A late answer, a send that does not finish in time, a malformed frame or a broken socket
     closes it; the owner opens a new one."""
 
-    def __init__(self, address: str, *, connect_timeout: float = DEFAULT_CONNECT_TIMEOUT, signer: Signer | None = None) -> None:
+    def __init__(
+        self, address: str, *, connect_timeout: float = DEFAULT_CONNECT_TIMEOUT, signer: Signer | None = None
+    ) -> None:
         self.address = address
         self._signer = signer
         host, port = host_port(address)
@@ -375,8 +402,14 @@ class ConnectionPool:
 
     COOLDOWN_S = 2.0
 
-    def __init__(self, *, connect_timeout: float = DEFAULT_CONNECT_TIMEOUT, tls: ssl.SSLContext | None = None,
-                 server_name: str | None = None, signer: Signer | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+        tls: ssl.SSLContext | None = None,
+        server_name: str | None = None,
+        signer: Signer | None = None,
+    ) -> None:
         self._connect_timeout = connect_timeout
         self._tls = tls
         self._server_name = server_name
@@ -426,8 +459,9 @@ class ConnectionPool:
         """A new direct connection of the caller's own to ``address`` (the cooldown applies as to shared ones)."""
         with self._lock:
             self._check_cooldown(address)
-        return self._connected(address, lambda: DirectConnection(address, connect_timeout=self._connect_timeout,
-                                                                  signer=self._signer))
+        return self._connected(
+            address, lambda: DirectConnection(address, connect_timeout=self._connect_timeout, signer=self._signer)
+        )
 
     def get(self, address: str) -> Connection:
         with self._lock:
@@ -440,9 +474,16 @@ class ConnectionPool:
                 conn = self._open(address)
                 if conn is not None:
                     return conn
-            conn = self._connected(address, lambda: Connection(
-                address, connect_timeout=self._connect_timeout, tls=self._tls, server_name=self._server_name,
-                signer=self._signer))
+            conn = self._connected(
+                address,
+                lambda: Connection(
+                    address,
+                    connect_timeout=self._connect_timeout,
+                    tls=self._tls,
+                    server_name=self._server_name,
+                    signer=self._signer,
+                ),
+            )
             with self._lock:
                 self._conns[address] = conn
             return conn

@@ -11,17 +11,18 @@ Wire layout of one frame (all integers big-endian)::
 (the transport has consumed it). Decoding never raises anything but ``ProtocolError`` on bad input. The codec is
 the compiled core's (``native/src/frame.rs``): the pipes of the pull path use the same one.
 """
+
 from __future__ import annotations
 
 import json
 import re
-from typing import Any
 from dataclasses import dataclass, field
+from typing import Any
 
 from rmq_spark.client.core_errors import package_error
 from rmq_spark.client.errors import ProtocolError
-from rmq_spark.compiled import decode_frame as _decode_frame
 from rmq_spark.compiled import CoreError, Frame, RequestTemplate, encode_frame
+from rmq_spark.compiled import decode_frame as _decode_frame
 
 # SerializeType codes (the high byte of the second frame int).
 JSON = 0
@@ -60,12 +61,22 @@ class RemotingCommand:
 
 # ---------------------------------------------------------------------------------------------- the codec
 
+
 def encode_command(cmd: RemotingCommand) -> bytes:
     """The whole frame of ``cmd``, leading total length included, with the header in ``cmd.serialize_type``."""
     body = cmd.body if type(cmd.body) is bytes else bytes(cmd.body or b"")
     try:
-        return encode_frame(cmd.code, cmd.language, cmd.version, cmd.opaque, cmd.flag, cmd.remark, cmd.ext_fields,
-                            body, cmd.serialize_type)
+        return encode_frame(
+            cmd.code,
+            cmd.language,
+            cmd.version,
+            cmd.opaque,
+            cmd.flag,
+            cmd.remark,
+            cmd.ext_fields,
+            body,
+            cmd.serialize_type,
+        )
     except CoreError as e:
         raise package_error(e) from None
     except OverflowError as e:  # a number beyond what the binding's integer arguments hold
@@ -75,8 +86,17 @@ def encode_command(cmd: RemotingCommand) -> bytes:
 def command_of(frame: Frame) -> RemotingCommand:
     """The command of a frame the compiled core decoded (``decode_frame``, or a pipe's answer)."""
     # positional, in the order of RemotingCommand's fields: keywords would cost a third of the call
-    return RemotingCommand(frame.code, frame.opaque, frame.flag, frame.remark, frame.ext_fields, frame.body,
-                           frame.language, frame.version, frame.serialize_type)
+    return RemotingCommand(
+        frame.code,
+        frame.opaque,
+        frame.flag,
+        frame.remark,
+        frame.ext_fields,
+        frame.body,
+        frame.language,
+        frame.version,
+        frame.serialize_type,
+    )
 
 
 def request_template(cmd: RemotingCommand, vary: tuple[str, ...]) -> RequestTemplate:

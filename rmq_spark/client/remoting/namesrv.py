@@ -1,8 +1,14 @@
 """Name server requests: the route of a topic and the list of all topics, with failover over several addresses."""
+
 from __future__ import annotations
 
-from rmq_spark.client.errors import (ConnectionLostError, RequestTimeoutError, RocketMQError, TopicNotFoundError,
-                                     UnsupportedError)
+from rmq_spark.client.errors import (
+    ConnectionLostError,
+    RequestTimeoutError,
+    RocketMQError,
+    TopicNotFoundError,
+    UnsupportedError,
+)
 from rmq_spark.client.model import BrokerData, QueueData, TopicRoute
 from rmq_spark.client.remoting import codes
 from rmq_spark.client.remoting.connection import ConnectionPool
@@ -38,24 +44,29 @@ class NameServerClient:
                 continue
             self._preferred = idx
             return response, address
-        raise ConnectionLostError(f"{what}: no name server answered ({'; '.join(errors)}); check the nameServer "
-                                  "option and that the name servers are running and reachable")
+        raise ConnectionLostError(
+            f"{what}: no name server answered ({'; '.join(errors)}); check the nameServer "
+            "option and that the name servers are running and reachable"
+        )
 
     def route(self, topic: str) -> TopicRoute:
         """The topic's brokers and queues; TopicNotFoundError when the name server has no route for it."""
         response, address = self._request(
             lambda: RemotingCommand(code=codes.GET_ROUTEINFO_BY_TOPIC, ext_fields={"topic": topic}),
-            f"route of topic {topic!r}")
+            f"route of topic {topic!r}",
+        )
         if response.code == codes.TOPIC_NOT_EXIST:
-            raise TopicNotFoundError(f"topic {topic!r} does not exist on name server {address}: check the topic "
-                                     "name, or create the topic", code=response.code, remark=response.remark)
+            raise TopicNotFoundError(
+                f"topic {topic!r} does not exist on name server {address}: check the topic name, or create the topic",
+                code=response.code,
+                remark=response.remark,
+            )
         check(response, f"route of topic {topic!r}", address)
         return parse_route(topic, response.body)
 
     def _cluster_info(self) -> tuple[dict, dict]:
         """GET_BROKER_CLUSTER_INFO: (brokerAddrTable, clusterAddrTable)."""
-        response, address = self._request(lambda: RemotingCommand(code=codes.GET_BROKER_CLUSTER_INFO),
-                                          "cluster info")
+        response, address = self._request(lambda: RemotingCommand(code=codes.GET_BROKER_CLUSTER_INFO), "cluster info")
         _check_routes_only(response, "cluster info", address, "which brokers are registered cannot be told")
         try:
             data = parse_loose_json(response.body.decode("utf-8")) if response.body else {}
@@ -79,10 +90,15 @@ class NameServerClient:
     def topics(self) -> list[str]:
         """Every topic the name server knows, sorted."""
         response, address = self._request(
-            lambda: RemotingCommand(code=codes.GET_ALL_TOPIC_LIST_FROM_NAMESERVER), "topic list")
-        _check_routes_only(response, "topic list", address,
-                           "option topicPattern needs the topic list: name the topics (option topic or topics), or "
-                           "point nameServer at the cluster's name servers")
+            lambda: RemotingCommand(code=codes.GET_ALL_TOPIC_LIST_FROM_NAMESERVER), "topic list"
+        )
+        _check_routes_only(
+            response,
+            "topic list",
+            address,
+            "option topicPattern needs the topic list: name the topics (option topic or topics), or "
+            "point nameServer at the cluster's name servers",
+        )
         data = parse_loose_json(response.body.decode("utf-8", "replace")) if response.body else {}
         return sorted(data.get("topicList") or [])
 
@@ -91,9 +107,12 @@ def _check_routes_only(response: RemotingCommand, what: str, address: str, conse
     """``check``, with UnsupportedError where the server does not serve the request: a RocketMQ 5 proxy's remoting
     port answers routes as a name server does, and nothing else a name server serves."""
     if response.code == codes.REQUEST_CODE_NOT_SUPPORTED:
-        raise UnsupportedError(f"{what}: the server at {address} answers routes but not this request (a RocketMQ 5 "
-                               f"proxy's remoting port serves routes only): {consequence}",
-                               code=response.code, remark=response.remark)
+        raise UnsupportedError(
+            f"{what}: the server at {address} answers routes but not this request (a RocketMQ 5 "
+            f"proxy's remoting port serves routes only): {consequence}",
+            code=response.code,
+            remark=response.remark,
+        )
     check(response, what, address)
 
 
@@ -107,17 +126,27 @@ def parse_route(topic: str, body: bytes) -> TopicRoute:
     try:
         data = parse_loose_json(body.decode("utf-8"))
         queues = tuple(
-            QueueData(broker_name=q["brokerName"], read_queue_nums=int(q["readQueueNums"]),
-                      write_queue_nums=int(q["writeQueueNums"]), perm=int(q["perm"]),
-                      topic_sys_flag=int(q.get("topicSysFlag") or 0))
-            for q in data.get("queueDatas") or [])
+            QueueData(
+                broker_name=q["brokerName"],
+                read_queue_nums=int(q["readQueueNums"]),
+                write_queue_nums=int(q["writeQueueNums"]),
+                perm=int(q["perm"]),
+                topic_sys_flag=int(q.get("topicSysFlag") or 0),
+            )
+            for q in data.get("queueDatas") or []
+        )
         read_only = {q.broker_name for q in queues if not q.writable}
         brokers = tuple(
-            BrokerData(broker_name=b["brokerName"], cluster=b.get("cluster") or "",
-                       addresses={int(k): v for k, v in (b.get("brokerAddrs") or {}).items()},
-                       acting_master=bool(b.get("enableActingMaster")) and b["brokerName"] in read_only)
-            for b in data.get("brokerDatas") or [])
+            BrokerData(
+                broker_name=b["brokerName"],
+                cluster=b.get("cluster") or "",
+                addresses={int(k): v for k, v in (b.get("brokerAddrs") or {}).items()},
+                acting_master=bool(b.get("enableActingMaster")) and b["brokerName"] in read_only,
+            )
+            for b in data.get("brokerDatas") or []
+        )
     except (UnicodeDecodeError, KeyError, TypeError, ValueError, AttributeError) as e:
         raise RocketMQError(f"the name server's route for topic {topic!r} could not be read: {e!r}") from e
-    return TopicRoute(topic=topic, brokers=brokers, queues=queues,
-                      logic_queues=bool(data.get("topicQueueMappingByBroker")))
+    return TopicRoute(
+        topic=topic, brokers=brokers, queues=queues, logic_queues=bool(data.get("topicQueueMappingByBroker"))
+    )

@@ -8,12 +8,13 @@ A SEND_BATCH_MESSAGE body is, per message (MessageDecoder.encodeMessages), big-e
 
 Reading pulled records is the native core's (``native/src/records.rs``, ``columns.rs``).
 """
+
 from __future__ import annotations
 
 import struct
 import zlib
+from collections.abc import Iterable
 from dataclasses import replace
-from typing import Iterable
 
 from rmq_spark.client.errors import ProtocolError
 from rmq_spark.client.model import OutgoingMessage

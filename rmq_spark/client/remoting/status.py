@@ -1,9 +1,17 @@
 """Turn an error response into the matching ``RocketMQError`` subclass, in one place."""
+
 from __future__ import annotations
 
 from rmq_spark.client import hints
-from rmq_spark.client.errors import (AuthError, BrokerBusyError, BrokerError, InvalidFilterError,
-                                     MessageRejectedError, RocketMQError, TopicNotFoundError)
+from rmq_spark.client.errors import (
+    AuthError,
+    BrokerBusyError,
+    BrokerError,
+    InvalidFilterError,
+    MessageRejectedError,
+    RocketMQError,
+    TopicNotFoundError,
+)
 from rmq_spark.client.remoting import codes
 from rmq_spark.client.remoting.frame import RemotingCommand
 

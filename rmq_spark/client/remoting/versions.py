@@ -1,6 +1,7 @@
 """Which release of RocketMQ answered a request. A broker started by RocketMQ's BrokerStartup stamps each answer with
 its release (``version``: the ordinal of MQVersion.Version), which tells 4.x brokers, where some requests answer
 differently, from 5.x ones. A server that stamps nothing (0) is taken for a 5.x one."""
+
 from __future__ import annotations
 
 from rmq_spark.client.remoting.frame import RemotingCommand
