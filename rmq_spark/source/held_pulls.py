@@ -21,7 +21,8 @@ from rmq_spark.compiled import PullStatus
 # 15 s; 30 s keeps 1,000 idle queues at ~33 requests/s.
 HOLD_MS = 30_000
 # How old the end offset a hold's answer tells may be to stand for the queue's end now: a query that waits for
-# messages asks every ~10 ms; under a steady flow the answer came right after the last batch was planned.
+# messages asks every ~10 ms; under a steady flow the answer came right after the last batch was planned. An answer
+# that ended a hold held longer than that stands for as long as the hold waited (``_Hold.stands``).
 FRESH_S = 0.02
 # A queue whose hold the broker refused (no permission, a group or topic it does not know yet) is held again after
 # this long, the wait doubling at each refusal up to REFUSED_RETRY_MAX_S; its offsets are asked on the clock
@@ -33,13 +34,22 @@ REFUSED_RETRY_MAX_S = 60.0
 class _Hold:
     """One armed hold: the call while it is out; once it ended, what it answered (header only) or raised."""
 
-    __slots__ = ("mq", "offset", "call", "outcome", "ended_at")
+    __slots__ = ("mq", "offset", "call", "outcome", "armed_at", "ended_at")
 
     def __init__(self, mq: MessageQueue, offset: int, call: HeldCall) -> None:
         self.mq, self.offset = mq, offset
         self.call: HeldCall | None = call
         self.outcome: PullResult | BaseException | None = None
+        self.armed_at = time.monotonic()
         self.ended_at = 0.0
+
+    def stands(self, now: float) -> bool:
+        """Whether the end its answer told may stand for the queue's end at ``now``: the answer is a moment old,
+        or younger than the time the hold waited for it (a queue quiet that long before its message is taken to
+        be quiet since; a message that came meanwhile ends the hold armed at that end at once, and the next poll
+        sees it)."""
+        age = now - self.ended_at
+        return age <= FRESH_S or age <= self.ended_at - self.armed_at
 
 
 class HeldPulls:
@@ -95,10 +105,10 @@ class HeldPulls:
 
     def rung(self) -> dict[MessageQueue, int | None]:
         """The queues whose hold ended since the last call because a message came, with the end offset the master
-        answered with if that was in the last FRESH_S (its hold is armed again there), or None where the end now is
-        not known: an older answer (messages keep coming: the end has moved on since), an answer that did not say,
-        an offset that is no longer the queue's end, or a failed hold (its broker is away, or refused it). Those
-        are no longer held: ask their offsets."""
+        answered with if that answer still stands (``_Hold.stands``; its hold is armed again there), or None where
+        the end now is not known: an older answer (messages keep coming: the end may have moved on since), an
+        answer that did not say, an offset that is no longer the queue's end, or a failed hold (its broker is away,
+        or refused it). Those are no longer held: ask their offsets."""
         moved: dict[MessageQueue, int | None] = {}
         now = time.monotonic()
         while self._ended:
@@ -122,7 +132,7 @@ class HeldPulls:
                 and result.max_offset in (-1, offset)
             ):  # -1: the transport does not report it
                 self.arm(mq, offset)  # quiet: nothing came before the hold timed out
-            elif result.status is PullStatus.FOUND and result.max_offset > offset and now - hold.ended_at <= FRESH_S:
+            elif result.status is PullStatus.FOUND and result.max_offset > offset and hold.stands(now):
                 moved[mq] = result.max_offset
                 self.arm(mq, result.max_offset)
             else:

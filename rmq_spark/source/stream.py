@@ -141,6 +141,9 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 )
             starts = OffsetResolver(self.client, partial=True).resolve(self.options.starting, self.watch.readable())
             self._log_unresolved(starts.failed)
+            if any(o > self.watch.latest.get(mq, o) for mq, o in starts.items()):
+                # messages landed since the watch asked: its ends must not read as a reset below these starts
+                self.watch.poll(force=True)
             self._initial_offsets = dict(starts)
             self._initial = offsets_to_json(starts)
         return self._initial

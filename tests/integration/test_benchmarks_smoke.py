@@ -58,8 +58,9 @@ def test_quick_run_reads_every_message_on_every_line(tmp_path):
 
 
 def test_the_scale_profile_measures_a_small_query(tmp_path):
-    """benchmarks.scale on 3 topics for a few seconds: the brokers' own request counts see the query's requests,
-    and Spark's progress gives trigger durations."""
+    """benchmarks.scale on 3 topics for a few seconds, a message to each queue every 2 s from the trickle's own
+    process: the brokers' own request counts see the query's requests, and Spark's progress gives trigger durations
+    and the queues each batch read."""
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
     proc = subprocess.run(
         [
@@ -74,6 +75,8 @@ def test_the_scale_profile_measures_a_small_query(tmp_path):
             "8",
             "--warmup",
             "6",
+            "--trickle-every",
+            "2",
         ],
         cwd=ROOT,
         env=env,
@@ -85,8 +88,10 @@ def test_the_scale_profile_measures_a_small_query(tmp_path):
     assert proc.returncode == 0, tail
     result = json.loads(proc.stdout[proc.stdout.index("{") : proc.stdout.rindex("}") + 1])
     assert result["queues"] == 12 and result["triggers"] >= 1, tail
+    assert result["trickle"]["sent"] > 0 and result["trickle"]["failed"] == 0, tail
     # the driver's held pulls and the tasks' reads are PULL_MESSAGE (a moved queue may need no GET_MAX_OFFSET)
     assert result["byCode"].get("PULL_MESSAGE", 0) > 0 and result["brokerRequestsPerSecond"] > 0, tail
+    assert result["messagesPerQueuePerMinute"] > 0 and result["queuesReadPerQueuePerMinute"] > 0, tail
     assert result["latestOffsetMs"]["median"] is not None and result["driverPythonCpuSecondsPerMinute"] > 0, tail
 
 

@@ -188,3 +188,24 @@ def test_an_answer_older_than_a_moment_does_not_stand_for_the_end(monkeypatch):
     client.last(A).end(PullResult(PullStatus.FOUND, 6, 0, 9, body=b"...", first_offset=5))
     now[0] += 1.0  # messages kept coming while the last batch ran: the end has moved on since
     assert holds.rung() == {A: None} and A not in holds
+
+
+def test_an_answer_after_a_long_quiet_hold_stands_for_the_end_for_as_long(monkeypatch):
+    """A trickle (issue 37 item 7): a queue quiet for seconds before its message is taken to be quiet for as long
+    after it, so a batch every second asks no GET_MAX_OFFSET for it; a message that came meanwhile ends the hold
+    armed at the answered end at once, and the next poll sees it."""
+    import rmq_spark.source.held_pulls as held_pulls
+
+    now = [100.0]
+    monkeypatch.setattr(held_pulls.time, "monotonic", lambda: now[0])
+    client = _Client()
+    holds = HeldPulls(client, "g")
+    holds.arm(A, 5)
+    now[0] += 4.0
+    client.last(A).end(PullResult(PullStatus.FOUND, 6, 0, 6, body=b"...", first_offset=5))
+    holds.arm(B, 5)
+    now[0] += 0.5
+    client.last(B).end(PullResult(PullStatus.FOUND, 6, 0, 6, body=b"...", first_offset=5))
+    now[0] += 0.9  # the next batch: A's answer is younger than its hold's wait (4 s), B's older (0.5 s)
+    assert holds.rung() == {A: 6, B: None}
+    assert client.last(A).offset == 6 and A in holds and B not in holds

@@ -243,3 +243,25 @@ def test_planning_a_batch_asks_no_broker_for_first_offsets_but_a_reset_queue_doe
     with pytest.raises(DataLossError, match=r"broker's end offset 2 is below offset 5"):
         reader.partitions(later, reader.latestOffset(later, ALL))
     assert cluster.min_asked[asked:] == [mq(0)]
+
+
+def test_a_message_that_arrives_while_latest_starting_offsets_resolve_is_no_reset():
+    """startingOffsets=latest is resolved by a request of its own after the watch asked the ends: a message that
+    lands in between puts the start past the watch's end, which must not read as a reset queue (DataLossError)."""
+    cluster = _Cluster({A: 2}, {mq(0): 5, mq(1): 5})
+    asked = cluster.max_offsets
+
+    def max_offsets(mqs, partial=False):
+        answers = asked(mqs, partial)
+        cluster.ends[mq(0)] = 6  # a message lands after this answer
+        return answers
+
+    cluster.max_offsets = max_offsets
+    reader = _reader(cluster, startingOffsets="latest")
+    first = reader.initialOffset()
+    end = reader.latestOffset(first, ALL)
+    assert [r for p in reader.partitions(first, end) for r in p.ranges] == []
+    cluster.ends[mq(0)] = 8
+    reader.watch.poll(force=True)
+    later = reader.latestOffset(end, ALL)
+    assert [(r.queue, r.start, r.end) for p in reader.partitions(end, later) for r in p.ranges] == [(mq(0), 6, 8)]
