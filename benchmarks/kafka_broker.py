@@ -31,7 +31,7 @@ BROKER_JAR = KAFKA_SHIM / "broker" / "target" / "rmq-bench-kafka.jar"
 SPARK_JARS_DIR = KAFKA_SHIM / "spark-kafka" / "target" / "jars"
 
 
-class KafkaShimError(EmbeddedClusterError):
+class KafkaShimError(EmbeddedClusterError, condition="ROCKETMQ_KAFKA_SHIM"):
     """The Kafka module could not be built or started, or a command failed."""
 
 
