@@ -50,6 +50,7 @@ LINE_DOCS = {
     "client-arrow": "partition_reader.read_range (the executor path: Arrow batches), 1 process, no Spark",
     "spark-batch": "spark.read.format('rocketmq') -> write.format('noop'), local[*]",
     "spark-batch-narrow": "spark-batch with the user schema 'queueOffset BIGINT, body BINARY' (column projection)",
+    "spark-batch-scalars": "spark-batch with the default row's 13 scalar columns (keys and properties left out)",
     "spark-batch-grpc": "spark-batch with option endpoint: the gRPC transport through the v2 pull gateway",
     "spark-stream": "readStream, Trigger.AvailableNow, earliest -> noop sink, local[*]",
     "spark-kafka": "Spark's Kafka source (spark-sql-kafka 4.2.0) on a KRaft Kafka 4.1.1 node, default options",
@@ -58,7 +59,9 @@ LINE_DOCS = {
 }
 # Only on request (--lines): they build benchmarks/kafka-shim with Maven and start a Kafka node beside RocketMQ.
 KAFKA_LINES = ["spark-kafka", "spark-kafka-tuned", "spark-kafka-narrow"]
-DEFAULT_LINES = [name for name in LINE_DOCS if name not in KAFKA_LINES]
+# measured when named (--lines): what the default row's nested columns cost Spark (issue 37 item 5)
+ON_REQUEST_LINES = ["spark-batch-scalars"]
+DEFAULT_LINES = [name for name in LINE_DOCS if name not in KAFKA_LINES + ON_REQUEST_LINES]
 SCALING_LINES = ["java-litepull", "java-ceiling", "spark-batch"]
 # The latency lines: ours with a consumer group, and Spark's Kafka source tuned (when the Kafka node runs).
 LATENCY_LINES = ["rocketmq", "spark-kafka-tuned"]
@@ -237,12 +240,12 @@ class Harness:
                 return lambda: cr.read_in_process(ns, topic, ranges, depth=8, mode="raw")
             if name == "client-arrow":
                 return lambda: cr.read_in_process(ns, topic, ranges, depth=8, mode="arrow")
-        if name in ("spark-batch", "spark-batch-narrow", "spark-batch-grpc"):
-            from benchmarks.spark_lines import NARROW_SCHEMA, batch_noop
+        if name in ("spark-batch", "spark-batch-narrow", "spark-batch-scalars", "spark-batch-grpc"):
+            from benchmarks.spark_lines import NARROW_SCHEMA, SCALAR_SCHEMA, batch_noop
 
             spark = self.get_spark()
             source = gw if name == "spark-batch-grpc" else ns
-            schema = NARROW_SCHEMA if name == "spark-batch-narrow" else None
+            schema = {"spark-batch-narrow": NARROW_SCHEMA, "spark-batch-scalars": SCALAR_SCHEMA}.get(name)
             return lambda: batch_noop(spark, source, topic, schema=schema)
         if name in KAFKA_LINES:
             from benchmarks.spark_lines import KAFKA_NARROW, KAFKA_TUNED, kafka_batch_noop

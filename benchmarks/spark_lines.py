@@ -11,6 +11,8 @@ import threading
 import time
 from collections.abc import Callable
 
+from rmq_spark.source.schema import COLUMN_TYPES
+
 
 def new_session(master: str = "local[*]", driver_memory: str = "2g", jars: list[str] | None = None):
     """A local SparkSession; its Python workers run this interpreter (which has rmq_spark installed). ``jars``:
@@ -34,6 +36,8 @@ def new_session(master: str = "local[*]", driver_memory: str = "2g", jars: list[
 
 
 NARROW_SCHEMA = "queueOffset BIGINT, body BINARY"
+# the default row without its two nested columns (keys, properties): what the full row costs Spark for them
+SCALAR_SCHEMA = ", ".join(f"{name} {ddl}" for name, ddl in COLUMN_TYPES if name not in ("keys", "properties"))
 
 
 def _reader(
