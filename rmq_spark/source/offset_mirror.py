@@ -30,6 +30,8 @@ class OffsetMirror:
         self._pending: dict[MessageQueue, int] | None = None  # the newest end handed over, not yet in the store
         self._current: dict[MessageQueue, int] = {}  # the end the store was last fed (tried again after an outage)
         self._busy = False
+        self._handed = 0  # ends handed over so far
+        self._tried = 0  # of those, the ones a finished round has sent (or found their broker away)
         self._closing = False
         self._thread: threading.Thread | None = None
 
@@ -44,12 +46,25 @@ class OffsetMirror:
             for mq, offset in committed.items():
                 merged[mq] = max(offset, merged.get(mq, offset))
             self._pending = merged
+            self._handed += 1
             if self._thread is None:
                 self._thread = threading.Thread(
                     target=self._run, name=f"rmq-spark-mirror-{self.store.group}", daemon=True
                 )
                 self._thread.start()
-            self._wake.notify()
+            self._wake.notify_all()
+
+    def flush(self, timeout: float) -> bool:
+        """Wait, at most ``timeout`` seconds, until every end handed over has been sent; an end whose broker is
+        away stays pending for the retries. False at the deadline."""
+        deadline = time.monotonic() + timeout
+        with self._wake:
+            while self._tried < self._handed:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._wake.wait(left)
+        return True
 
     def settled(self) -> bool:
         """Whether every end handed over is stored on the brokers."""
@@ -62,7 +77,7 @@ class OffsetMirror:
         a warning says what was not mirrored."""
         with self._wake:
             self._closing = True
-            self._wake.notify()
+            self._wake.notify_all()
             thread = self._thread
         if thread is not None:
             thread.join(self.flush_timeout)
@@ -89,6 +104,7 @@ class OffsetMirror:
                 closing = self._closing
                 if self._pending is not None:
                     self._current, self._pending = self._pending, None
+                taken = self._handed
                 end = self._current
                 self._busy = True
             try:
@@ -96,6 +112,8 @@ class OffsetMirror:
             finally:
                 with self._wake:
                     self._busy = False
+                    self._tried = taken
+                    self._wake.notify_all()
             if closing:
                 return
 

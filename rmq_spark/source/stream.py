@@ -178,6 +178,10 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._last_batch_at = time.monotonic()
             self._log_lag(end, watch.latest)
         elif not first:
+            if self._store is not None:
+                # no batch runs now: the last committed end is sent before Spark may end this process (an
+                # AvailableNow run ends here, often without stop())
+                self._store.flush(self._store.flush_timeout)
             if self._settled(limit):
                 self._idle = Answered(start, (watch.version,))
             return start  # the same JSON string: no batch

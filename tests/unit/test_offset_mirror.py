@@ -163,3 +163,34 @@ def test_an_outage_is_mirrored_once_the_master_is_back_without_a_new_commit(monk
     wait_until(mirror.settled, 5, "the mirror once the master is back")
     assert masters.stored == {Q0: 5, Q1: 7}
     assert mirror.close()
+
+
+def test_flush_waits_for_the_end_handed_over_and_no_longer():
+    """latestOffset with nothing to read flushes: an AvailableNow run ends there, often without stop(), so the last
+    committed end must be on the brokers by then."""
+    masters = _Masters()
+    masters.gate.clear()
+    reader = _reader(masters)
+    reader.commit(_end(5, 7))
+    mirror = reader.store
+    assert mirror is not None
+    assert not mirror.flush(0.2)  # the masters have not answered
+    threading.Timer(0.2, masters.gate.set).start()
+    assert mirror.flush(5)
+    assert masters.stored == {Q0: 5, Q1: 7}
+    t0 = time.monotonic()
+    assert mirror.flush(5) and time.monotonic() - t0 < 0.1  # nothing handed over since: at once
+    reader.stop()
+
+
+def test_flush_does_not_wait_for_a_master_that_is_away():
+    masters = _Masters()
+    masters.away = True
+    reader = _reader(masters)
+    reader.commit(_end(5, 7))
+    mirror = reader.store
+    assert mirror is not None
+    t0 = time.monotonic()
+    assert mirror.flush(5) and time.monotonic() - t0 < 2  # sent once and found away: pending for the retries
+    assert not mirror.settled()
+    reader.stop()
