@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import socket
+from collections import Counter
 
 from rmq_spark.client.errors import ConnectionLostError, RocketMQError
 from rmq_spark.client.model import FilterExpression, MessageQueue
@@ -38,6 +39,7 @@ class ScriptedRemoting:
     ) -> None:
         self.fake, self.broker_name, self.queues = fake, broker_name, queues
         self.fixed = dict(fixed or {})  # a fixed answer per request code
+        self.asked: Counter[int] = Counter()  # requests by code
         self._peer = Peer(self._serve)
         self.address = self._peer.address
 
@@ -61,6 +63,7 @@ class ScriptedRemoting:
 
     def _answer(self, request: RemotingCommand) -> RemotingCommand | None:
         ext = request.ext_fields
+        self.asked[request.code] += 1
         if request.code == codes.GET_ROUTEINFO_BY_TOPIC:
             route = {
                 "brokerDatas": [{"cluster": "c", "brokerName": self.broker_name, "brokerAddrs": {"0": self.address}}],

@@ -112,3 +112,13 @@ def test_a_task_refuses_transactional_rows_for_a_topic_whose_servers_end_no_tran
         TopicTypes(client, transactional=False, group="pg").check("T", OutgoingMessage(b"x"))
         with pytest.raises(OptionError, match=r"exactly_once cannot write to topic 'T'.*RocketMQ 5 proxy"):
             TopicTypes(client, transactional=True, group="pg").check("T", OutgoingMessage(b"x"))
+
+
+def test_a_topics_attributes_are_asked_once_for_its_planning_checks():
+    """Planning asks whether a new topic is a LiteTopic and whether it is a compaction topic: one GET_TOPIC_CONFIG
+    answers both (here as a 4.x broker or the proxy answers it: not supported, so no attributes)."""
+    unsupported = RemotingCommand(code=codes.REQUEST_CODE_NOT_SUPPORTED, remark="request type 351 not supported")
+    with ScriptedRemoting(None, fixed={codes.GET_TOPIC_CONFIG: unsupported}) as peer:
+        with RemotingClient(peer.address, request_timeout=5) as client:
+            assert client.topic_message_type("T") is None and not client.is_compacted("T")
+            assert peer.asked[codes.GET_TOPIC_CONFIG] == 1

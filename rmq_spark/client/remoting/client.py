@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import Generic, TypeVar
@@ -230,6 +231,8 @@ class RemotingClient(BaseClient):
         self._namesrv = NameServerClient(self._pool, addresses, timeout=request_timeout)
         # the broker id each queue's broker last suggested for its next pull (PullAPIWrapper.pullFromWhichNodeTable)
         self._suggested: dict[MessageQueue, int] = {}
+        # topic -> (when asked, known attributes): planning's checks of a new topic share one GET_TOPIC_CONFIG
+        self._attributes: dict[str, tuple[float, dict[str, str]]] = {}
 
     def close(self) -> None:
         """Close every connection."""
@@ -404,13 +407,18 @@ class RemotingClient(BaseClient):
 
     def _known_attributes(self, topic: str) -> dict[str, str]:
         """``topic_attributes``, empty where the broker has no topic attributes (RocketMQ 4 has no
-        GET_TOPIC_CONFIG) or does not let this user read them."""
+        GET_TOPIC_CONFIG) or does not let this user read them; kept as long as a route is."""
+        cached = self._attributes.get(topic)
+        if cached is not None and time.monotonic() - cached[0] < self._route_ttl:
+            return cached[1]
         try:
-            return self.topic_attributes(topic)
+            known = self.topic_attributes(topic)
         except (AuthError, BrokerError) as e:
-            if isinstance(e, AuthError) or e.code == codes.REQUEST_CODE_NOT_SUPPORTED:
-                return {}
-            raise
+            if not (isinstance(e, AuthError) or e.code == codes.REQUEST_CODE_NOT_SUPPORTED):
+                raise
+            known = {}
+        self._attributes[topic] = (time.monotonic(), known)
+        return known
 
     def v4_release(self, topic: str) -> str | None:
         """The release of ``topic``'s brokers where they are RocketMQ 4.x ("4.9.7"), told by one master's answer."""
