@@ -6,6 +6,7 @@ starts where the start options put it."""
 from __future__ import annotations
 
 import logging
+import time
 from concurrent.futures import Future
 
 import pytest
@@ -265,3 +266,23 @@ def test_a_message_that_arrives_while_latest_starting_offsets_resolve_is_no_rese
     reader.watch.poll(force=True)
     later = reader.latestOffset(end, ALL)
     assert [(r.queue, r.start, r.end) for p in reader.partitions(end, later) for r in p.ranges] == [(mq(0), 6, 8)]
+
+
+def test_a_trigger_with_nothing_to_read_returns_once_the_last_committed_end_is_on_the_brokers():
+    """An AvailableNow run ends at the latestOffset that finds nothing more, and Spark may then end this process
+    without stop(): the end handed to the background mirror there must be sent before latestOffset returns."""
+    cluster = _Cluster({A: 2}, {mq(0): 5, mq(1): 5})
+
+    def update_consumer_offsets(group, offsets, partial=False):
+        time.sleep(0.3)  # the masters take their time
+        cluster.committed.update(offsets)
+        return Answers({m: True for m in offsets})
+
+    cluster.update_consumer_offsets = update_consumer_offsets
+    cluster.close = lambda: None
+    reader = _reader(cluster, consumerGroup="g", allowSharedConsumerGroup="true")
+    first = reader.initialOffset()
+    end = reader.latestOffset(first, ALL)
+    assert reader.latestOffset(end, ALL) == end  # nothing more: the run would end here
+    assert cluster.committed == {mq(0): 5, mq(1): 5}
+    reader.stop()
