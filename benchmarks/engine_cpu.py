@@ -1,8 +1,8 @@
 """Where the engine-side CPU of the spark-batch lines goes (issue 28 item 5): Spark's JVM by thread kind and our
 Python workers by process, per run.
 
-    python -m benchmarks.engine_cpu [--messages 1000000] [--repeat 3] [--lines spark-batch,spark-batch-narrow]
-                                    [--jfr DIR]
+    python -m benchmarks.engine_cpu [--messages 1000000] [--repeat 3] [--jfr DIR]
+                                    [--lines spark-batch,spark-batch-narrow,spark-batch-scalars]
 
 One embedded RocketMQ and one topic as ``benchmarks.run``'s, one SparkSession; after a warm-up of each line the lines
 run in alternation ``--repeat`` times. Each run reports CPU seconds (user + system, from /proc) of Spark's JVM split
@@ -155,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
 
     from benchmarks.run import BENCH_JVM_FLAGS, TAGS
-    from benchmarks.spark_lines import NARROW_SCHEMA, batch_noop
+    from benchmarks.spark_lines import NARROW_SCHEMA, SCALAR_SCHEMA, batch_noop
     from rmq_spark_testing.embedded import EmbeddedRocketMQ
 
     if args.jfr:
@@ -180,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
         options = dict(o.split("=", 1) for o in args.option)
         for i in range(args.warmup + args.repeat):
             for line in lines:
-                schema = NARROW_SCHEMA if line == "spark-batch-narrow" else None
+                schema = {"spark-batch-narrow": NARROW_SCHEMA, "spark-batch-scalars": SCALAR_SCHEMA}.get(line)
                 before = Snapshot(spark_pid, mq.pid)
                 recorder = _perf(args.perf, f"{line}-{i}", before) if args.perf and i >= args.warmup else None
                 r = batch_noop(spark, source, topic, options, schema=schema)

@@ -65,6 +65,15 @@ DEFAULT_LINES = [name for name in LINE_DOCS if name not in KAFKA_LINES + ON_REQU
 SCALING_LINES = ["java-litepull", "java-ceiling", "spark-batch"]
 # The latency lines: ours with a consumer group, and Spark's Kafka source tuned (when the Kafka node runs).
 LATENCY_LINES = ["rocketmq", "spark-kafka-tuned"]
+# on request (--latency-lines): ours through Spark's simple-reader path (issue 37 item 4), and either source into
+# Spark's foreach sink, which async progress tracking accepts (foreachBatch is refused), with and without it
+LATENCY_VARIANTS = [
+    "rocketmq-simple",
+    "rocketmq-foreach",
+    "rocketmq-foreach-async",
+    "spark-kafka-tuned-foreach",
+    "spark-kafka-tuned-foreach-async",
+]
 
 
 @dataclass
@@ -325,7 +334,7 @@ class Harness:
         the Kafka node runs, Spark's Kafka source tuned, at the same rate, bodies, trigger and sink; every other
         round runs them in the other order (Spark's JIT favours the later line). Each round's ratios against their
         targets."""
-        names = [n for n in LATENCY_LINES if n == "rocketmq" or self.kafka is not None]
+        names = [n for n in self.args.latency_lines.split(",") if n.startswith("rocketmq") or self.kafka is not None]
         warmups = {}
         if self.args.latency_warmup > 0:  # untimed: the first run of a source in a session pays its JIT
             warmups = {name: self.latency_line(name, self.args.latency_warmup, "warm-up") for name in names}
@@ -360,16 +369,18 @@ class Harness:
         return r
 
     def _latency_line(self, name: str, seconds: float, kind: str = "") -> dict:
-        from benchmarks.spark_lines import KAFKA_TUNED, kafka_latency, rocketmq_latency
+        from benchmarks.spark_lines import KAFKA_TUNED, LatencySink, kafka_latency, rocketmq_latency
 
         a = self.args
         topic = f"bench-latency-{uuid.uuid4().hex[:6]}"
-        name = f"{name} {kind}".strip()
+        sink = LatencySink(foreach="-foreach" in name, async_progress=name.endswith("-async"))
+        line, name = name, f"{name} {kind}".strip()
         try:
             spark = self.get_spark()
-            self.log(f"latency {name}: {a.latency_rate:,} msg/s for {seconds:.0f} s into foreachBatch")
+            into = ("foreach" if sink.foreach else "foreachBatch") + (", async progress" if sink.async_progress else "")
+            self.log(f"latency {name}: {a.latency_rate:,} msg/s for {seconds:.0f} s into {into}")
             with TreeSampler(jvm_labels=self.jvm_labels(), interval=a.rss_interval) as sampler:
-                if name.startswith("rocketmq"):
+                if line.startswith("rocketmq"):
                     self.mq.create_topic(topic, queues=8)
                     r = rocketmq_latency(
                         spark,
@@ -378,11 +389,19 @@ class Harness:
                         rate=a.latency_rate,
                         seconds=seconds,
                         options={"consumerGroup": f"bench-group-{topic}"},
+                        source="rocketmq-simple" if line == "rocketmq-simple" else "rocketmq",
+                        sink=sink,
                     )
                 else:
                     self.kafka.create_topic(topic, 8)
                     r = kafka_latency(
-                        spark, self.kafka, topic, rate=a.latency_rate, seconds=seconds, options=KAFKA_TUNED
+                        spark,
+                        self.kafka,
+                        topic,
+                        rate=a.latency_rate,
+                        seconds=seconds,
+                        options=KAFKA_TUNED,
+                        sink=sink,
                     )
             r["rss"] = sampler.peaks.as_dict()
             self.log(
@@ -601,6 +620,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--latency-rate", type=int, default=20_000, help="messages/s for the latency measurement")
     ap.add_argument("--latency-seconds", type=float, default=30.0)
     ap.add_argument(
+        "--latency-lines",
+        default=",".join(LATENCY_LINES),
+        help="comma-separated latency lines: " + ", ".join(LATENCY_LINES + LATENCY_VARIANTS),
+    )
+    ap.add_argument(
         "--latency-rounds",
         type=int,
         default=1,
@@ -624,6 +648,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rss-interval", type=float, default=0.2, help="seconds between /proc samples")
     ap.add_argument("--output", help="JSON path (default benchmarks/results/latest.json)")
     args = ap.parse_args(argv)
+    unknown = sorted(set(args.latency_lines.split(",")) - set(LATENCY_LINES + LATENCY_VARIANTS))
+    if unknown:
+        ap.error(f"unknown --latency-lines {', '.join(unknown)}; known: {', '.join(LATENCY_LINES + LATENCY_VARIANTS)}")
 
     if args.quick:
         args.messages = args.messages or 20_000

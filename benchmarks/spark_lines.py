@@ -10,6 +10,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from rmq_spark.source.schema import COLUMN_TYPES
 
@@ -30,6 +31,9 @@ def new_session(master: str = "local[*]", driver_memory: str = "2g", jars: list[
     )
     if jars:
         builder = builder.config("spark.jars", ",".join(jars))
+    # Python workers import what the benchmark ships them by reference (the foreach writer, the simple reader)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
@@ -110,6 +114,7 @@ def stream_available_now(spark, source: dict[str, str], topic: str, options: dic
         return {"messages": rows, "bodyBytes": None, "seconds": seconds, "microBatches": batches}
     finally:
         shutil.rmtree(checkpoint, ignore_errors=True)
+        shutil.rmtree(checkpoint + "-rows", ignore_errors=True)
 
 
 def _percentile(sorted_values: list[float], p: float) -> float:
@@ -143,25 +148,50 @@ PHASES = ("latestOffset", "walCommit", "queryPlanning", "addBatch", "commitOffse
 
 
 def rocketmq_latency(
-    spark, mq, topic: str, *, rate: int, seconds: float, body_size: int = 100, options: dict[str, str] | None = None
+    spark,
+    mq,
+    topic: str,
+    *,
+    rate: int,
+    seconds: float,
+    body_size: int = 100,
+    options: dict[str, str] | None = None,
+    source: str = "rocketmq",
+    sink: LatencySink | None = None,
 ) -> dict:
-    """``stream_latency`` of the connector: ``readStream.format("rocketmq")`` from earliest, latency from
-    ``bornTimestamp``, the shim's steady producer (``benchProduceRate``)."""
+    """``stream_latency`` of the connector: ``readStream.format(source)`` from earliest, latency from
+    ``bornTimestamp``, the shim's steady producer (``benchProduceRate``). ``source`` "rocketmq-simple": the same
+    stream through Spark's simple-reader path (``benchmarks.simple_reader``)."""
+    if source != "rocketmq":
+        from benchmarks.simple_reader import register
+
+        register(spark)
     opts = {"startingOffsets": "earliest", **(options or {})}
-    df = _reader(spark, {"nameServer": mq.name_server}, topic, opts, stream=True).load()
+    r = spark.readStream.format(source).option("topic", topic).option("nameServer", mq.name_server)
+    for k, v in opts.items():
+        r = r.option(k, str(v))
     return stream_latency(
-        df,
+        r.load(),
         "bornTimestamp",
         lambda: mq.command(
             "benchProduceRate", topic=topic, rate=rate, seconds=seconds, bodySize=body_size, timeout=seconds + 120
         ),
         rate=rate,
         seconds=seconds,
+        sink=sink,
     )
 
 
 def kafka_latency(
-    spark, kafka, topic: str, *, rate: int, seconds: float, body_size: int = 100, options: dict[str, str] | None = None
+    spark,
+    kafka,
+    topic: str,
+    *,
+    rate: int,
+    seconds: float,
+    body_size: int = 100,
+    options: dict[str, str] | None = None,
+    sink: LatencySink | None = None,
 ) -> dict:
     """``stream_latency`` of Spark's Kafka source: ``readStream.format("kafka")`` (``subscribe``, earliest, the
     given options), latency from ``timestamp`` (the producer's CreateTime), the Kafka node's steady producer
@@ -175,55 +205,119 @@ def kafka_latency(
     for k, v in (options or {}).items():
         r = r.option(k, str(v))
     return stream_latency(
-        r.load(), "timestamp", lambda: kafka.produce_rate(topic, rate, seconds, body_size), rate=rate, seconds=seconds
+        r.load(),
+        "timestamp",
+        lambda: kafka.produce_rate(topic, rate, seconds, body_size),
+        rate=rate,
+        seconds=seconds,
+        sink=sink,
     )
 
 
+@dataclass(frozen=True)
+class LatencySink:
+    """Where a latency line takes each message's latency: by default a foreachBatch sink on the driver, once its
+    micro-batch is fetched there; with ``foreach``, Spark's foreach sink (which async progress tracking accepts),
+    as each task sees the row. ``async_progress``: the query's ``asyncProgressTrackingEnabled``."""
+
+    foreach: bool = False
+    async_progress: bool = False
+
+
+class TaskLatencies:
+    """A foreach writer: each row's (born ms, latency ms) when its task sees it, written when its partition ends
+    to a file of its own in ``folder``."""
+
+    def __init__(self, folder: str, born: str) -> None:
+        self.folder, self.born = folder, born
+
+    def open(self, partition_id: int, epoch_id: int) -> bool:
+        self.rows: list[str] = []
+        self.name = f"{epoch_id}-{partition_id}-{os.getpid()}-{time.monotonic_ns()}"
+        return True
+
+    def process(self, row) -> None:
+        now_ms = time.time() * 1000.0
+        born_ms = row[self.born].timestamp() * 1000.0
+        self.rows.append(f"{born_ms} {now_ms - born_ms}\n")
+
+    def close(self, error) -> None:
+        if self.rows:
+            path = os.path.join(self.folder, self.name)
+            with open(path + ".tmp", "w") as f:
+                f.writelines(self.rows)
+            os.rename(path + ".tmp", path + ".txt")
+
+
+def _task_latencies(folder: str) -> list[tuple[float, float]]:
+    """What ``TaskLatencies`` wrote into ``folder`` so far."""
+    found = []
+    for name in os.listdir(folder):
+        if name.endswith(".txt"):
+            with open(os.path.join(folder, name)) as f:
+                found += [(float(a), float(b)) for a, b in (line.split() for line in f)]
+    return found
+
+
 def stream_latency(
-    df, born: str, produce: Callable[[], dict], *, rate: int, seconds: float, warmup_seconds: float = 10.0
+    df,
+    born: str,
+    produce: Callable[[], dict],
+    *,
+    rate: int,
+    seconds: float,
+    warmup_seconds: float = 10.0,
+    sink: LatencySink | None = None,
 ) -> dict:
-    """Streaming ``df`` (default trigger) into a foreachBatch sink while ``produce()`` sends ``rate`` messages/s
+    """Streaming ``df`` (default trigger) into ``sink`` while ``produce()`` sends ``rate`` messages/s
     for ``seconds`` and returns how many were acknowledged (``acked``). Latency of a message = the wall-clock time
-    its micro-batch has been fetched into the driver's sink minus its column ``born`` (the producer's send time,
-    same host clock). The steady state is the messages born after the first ``warmup_seconds``; the start-up (the
-    rest) is reported apart, and so are the percentiles per ``WINDOW_S`` seconds of birth time. ``phases_ms``: the
-    median and p90 of each part of the steady state's micro-batches (Spark's durationMs), which tells where a
-    batch's time goes."""
+    its micro-batch has been fetched into the driver's sink (or its task saw it: ``LatencySink``) minus its column
+    ``born`` (the producer's send time, same host clock). The steady state is the messages born after the first
+    ``warmup_seconds``; the start-up (the rest) is reported apart, and so are the percentiles per ``WINDOW_S``
+    seconds of birth time. ``phases_ms``: the median and p90 of each part of the steady state's micro-batches
+    (Spark's durationMs), which tells where a batch's time goes."""
+    sink = sink or LatencySink()
     checkpoint = tempfile.mkdtemp(prefix="rmq-bench-lat-")
     latencies: list[tuple[float, float]] = []
     received = [0]
-    born_min: list[float | None] = [None]
     lock = threading.Lock()
 
-    def sink(batch_df, batch_id):
+    def to_driver(batch_df, batch_id):
         table = batch_df.select(born).toArrow()
         now_ms = time.time() * 1000.0
         col = table.column(0).cast("int64").to_pylist()  # microseconds since epoch
         with lock:
             received[0] += len(col)
-            for us in col:
-                if us is None:
-                    continue
-                born_ms = us / 1000.0
-                if born_min[0] is None or born_ms < born_min[0]:
-                    born_min[0] = born_ms
-                latencies.append((born_ms, now_ms - born_ms))
+            latencies.extend((us / 1000.0, now_ms - us / 1000.0) for us in col if us is not None)
 
     q = None
     try:
         df.sparkSession.conf.set("spark.sql.streaming.numRecentProgressUpdates", "100000")  # every batch's progress
-        q = df.writeStream.foreachBatch(sink).option("checkpointLocation", checkpoint).start()
+        if sink.foreach:
+            writer = df.select(born).writeStream.foreach(TaskLatencies(checkpoint + "-rows", born))
+            os.makedirs(checkpoint + "-rows")
+        else:
+            writer = df.writeStream.foreachBatch(to_driver)
+        if sink.async_progress:
+            writer = writer.option("asyncProgressTrackingEnabled", "true")
+        q = writer.option("checkpointLocation", checkpoint).start()
         # wait for the query to run its first (empty) trigger before producing
         deadline = time.monotonic() + 60
         while not q.recentProgress and time.monotonic() < deadline:
             time.sleep(0.1)
         produced = produce()
         deadline = time.monotonic() + 120
-        while received[0] < produced["acked"] and time.monotonic() < deadline and q.isActive:
-            time.sleep(0.1)
+        while time.monotonic() < deadline and q.isActive:
+            if sink.foreach:
+                with lock:
+                    latencies[:] = _task_latencies(checkpoint + "-rows")
+                    received[0] = len(latencies)
+            if received[0] >= produced["acked"]:
+                break
+            time.sleep(0.1 if not sink.foreach else 0.5)
         q.stop()
         with lock:
-            first = born_min[0] or 0
+            first = min((b for b, _ in latencies), default=0.0)
             start_ms = first + warmup_seconds * 1000.0
             steady = sorted(lat for born_ms, lat in latencies if born_ms >= start_ms)
             startup = sorted(lat for born_ms, lat in latencies if born_ms < start_ms)
@@ -265,3 +359,4 @@ def stream_latency(
         if q is not None:
             q.stop()  # a failed producer leaves it running; stopping twice is harmless
         shutil.rmtree(checkpoint, ignore_errors=True)
+        shutil.rmtree(checkpoint + "-rows", ignore_errors=True)

@@ -157,3 +157,28 @@ def test_the_latency_ratios_compare_steady_percentiles_against_their_targets():
     assert (
         "| latency p99 (round 1: rocketmq first) | rocketmq | spark-kafka-tuned | 0.69 | <= 0.65 | NOT MET |" in table
     )
+
+
+def test_the_foreach_latency_writer_keeps_each_rows_latency_per_partition(tmp_path):
+    """No Spark: the foreach writer of the latency variants (the sink async progress tracking accepts) writes one
+    file per partition and epoch, read back whole; a partition that saw no row writes none; a latency line name the
+    harness does not know is refused before anything starts."""
+    import datetime
+
+    import pytest
+
+    from benchmarks.run import main
+    from benchmarks.spark_lines import TaskLatencies, _task_latencies
+
+    born = datetime.datetime.now() - datetime.timedelta(milliseconds=250)
+    for partition, rows in ((0, 3), (1, 2), (2, 0)):
+        writer = TaskLatencies(str(tmp_path), "bornTimestamp")
+        assert writer.open(partition, 7) is True
+        for _ in range(rows):
+            writer.process({"bornTimestamp": born})
+        writer.close(None)
+    found = _task_latencies(str(tmp_path))
+    assert len(found) == 5 and len(list(tmp_path.iterdir())) == 2
+    assert all(abs(b - born.timestamp() * 1000) < 1 and 250 <= lat < 60_000 for b, lat in found)
+    with pytest.raises(SystemExit):
+        main(["--latency-only", "--latency-lines", "rocketmq,rocketmq-bogus"])
