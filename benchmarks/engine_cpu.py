@@ -150,6 +150,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--option", action="append", default=[], metavar="KEY=VALUE", help="a source option for every run (repeatable)"
     )
+    p.add_argument(
+        "--line-schema",
+        action="append",
+        default=[],
+        metavar="NAME=DDL",
+        help="one more line: spark-batch with this user schema (repeatable; name it in --lines)",
+    )
     p.add_argument("--perf", default=None, help="record the Python workers with perf (cpu-clock) into this folder")
     p.add_argument("--output", default=None, help="write the runs as JSON here")
     args = p.parse_args(argv)
@@ -165,6 +172,8 @@ def main(argv: list[str] | None = None) -> int:
             "pyspark-shell"
         )
     lines = args.lines.split(",")
+    schemas = {"spark-batch-narrow": NARROW_SCHEMA, "spark-batch-scalars": SCALAR_SCHEMA}
+    schemas.update(dict(s.split("=", 1) for s in args.line_schema))
     runs: list[dict] = []
     with EmbeddedRocketMQ(brokers=1, jvm_flags=BENCH_JVM_FLAGS) as mq:
         topic = f"engine-{args.messages}-{os.getpid()}"
@@ -180,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
         options = dict(o.split("=", 1) for o in args.option)
         for i in range(args.warmup + args.repeat):
             for line in lines:
-                schema = {"spark-batch-narrow": NARROW_SCHEMA, "spark-batch-scalars": SCALAR_SCHEMA}.get(line)
+                schema = schemas.get(line)
                 before = Snapshot(spark_pid, mq.pid)
                 recorder = _perf(args.perf, f"{line}-{i}", before) if args.perf and i >= args.warmup else None
                 r = batch_noop(spark, source, topic, options, schema=schema)

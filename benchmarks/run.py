@@ -68,6 +68,7 @@ LATENCY_LINES = ["rocketmq", "spark-kafka-tuned"]
 # on request (--latency-lines): ours through Spark's simple-reader path (issue 37 item 4), and either source into
 # Spark's foreach sink, which async progress tracking accepts (foreachBatch is refused), with and without it
 LATENCY_VARIANTS = [
+    "spark-rate",
     "rocketmq-simple",
     "rocketmq-foreach",
     "rocketmq-foreach-async",
@@ -334,7 +335,9 @@ class Harness:
         the Kafka node runs, Spark's Kafka source tuned, at the same rate, bodies, trigger and sink; every other
         round runs them in the other order (Spark's JIT favours the later line). Each round's ratios against their
         targets."""
-        names = [n for n in self.args.latency_lines.split(",") if n.startswith("rocketmq") or self.kafka is not None]
+        names = [
+            n for n in self.args.latency_lines.split(",") if not n.startswith("spark-kafka") or self.kafka is not None
+        ]
         warmups = {}
         if self.args.latency_warmup > 0:  # untimed: the first run of a source in a session pays its JIT
             warmups = {name: self.latency_line(name, self.args.latency_warmup, "warm-up") for name in names}
@@ -346,7 +349,7 @@ class Harness:
             rounds.append({"order": order, "lines": lines, "ratios": found})
             for r in found:
                 self.log(
-                    f"latency round {i + 1} ({' first, '.join(order)} second): {r['measure']} ours / Kafka's "
+                    f"latency round {i + 1} (in order: {', '.join(order)}): {r['measure']} ours / Kafka's "
                     f"{r['ratio']:.2f} (target <= {r['target']}: {'met' if r['met'] else 'NOT MET'})"
                 )
         return {
@@ -369,7 +372,7 @@ class Harness:
         return r
 
     def _latency_line(self, name: str, seconds: float, kind: str = "") -> dict:
-        from benchmarks.spark_lines import KAFKA_TUNED, LatencySink, kafka_latency, rocketmq_latency
+        from benchmarks.spark_lines import KAFKA_TUNED, LatencySink, kafka_latency, rate_latency, rocketmq_latency
 
         a = self.args
         topic = f"bench-latency-{uuid.uuid4().hex[:6]}"
@@ -392,6 +395,8 @@ class Harness:
                         source="rocketmq-simple" if line == "rocketmq-simple" else "rocketmq",
                         sink=sink,
                     )
+                elif line == "spark-rate":
+                    r = rate_latency(spark, rate=a.latency_rate, seconds=seconds, sink=sink)
                 else:
                     self.kafka.create_topic(topic, 8)
                     r = kafka_latency(

@@ -259,6 +259,19 @@ def _task_latencies(folder: str) -> list[tuple[float, float]]:
     return found
 
 
+def rate_latency(spark, *, rate: int, seconds: float, sink: LatencySink | None = None) -> dict:
+    """``stream_latency`` of Spark's own rate source (``rowsPerSecond`` = ``rate``, 8 partitions; latency from its
+    ``timestamp``, the time each row is due): no broker and no Python source, so what Spark itself takes for the
+    same trigger and sink, the floor under both sources' lines."""
+    df = spark.readStream.format("rate").option("rowsPerSecond", rate).option("numPartitions", 8).load()
+
+    def produce() -> dict:
+        time.sleep(seconds)
+        return {"acked": int(rate * seconds)}
+
+    return stream_latency(df, "timestamp", produce, rate=rate, seconds=seconds, sink=sink)
+
+
 def stream_latency(
     df,
     born: str,
