@@ -100,7 +100,7 @@ class QueueWatch:
         if not force:
             if not due or len(self._holds) == len(queues):
                 return
-            queues = [mq for mq in queues if mq not in self._holds]
+            queues = self._holds.unheld(queues)
         self._poll_offsets(queues)
         self._latest_at = time.monotonic()
 
