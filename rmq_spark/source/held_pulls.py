@@ -28,6 +28,10 @@ HOLD_MS = 30_000
 # messages asks every ~10 ms; under a steady flow the answer came right after the last batch was planned. An answer
 # that ended a hold held longer than that stands for as long as the hold waited (``_Hold.stands``).
 FRESH_S = 0.02
+# The arming thread arms the holds that ended meanwhile in rounds this far apart: one write per broker for all of
+# them, and a queue whose messages keep coming is held anew at most this often (its answers then stand for a moment
+# only, and its offsets are asked). A message that comes between a hold's answer and the next round rings at once.
+ARM_ROUND_S = 0.1
 # A queue whose hold the broker refused (no permission, a group or topic it does not know yet) is held again after
 # this long, the wait doubling at each refusal up to REFUSED_RETRY_MAX_S; its offsets are asked on the clock
 # meanwhile.
@@ -173,18 +177,32 @@ class HeldPulls:
             self._to_arm.put(hold)
 
     def _arming(self) -> None:
-        """The arming thread: arms each ended hold's queue again where it tells, until ``close()``."""
-        while (hold := self._to_arm.get()) is not None:
-            offset = hold.next_offset()
-            assert offset is not None, "only holds that tell where to hold next are handed over"
+        """The arming thread, until ``close()``: in rounds ARM_ROUND_S apart, the queues whose hold ended since the
+        last round are held again where their hold tells, in one burst (one write per broker)."""
+        while True:
+            ended = [self._to_arm.get()]
+            time.sleep(ARM_ROUND_S)
+            while not self._to_arm.empty():
+                ended.append(self._to_arm.get())
+            if None in ended:
+                return
             try:
-                with self._lock:
-                    if self._held.get(hold.mq) is not hold:
-                        continue  # dropped, or armed anew by Spark's thread
-                    self._refused.pop(hold.mq, None)  # the broker takes holds of the queue again
-                self._hold(hold.mq, offset, hold.chain, hold)
+                with self._client.burst():
+                    for hold in ended:
+                        assert hold is not None
+                        self._arm_again(hold)
             except BaseException as e:  # a defect: raised on Spark's thread by the next rung()
                 self._armer_failed = e
+
+    def _arm_again(self, hold: _Hold) -> None:
+        """Hold ``hold``'s queue again where it tells, unless its hold changed meanwhile."""
+        offset = hold.next_offset()
+        assert offset is not None, "only holds that tell where to hold next are handed over"
+        with self._lock:
+            if self._held.get(hold.mq) is not hold:
+                return  # dropped, or armed anew by Spark's thread
+            self._refused.pop(hold.mq, None)  # the broker takes holds of the queue again
+        self._hold(hold.mq, offset, hold.chain, hold)
 
     def rung(self) -> dict[MessageQueue, int | None]:
         """The queues whose hold ended since the last call because a message came, with the end offset the master
