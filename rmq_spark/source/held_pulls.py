@@ -13,7 +13,6 @@ import queue
 import threading
 import time
 from collections.abc import Iterable
-from dataclasses import replace
 
 from rmq_spark.client.base import BaseClient, HeldCall
 from rmq_spark.client.errors import RETRYABLE, RocketMQError, UnsupportedError
@@ -166,9 +165,10 @@ class HeldPulls:
         call = hold.call
         if call is None:
             return  # told twice
+        outcome: PullResult | Exception
         try:
-            outcome = call.result()
-            outcome = replace(outcome, body=b"", frames=None)
+            answer = call.result()
+            outcome = PullResult(answer.status, answer.next_begin_offset, answer.min_offset, answer.max_offset)
         except Exception as e:  # raised on the driver's thread by rung(), not on the connection's reader
             outcome = e
         hold.outcome, hold.ended_at, hold.call = outcome, time.monotonic(), None
