@@ -8,7 +8,7 @@ planned with, not from a start resolved again (docs/DESIGN.md §8)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
 from rmq_spark.client.model import MessageQueue
@@ -30,15 +30,42 @@ class QueueRange:
         return max(0, self.end - self.start)
 
 
+@dataclass(frozen=True)
+class _Layout:
+    """A set of queues in the canonical order of the offset JSON: per topic, each queue with its key."""
+
+    queues: frozenset[MessageQueue]
+    topics: tuple[tuple[str, tuple[tuple[str, MessageQueue], ...]], ...]
+
+
+# The sets of queues laid out last: a stream's every batch end and its latest offsets name the same queues, so
+# each is sorted once, not once per batch.
+_LAYOUTS = 4
+_layouts: list[_Layout] = []
+
+
+def _layout(queues: Collection[MessageQueue]) -> _Layout:
+    """The canonical order of ``queues`` (sorted by topic, broker, then queue id numerically)."""
+    for layout in _layouts:
+        if queues == layout.queues:
+            return layout
+    topics: dict[str, list[tuple[str, MessageQueue]]] = {}
+    for mq in sorted(queues, key=lambda mq: (mq.topic, mq.broker_name, mq.queue_id)):
+        topics.setdefault(mq.topic, []).append((mq.key, mq))
+    layout = _Layout(frozenset(queues), tuple((topic, tuple(keyed)) for topic, keyed in topics.items()))
+    _layouts[:] = [layout, *_layouts[: _LAYOUTS - 1]]
+    return layout
+
+
 def offsets_to_json(
     offsets: Mapping[MessageQueue, int], *, start: Mapping[MessageQueue, int] | None = None
 ) -> dict[str, dict]:
     """Per-queue offsets → the nested dict, topics and queue keys in canonical order (sorted by broker, then
     queue id numerically), so equal offsets always serialize to the same JSON string; ``start``, when given, is
     recorded under ``START_KEY`` (last)."""
-    out: dict[str, dict] = {}
-    for topic, broker, qid, offset in sorted((mq.topic, mq.broker_name, mq.queue_id, o) for mq, o in offsets.items()):
-        out.setdefault(topic, {})[f"{broker}/{qid}"] = int(offset)
+    out: dict[str, dict] = {
+        topic: {key: int(offsets[mq]) for key, mq in keyed} for topic, keyed in _layout(offsets.keys()).topics
+    }
     if start is not None:
         out[START_KEY] = offsets_to_json(start)
     return out

@@ -100,7 +100,7 @@ class QueueWatch:
         if not force:
             if not due or len(self._holds) == len(queues):
                 return
-            queues = [mq for mq in queues if mq not in self._holds]
+            queues = self._holds.unheld(queues)
         self._poll_offsets(queues)
         self._latest_at = time.monotonic()
 
@@ -213,9 +213,10 @@ class QueueWatch:
         failed.update(refusing)
         self.silent = (self.silent - asked) | set(answers.failed) | {mq for mq in answers if mq.broker_name in refusing}
         self.client.outages.report((mq.broker_name for mq in queues), failed, broker_group, WAITS)
-        for mq, offset in answers.items():
-            if mq not in answers.replica:
-                self._holds.arm(mq, offset)
+        with self.client.burst():
+            for mq, offset in answers.items():
+                if mq not in answers.replica:
+                    self._holds.arm(mq, offset)
 
     def _refusing_reads(self, answers) -> dict[str, BaseException | str]:
         """The brokers whose latest offsets a slave answered (their master is away) and whose slave refuses pulls

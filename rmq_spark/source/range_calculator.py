@@ -63,6 +63,9 @@ def split_ranges(
     out = []
     for r in sorted(ranges):
         n = min(parts_of[r], r.size)
+        if n == 1:
+            out.append(r)
+            continue
         for i in range(n):
             lo = r.start + r.size * i // n
             hi = r.start + r.size * (i + 1) // n

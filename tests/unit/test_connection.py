@@ -14,7 +14,7 @@ import time
 import pytest
 
 from rmq_spark.client.errors import ConnectionLostError, ProtocolError, RequestTimeoutError
-from rmq_spark.client.remoting.connection import Connection, ConnectionPool, DirectConnection
+from rmq_spark.client.remoting.connection import Connection, ConnectionPool, DirectConnection, burst
 from rmq_spark.client.remoting.frame import RemotingCommand, encode_command
 from rmq_spark.client.tls import TlsConfig
 from tests.conftest import record_error
@@ -445,3 +445,67 @@ def test_a_native_pull_is_the_request_the_command_path_sends(peer_factory):
         assert got.ext_fields == whole.ext_fields
     with pytest.raises(MalformedError, match="no field"):
         request_template(RemotingCommand(code=11, ext_fields={"a": "0"}), ("queueOffset",))
+
+
+class _CountedWrites:
+    """A connection's socket whose writes are counted (the rest is the socket's)."""
+
+    def __init__(self, sock) -> None:
+        self._sock, self.writes = sock, 0
+
+    def send(self, data) -> int:
+        self.writes += 1
+        return self._sock.send(data)
+
+    def __getattr__(self, name):
+        return getattr(self._sock, name)
+
+
+def _answer_each(count: int):
+    def script(sock):
+        for request in [read_request(sock) for _ in range(count)]:
+            respond(sock, request, remark=str(request.code))
+        time.sleep(0.5)
+
+    return script
+
+
+def test_the_requests_of_a_burst_go_out_in_one_write_when_it_ends(peer_factory):
+    conn = Connection(peer_factory(_answer_each(4)).address)
+    counted = conn._sock = _CountedWrites(conn._sock)
+    with burst():
+        calls = [conn.send(RemotingCommand(code=code), timeout=5) for code in (30, 31, 32)]
+        assert counted.writes == 0
+    assert counted.writes == 1
+    single = conn.send(RemotingCommand(code=33), timeout=5)  # outside a burst: written at once
+    assert counted.writes == 2
+    assert [c.result().remark for c in (*calls, single)] == ["30", "31", "32", "33"]
+    conn.close()
+
+
+def test_a_burst_that_raises_still_sends_what_it_asked(peer_factory):
+    conn = Connection(peer_factory(_answer_each(1)).address)
+    with pytest.raises(KeyError), burst():
+        call = conn.send(RemotingCommand(code=30), timeout=5)
+        raise KeyError("a caller's defect")
+    assert call.result().remark == "30"
+    conn.close()
+
+
+def test_a_burst_to_a_closed_connection_fails_its_requests_at_its_end(peer_factory):
+    conn = Connection(peer_factory(lambda sock: time.sleep(0.5)).address)
+    with burst():
+        call = conn.send(RemotingCommand(code=30), timeout=5)
+        conn.close()
+    with pytest.raises(ConnectionLostError):
+        call.result()
+
+
+def test_a_request_waited_for_inside_a_burst_is_written_first(peer_factory):
+    """A route lookup inside a fan-out's burst must not wait for its own request that the burst still holds."""
+    conn = Connection(peer_factory(_answer_each(2)).address)
+    with burst():
+        early = conn.send(RemotingCommand(code=30), timeout=5)
+        assert conn.send(RemotingCommand(code=31), timeout=1).result().remark == "31"
+    assert early.result().remark == "30"
+    conn.close()

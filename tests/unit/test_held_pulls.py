@@ -4,7 +4,10 @@ never held again, and what an answered hold keeps."""
 
 from __future__ import annotations
 
+import contextlib
 import gc
+import threading
+import time
 import weakref
 
 from rmq_spark.client.errors import AuthError, ConnectionLostError, UnsupportedError
@@ -20,6 +23,7 @@ class _Call:
         self.mq, self.offset = mq, offset
         self.outcome: PullResult | Exception | None = None
         self.cancelled = False
+        self.thread = threading.current_thread()
         self._fn = None
 
     def add_done_callback(self, fn) -> None:
@@ -41,6 +45,13 @@ class _Call:
 class _Client:
     def __init__(self) -> None:
         self.calls: list[_Call] = []
+        self.bursts: list[list[_Call]] = []  # the calls sent in each burst
+
+    @contextlib.contextmanager
+    def burst(self):
+        first = len(self.calls)
+        yield
+        self.bursts.append(self.calls[first:])
 
     def hold_async(self, mq, offset, *, group, hold_ms):
         call = _Call(mq, offset)
@@ -49,6 +60,14 @@ class _Client:
 
     def last(self, mq: MessageQueue) -> _Call:
         return [c for c in self.calls if c.mq == mq][-1]
+
+    def settled(self, calls: int) -> list[_Call]:
+        """The calls once there are ``calls`` of them (the arming thread sends in the background)."""
+        deadline = time.monotonic() + 5.0
+        while len(self.calls) < calls:
+            assert time.monotonic() < deadline, f"{len(self.calls)} holds armed, not {calls}"
+            time.sleep(0.001)
+        return self.calls
 
 
 def _quiet(offset: int, max_offset: int | None = None) -> PullResult:
@@ -66,6 +85,7 @@ def test_a_quiet_hold_is_armed_again_and_a_message_tells_the_new_end():
     client.last(B).end(PullResult(PullStatus.FOUND, 8, 0, 9, body=b"...", first_offset=7))
     assert holds.rung() == {B: 9}
     assert A in holds and B in holds
+    client.settled(4)
     assert (client.last(A).offset, client.last(B).offset, len(client.calls)) == (5, 9, 4)  # armed again
     assert holds.rung() == {}
 
@@ -208,4 +228,80 @@ def test_an_answer_after_a_long_quiet_hold_stands_for_the_end_for_as_long(monkey
     client.last(B).end(PullResult(PullStatus.FOUND, 6, 0, 6, body=b"...", first_offset=5))
     now[0] += 0.9  # the next batch: A's answer is younger than its hold's wait (4 s), B's older (0.5 s)
     assert holds.rung() == {A: 6, B: None}
+    client.settled(4)  # both armed again at their new end: B's hold rings if B's end moved on
     assert client.last(A).offset == 6 and A in holds and B not in holds
+
+
+def test_a_hold_that_rang_or_ended_quietly_is_armed_again_off_the_thread_that_asks_what_rang():
+    """Spark's thread only reads what the holds learned (issue 37 item 7): the hold at a queue's new end, and the
+    one again where a quiet hold was, are sent by the arming thread."""
+    client = _Client()
+    holds = HeldPulls(client, "g")
+    holds.arm(A, 5)
+    holds.arm(B, 7)
+    client.last(A).end(PullResult(PullStatus.FOUND, 6, 0, 9, body=b"...", first_offset=5))
+    client.last(B).end(_quiet(7))
+    assert holds.rung() == {A: 9}
+    again = client.settled(4)[2:]
+    assert sorted((c.mq, c.offset) for c in again) == [(A, 9), (B, 7)]
+    assert all(c.thread is not threading.current_thread() for c in again), "armed again on the calling thread"
+    assert A in holds and B in holds and len(holds) == 2
+
+
+class _SlowClient(_Client):
+    """Holds sent by any thread but the test's wait until ``go`` is set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.go, self.sending = threading.Event(), threading.Event()
+
+    def hold_async(self, mq, offset, *, group, hold_ms):
+        if threading.current_thread() is not threading.main_thread():
+            self.sending.set()
+            assert self.go.wait(5.0)
+        return super().hold_async(mq, offset, group=group, hold_ms=hold_ms)
+
+
+def test_a_queue_dropped_while_its_hold_is_armed_again_stays_dropped():
+    client = _SlowClient()
+    holds = HeldPulls(client, "g")
+    holds.arm(A, 5)
+    client.last(A).end(PullResult(PullStatus.FOUND, 6, 0, 9, body=b"...", first_offset=5))
+    assert client.sending.wait(5.0)  # the arming thread is sending the hold at 9
+    holds.keep([])  # meanwhile A's topic left the routes
+    client.go.set()
+    late = client.settled(2)[1]
+    deadline = time.monotonic() + 5.0
+    while not late.cancelled:
+        assert time.monotonic() < deadline, "the hold armed for a dropped queue was kept"
+        time.sleep(0.001)
+    assert A not in holds and len(holds) == 0 and holds.rung() == {}
+
+
+def test_a_hold_the_arming_thread_cannot_send_hands_its_queue_back(monkeypatch):
+    import rmq_spark.source.held_pulls as held_pulls
+
+    monkeypatch.setattr(held_pulls.time, "monotonic", lambda: 100.0)  # the answer is fresh however slow the thread
+    client = _Client()
+    holds = HeldPulls(client, "g")
+    holds.arm(A, 5)
+    client.hold_async = lambda *a, **k: (_ for _ in ()).throw(ConnectionLostError("gone"))
+    client.calls[0].end(PullResult(PullStatus.FOUND, 6, 0, 9, body=b"...", first_offset=5))
+    for _ in range(5000):
+        if A not in holds:
+            break
+        time.sleep(0.001)
+    assert A not in holds, "a queue whose hold could not be sent still counts as held"
+    assert holds.rung() == {A: 9}  # what the answer told still counts
+
+
+def test_the_holds_that_end_within_a_round_are_armed_again_in_one_burst():
+    """One write per broker for the holds a trickle ends (issue 37 item 7), not one per hold."""
+    client = _Client()
+    holds = HeldPulls(client, "g")
+    holds.arm(A, 5)
+    holds.arm(B, 7)
+    client.last(A).end(PullResult(PullStatus.FOUND, 6, 0, 9, body=b"...", first_offset=5))
+    client.last(B).end(_quiet(7))
+    again = client.settled(4)[2:]
+    assert client.bursts == [again]

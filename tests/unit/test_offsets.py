@@ -190,3 +190,18 @@ def test_offsets_copied_from_a_query_progress_skip_its_skipped_counts():
     assert offsets_from_json(json.dumps(reported)) == end
     options = parse_options({"nameServer": "ns:9876", "topic": "T", "startingOffsets": json.dumps(reported)})
     assert options.starting.offsets == end
+
+
+def test_the_json_of_offsets_follows_their_queues_whichever_sets_came_before():
+    """The canonical order is laid out once per set of queues: a set seen before, a set of the same size, and a set
+    within another must each serialize as sorting them afresh does."""
+    a0, a1, b0 = MessageQueue("T", "broker-a", 0), MessageQueue("T", "broker-a", 10), MessageQueue("T", "broker-b", 2)
+    c5 = MessageQueue("S", "broker-a", 5)
+    sets = ({a1: 1, a0: 2, b0: 3}, {a0: 4, a1: 5, b0: 6}, {a0: 7, a1: 8, c5: 9}, {b0: 1}, {a1: 2, a0: 3, b0: 4})
+    for offsets in sets:
+        expected: dict[str, dict] = {}
+        for mq in sorted(offsets, key=lambda mq: (mq.topic, mq.broker_name, mq.queue_id)):
+            expected.setdefault(mq.topic, {})[mq.key] = offsets[mq]
+        out = offsets_to_json(offsets)
+        assert json.dumps(out) == json.dumps(expected)
+        assert offsets_from_json(json.dumps(out)) == offsets

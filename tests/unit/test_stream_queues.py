@@ -5,6 +5,7 @@ starts where the start options put it."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from concurrent.futures import Future
@@ -36,6 +37,8 @@ class _Cluster:
     """Name servers and brokers as a test scripts them: the readable queues of each broker group in the route, the
     end offset each master answers, and, while ``slave_ends`` is set, a slave answering instead of the masters (or,
     for a queue missing from it, nobody)."""
+
+    burst = staticmethod(contextlib.nullcontext)  # BaseClient's: no transport here to write together
 
     def __init__(self, queues: dict[str, int], ends: dict[MessageQueue, int]) -> None:
         self.queues_of = dict(queues)

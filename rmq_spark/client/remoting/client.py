@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import replace
 from typing import Generic, TypeVar
 
@@ -46,6 +47,7 @@ from rmq_spark.client.remoting.connection import (
     DirectConnection,
     DirectPending,
     PendingRequest,
+    burst,
     pipe_failure,
 )
 from rmq_spark.client.remoting.frame import RemotingCommand, command_of, request_template
@@ -238,6 +240,10 @@ class RemotingClient(BaseClient):
         """Close every connection."""
         super().close()
         self._pool.close()
+
+    def burst(self) -> AbstractContextManager[None]:
+        """One write per connection for the requests sent inside (``connection.burst``)."""
+        return burst()
 
     # -- routing ---------------------------------------------------------------------------------------------
     def _fetch_route(self, topic: str) -> TopicRoute:

@@ -10,7 +10,8 @@ import ssl
 import struct
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import TypeVar
 
 from rmq_spark.client import hints
@@ -36,6 +37,28 @@ _KEEPALIVE = (("TCP_KEEPIDLE", 30), ("TCP_KEEPINTVL", 10), ("TCP_KEEPCNT", 3))
 
 Signer = Callable[[RemotingCommand], None]
 T = TypeVar("T")
+
+
+# A burst writes what waits for a connection once this many requests do (a long fan-out keeps the peer busy).
+BURST_FRAMES = 256
+_bursts = threading.local()  # .held: the requests this thread's burst has not written yet, per connection
+
+
+@contextmanager
+def burst() -> Iterator[None]:
+    """Requests this thread sends on shared connections inside go out when it ends, in one write per connection (a
+    burst inside a burst is part of it): many requests, one system call. Each deadline runs from its send."""
+    if getattr(_bursts, "held", None) is not None:
+        yield
+        return
+    held: dict[Connection, list[tuple[bytes, PendingRequest]]] = {}
+    _bursts.held = held
+    try:
+        yield
+    finally:
+        _bursts.held = None
+        for conn, queued in held.items():
+            conn._write(queued)
 
 
 def next_opaque() -> int:
@@ -98,6 +121,9 @@ class PendingRequest:
         self.connection._forget(self.opaque)
 
     def result(self) -> RemotingCommand:
+        held = getattr(_bursts, "held", None)
+        if held and self.connection in held:  # waited for inside a burst: written now
+            self.connection._write(held.pop(self.connection))
         if not self._event.wait(max(0.0, self.deadline - time.monotonic())):
             self.connection._timed_out(self)
             if not self._event.is_set():
@@ -162,7 +188,8 @@ class Connection:
 
     def send(self, cmd: RemotingCommand, timeout: float) -> PendingRequest:
         """Send a request and return at once; call ``result()`` on the returned object for the response. The send
-        itself must finish within ``timeout``, or the connection is closed (the peer does not read)."""
+        itself must finish within ``timeout``, or the connection is closed (the peer does not read). Inside a
+        ``burst()`` the request is written when the burst ends (or once BURST_FRAMES wait), with the others."""
         frame = _request_frame(cmd, self._signer)
         now = time.monotonic()
         pending = PendingRequest(self, cmd.code, cmd.opaque, now, now + timeout)
@@ -170,22 +197,38 @@ class Connection:
             if self._closed_error is not None:
                 raise ConnectionLostError(f"connection to {self.address} is closed: {self._closed_error}")
             self._pending[cmd.opaque] = pending
-        if not self._send_lock.acquire(timeout=timeout):
-            self._forget(cmd.opaque)
-            pending._complete(
-                None,
-                RequestTimeoutError(
-                    f"request code {cmd.code} to {self.address} could not be sent in time: another send on the "
-                    "connection is stuck"
-                ),
-            )
+        held: dict[Connection, list[tuple[bytes, PendingRequest]]] | None = getattr(_bursts, "held", None)
+        if held is None:
+            self._write([(frame, pending)])
             return pending
+        queued = held.setdefault(self, [])
+        queued.append((frame, pending))
+        if len(queued) >= BURST_FRAMES:
+            self._write(held.pop(self))
+        return pending
+
+    def _write(self, queued: list[tuple[bytes, PendingRequest]]) -> None:
+        """Write the frames of sent requests in one go, by the earliest of their deadlines."""
+        if self.closed:
+            return  # closing failed them
+        deadline = min(pending.deadline for _, pending in queued)
+        if not self._send_lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
+            for _, pending in queued:
+                self._forget(pending.opaque)
+                pending._complete(
+                    None,
+                    RequestTimeoutError(
+                        f"request code {pending.code} to {self.address} could not be sent in time: another send on "
+                        "the connection is stuck"
+                    ),
+                )
+            return
         try:
-            self._send_all(memoryview(frame), pending.deadline)
+            self._send_all(memoryview(b"".join(frame for frame, _ in queued)), deadline)
         except TimeoutError:
             self._fail(
                 ConnectionLostError(
-                    f"sending to {self.address} did not finish within {timeout:.1f} s (the "
+                    f"sending to {self.address} did not finish within {deadline - queued[0][1].sent_at:.1f} s (the "
                     "peer does not read); the connection was closed"
                 )
             )
@@ -193,7 +236,6 @@ class Connection:
             self._fail(ConnectionLostError(f"connection to {self.address} broke while sending: {e}"))
         finally:
             self._send_lock.release()
-        return pending
 
     def _send_all(self, view: memoryview, deadline: float) -> None:
         while True:
