@@ -272,32 +272,61 @@ class Harness:
         raise ValueError(f"unknown line {name!r}; known: {', '.join(LINE_DOCS)}")
 
     def measure(self, name: str, ds: Dataset, repeat: int, warmup: int) -> LineResult:
-        res = LineResult(name)
+        """``warmup`` untimed runs of line ``name``, then ``repeat`` timed ones."""
+        return self.measure_interleaved([name], ds, repeat, warmup)[0]
+
+    def measure_interleaved(self, names: list[str], ds: Dataset, repeat: int, warmup: int) -> list[LineResult]:
+        """Each line's ``warmup`` untimed runs, then ``repeat`` rounds that run every line once, every other round
+        in the other order: Spark's JIT then favours no line for where it stands in the order. A line that fails
+        is left out of the later rounds."""
+        results = {name: LineResult(name) for name in names}
+        fns = {}
+        for name in names:
+            try:
+                fns[name] = self.line_fn(name, ds)
+            except Exception as e:
+                self._failed(results[name], e)
+        for name in list(fns):
+            for _ in range(warmup):
+                if not self._run(name, fns, ds, results[name], "warm-up"):
+                    break
+        for i in range(repeat):
+            order = list(fns) if i % 2 == 0 else list(fns)[::-1]
+            for name in order:
+                self._run(name, fns, ds, results[name], f"run {i + 1}/{repeat}")
+        return [results[name] for name in names]
+
+    def _run(self, name: str, fns: dict, ds: Dataset, res: LineResult, kind: str) -> bool:
+        """One run of line ``name`` into ``res`` (a warm-up or a timed run, as ``kind`` says); a failure ends the
+        line (``fns`` loses it). Whether it ran."""
+        if name not in fns:
+            return False
         try:
-            fn = self.line_fn(name, ds)
-            labels = self.jvm_labels()
-            for i in range(warmup + repeat):
-                with TreeSampler(jvm_labels=labels, interval=self.args.rss_interval) as sampler:
-                    t0 = time.perf_counter()
-                    r = dict(fn())
-                    r["wall"] = time.perf_counter() - t0
-                r["rss"] = sampler.peaks.as_dict()
-                r["ok"] = r.get("messages") == ds.messages
-                if r.get("bodyBytes") is None and r["ok"]:
-                    r["bodyBytes"] = ds.messages * ds.body_size  # fixed-size bodies: exact when the count is
-                (res.warmups if i < warmup else res.runs).append(r)
-                kind = "warm-up" if i < warmup else f"run {i - warmup + 1}/{repeat}"
-                self.log(
-                    f"{name:<14} {kind:<9} {r['messages']:>10,} msgs in {r['seconds']:7.2f} s = "
-                    f"{r['messages'] / r['seconds']:>10,.0f} msg/s   py {r['rss']['python_total_mb']:.0f} MB"
-                    f" (worker {r['rss']['python_worker_mb']:.0f})"
-                    + ("" if r["ok"] else f"   MISMATCH: expected {ds.messages:,}")
-                )
+            with TreeSampler(jvm_labels=self.jvm_labels(), interval=self.args.rss_interval) as sampler:
+                t0 = time.perf_counter()
+                r = dict(fns[name]())
+                r["wall"] = time.perf_counter() - t0
         except Exception as e:
-            res.error = f"{type(e).__name__}: {e}"
-            self.log(f"{name}: FAILED {res.error}")
-            traceback.print_exc()
-        return res
+            del fns[name]
+            self._failed(res, e)
+            return False
+        r["rss"] = sampler.peaks.as_dict()
+        r["ok"] = r.get("messages") == ds.messages
+        if r.get("bodyBytes") is None and r["ok"]:
+            r["bodyBytes"] = ds.messages * ds.body_size  # fixed-size bodies: exact when the count is
+        (res.warmups if kind == "warm-up" else res.runs).append(r)
+        self.log(
+            f"{name:<14} {kind:<9} {r['messages']:>10,} msgs in {r['seconds']:7.2f} s = "
+            f"{r['messages'] / r['seconds']:>10,.0f} msg/s   py {r['rss']['python_total_mb']:.0f} MB"
+            f" (worker {r['rss']['python_worker_mb']:.0f})"
+            + ("" if r["ok"] else f"   MISMATCH: expected {ds.messages:,}")
+        )
+        return True
+
+    def _failed(self, res: LineResult, e: Exception) -> None:
+        res.error = f"{type(e).__name__}: {e}"
+        self.log(f"{res.name}: FAILED {res.error}")
+        traceback.print_exc()
 
     def warm_spark(self, names: list[str], ds: Dataset, passes: int) -> None:
         """``passes`` untimed runs of every Spark line of ``names`` in turn before any line is timed: Spark's JIT
@@ -575,15 +604,22 @@ def run_dataset(
     warmup: int,
     jvm_warmup: int,
     warm_passes: int = 0,
+    interleave: bool = False,
 ) -> tuple[Dataset, list[dict]]:
     ds = h.load(messages, queues, body_size)
     h.warm_spark(lines, ds, warm_passes)
     results = []
+    spark = [name for name in lines if name.startswith("spark")] if interleave else []
     for name in lines:
+        if name in spark:
+            if name == spark[0]:
+                results += h.measure_interleaved(spark, ds, repeat, warmup)
+            continue
         # The Java readers (JIT) and Spark (worker start-up, JIT) get warm-up runs; the Python client has no JIT
         # and runs after the Java lines have warmed the broker.
         w = jvm_warmup if name.startswith("java") else 0 if name.startswith("client") else warmup
         results.append(h.measure(name, ds, repeat, w))
+    results.sort(key=lambda res: lines.index(res.name))
     rows = summarize(results, ds)
     print(table(rows, ds) + ratios_md(ratios(rows)), flush=True)
     return ds, rows
@@ -614,6 +650,12 @@ def main(argv: list[str] | None = None) -> int:
         default=0,
         help="untimed runs of every Spark line in turn before any line is timed (default 0): Spark's JIT "
         "then favours no line for its place in the order",
+    )
+    ap.add_argument(
+        "--interleave",
+        action="store_true",
+        help="time the Spark lines in rounds (every line once per round, every other round in the other order) "
+        "instead of line after line: their ratios then do not depend on the order of --lines",
     )
     ap.add_argument("--lines", help="comma-separated subset of: " + ", ".join(LINE_DOCS))
     ap.add_argument(
@@ -736,6 +778,7 @@ def main(argv: list[str] | None = None) -> int:
                 args.warmup,
                 args.jvm_warmup,
                 args.spark_warm_passes,
+                args.interleave,
             )
             report["dataset"] = vars(ds)
             report["lines"] = rows

@@ -182,3 +182,31 @@ def test_the_foreach_latency_writer_keeps_each_rows_latency_per_partition(tmp_pa
     assert all(abs(b - born.timestamp() * 1000) < 1 and 250 <= lat < 60_000 for b, lat in found)
     with pytest.raises(SystemExit):
         main(["--latency-only", "--latency-lines", "rocketmq,rocketmq-bogus"])
+
+
+def test_interleaved_lines_run_in_rounds_that_alternate_their_order():
+    """No broker: with --interleave each Spark line gets its warm-ups, then every round runs each line once, every
+    other round in the other order (so no line gains from its place); a line that fails leaves the later rounds."""
+    import argparse
+
+    from benchmarks.run import Dataset, Harness
+
+    calls: list[str] = []
+
+    def line(name: str):
+        def run() -> dict:
+            calls.append(name)
+            if name == "c" and calls.count("c") == 2:
+                raise RuntimeError("the line broke")
+            return {"messages": 10, "seconds": 1.0}
+
+        return run
+
+    h = Harness(argparse.Namespace(rss_interval=0.5))
+    h.line_fn = lambda name, ds: line(name)  # type: ignore[method-assign]
+    h.jvm_labels = lambda: {}  # type: ignore[method-assign]
+    ds = Dataset(topic="t", messages=10, queues=1, body_size=1, load_seconds=0.0)
+    results = h.measure_interleaved(["a", "b", "c"], ds, repeat=3, warmup=1)
+    assert calls == ["a", "b", "c", "a", "b", "c", "b", "a", "a", "b"]
+    assert [len(r.runs) for r in results] == [3, 3, 0] and [len(r.warmups) for r in results] == [1, 1, 1]
+    assert results[2].error == "RuntimeError: the line broke" and results[0].error is None
