@@ -45,11 +45,18 @@ SCALAR_SCHEMA = ", ".join(f"{name} {ddl}" for name, ddl in COLUMN_TYPES if name 
 
 
 def _reader(
-    spark, source: dict[str, str], topic: str, options: dict[str, str], stream: bool = False, schema: str | None = None
+    spark,
+    source: dict[str, str],
+    topic: str,
+    options: dict[str, str],
+    stream: bool = False,
+    schema: str | None = None,
+    fmt: str = "rocketmq",
 ):
     """``source``: the connection options, ``{"nameServer": ...}`` (remoting) or ``{"endpoint": ...}`` (gRPC);
-    ``schema``: a user schema (a projection of the columns)."""
-    r = (spark.readStream if stream else spark.read).format("rocketmq").option("topic", topic)
+    ``schema``: a user schema (a projection of the columns); ``fmt``: the source's name ("rocketmq-simple":
+    ``benchmarks.simple_reader``)."""
+    r = (spark.readStream if stream else spark.read).format(fmt).option("topic", topic)
     if schema is not None:
         r = r.schema(schema)
     for k, v in {**source, **options}.items():
@@ -114,7 +121,6 @@ def stream_available_now(spark, source: dict[str, str], topic: str, options: dic
         return {"messages": rows, "bodyBytes": None, "seconds": seconds, "microBatches": batches}
     finally:
         shutil.rmtree(checkpoint, ignore_errors=True)
-        shutil.rmtree(checkpoint + "-rows", ignore_errors=True)
 
 
 def _percentile(sorted_values: list[float], p: float) -> float:
@@ -167,11 +173,8 @@ def rocketmq_latency(
 
         register(spark)
     opts = {"startingOffsets": "earliest", **(options or {})}
-    r = spark.readStream.format(source).option("topic", topic).option("nameServer", mq.name_server)
-    for k, v in opts.items():
-        r = r.option(k, str(v))
     return stream_latency(
-        r.load(),
+        _reader(spark, {"nameServer": mq.name_server}, topic, opts, stream=True, fmt=source).load(),
         "bornTimestamp",
         lambda: mq.command(
             "benchProduceRate", topic=topic, rate=rate, seconds=seconds, bodySize=body_size, timeout=seconds + 120
