@@ -252,11 +252,14 @@ class TaskLatencies:
             os.rename(path + ".tmp", path + ".txt")
 
 
-def _task_latencies(folder: str) -> list[tuple[float, float]]:
-    """What ``TaskLatencies`` wrote into ``folder`` so far."""
+def _task_latencies(folder: str, read: set[str] | None = None) -> list[tuple[float, float]]:
+    """What ``TaskLatencies`` wrote into ``folder`` so far, less the files named in ``read`` (which gets the names
+    of those read now: the harness polls while the query runs, and reads each file once)."""
     found = []
+    read = set() if read is None else read
     for name in os.listdir(folder):
-        if name.endswith(".txt"):
+        if name.endswith(".txt") and name not in read:
+            read.add(name)
             with open(os.path.join(folder, name)) as f:
                 found += [(float(a), float(b)) for a, b in (line.split() for line in f)]
     return found
@@ -296,6 +299,7 @@ def stream_latency(
     checkpoint = tempfile.mkdtemp(prefix="rmq-bench-lat-")
     latencies: list[tuple[float, float]] = []
     received = [0]
+    files_read: set[str] = set()  # TaskLatencies' files already in ``latencies``
     lock = threading.Lock()
 
     def to_driver(batch_df, batch_id):
@@ -326,7 +330,7 @@ def stream_latency(
         while time.monotonic() < deadline and q.isActive:
             if sink.foreach:
                 with lock:
-                    latencies[:] = _task_latencies(checkpoint + "-rows")
+                    latencies += _task_latencies(checkpoint + "-rows", files_read)
                     received[0] = len(latencies)
             if received[0] >= produced["acked"]:
                 break

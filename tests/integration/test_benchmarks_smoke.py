@@ -177,8 +177,10 @@ def test_the_foreach_latency_writer_keeps_each_rows_latency_per_partition(tmp_pa
         for _ in range(rows):
             writer.process({"bornTimestamp": born})
         writer.close(None)
-    found = _task_latencies(str(tmp_path))
+    read: set[str] = set()
+    found = _task_latencies(str(tmp_path), read)
     assert len(found) == 5 and len(list(tmp_path.iterdir())) == 2
+    assert _task_latencies(str(tmp_path), read) == []  # each file is read once
     assert all(abs(b - born.timestamp() * 1000) < 1 and 250 <= lat < 60_000 for b, lat in found)
     with pytest.raises(SystemExit):
         main(["--latency-only", "--latency-lines", "rocketmq,rocketmq-bogus"])

@@ -232,15 +232,21 @@ def test_an_answer_after_a_long_quiet_hold_stands_for_the_end_for_as_long(monkey
     assert client.last(A).offset == 6 and A in holds and B not in holds
 
 
-def test_a_hold_that_rang_or_ended_quietly_is_armed_again_off_the_thread_that_asks_what_rang():
-    """Spark's thread only reads what the holds learned (issue 37 item 7): the hold at a queue's new end, and the
-    one again where a quiet hold was, are sent by the arming thread."""
+def _a_rang_and_b_ended_quietly() -> tuple[_Client, HeldPulls]:
+    """Holds of A at 5 and B at 7; A's rang with its master's new end 9, B's timed out with nothing new."""
     client = _Client()
     holds = HeldPulls(client, "g")
     holds.arm(A, 5)
     holds.arm(B, 7)
     client.last(A).end(PullResult(PullStatus.FOUND, 6, 0, 9, body=b"...", first_offset=5))
     client.last(B).end(_quiet(7))
+    return client, holds
+
+
+def test_a_hold_that_rang_or_ended_quietly_is_armed_again_off_the_thread_that_asks_what_rang():
+    """Spark's thread only reads what the holds learned (issue 37 item 7): the hold at a queue's new end, and the
+    one again where a quiet hold was, are sent by the arming thread."""
+    client, holds = _a_rang_and_b_ended_quietly()
     assert holds.rung() == {A: 9}
     again = client.settled(4)[2:]
     assert sorted((c.mq, c.offset) for c in again) == [(A, 9), (B, 7)]
@@ -297,11 +303,6 @@ def test_a_hold_the_arming_thread_cannot_send_hands_its_queue_back(monkeypatch):
 
 def test_the_holds_that_end_within_a_round_are_armed_again_in_one_burst():
     """One write per broker for the holds a trickle ends (issue 37 item 7), not one per hold."""
-    client = _Client()
-    holds = HeldPulls(client, "g")
-    holds.arm(A, 5)
-    holds.arm(B, 7)
-    client.last(A).end(PullResult(PullStatus.FOUND, 6, 0, 9, body=b"...", first_offset=5))
-    client.last(B).end(_quiet(7))
+    client, holds = _a_rang_and_b_ended_quietly()
     again = client.settled(4)[2:]
     assert client.bursts == [again]
