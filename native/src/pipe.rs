@@ -172,6 +172,27 @@ impl Pipe {
         }
     }
 
+    /// The responses to requests in flight that have come by now, without waiting: what the socket holds is read
+    /// and every whole frame in it taken (answers nobody waits for and requests from the server are dropped).
+    pub fn ready(&mut self) -> Result<Vec<Response>, PipeError> {
+        let mut out: Vec<Response> = self.parked.drain().map(|(_, response)| response).collect();
+        for response in &out {
+            self.awaited.remove(&response.header.opaque);
+        }
+        self.check_open()?;
+        loop {
+            while let Some(response) = self.next_frame()? {
+                let id = response.header.opaque;
+                if response.header.is_response() && self.awaited.remove(&id) {
+                    out.push(response);
+                }
+            }
+            if !self.fill(true)? {
+                return Ok(out);
+            }
+        }
+    }
+
     /// The next whole frame in the buffer, if one is there.
     fn next_frame(&mut self) -> Result<Option<Response>, PipeError> {
         let have = self.end - self.start;
@@ -313,6 +334,31 @@ mod tests {
         pipe.send(b"req", 1, Duration::from_secs(5)).unwrap();
         thread::sleep(Duration::from_millis(200)); // the reader is busy elsewhere; its deadline passes
         assert_eq!(pipe.receive(1, Duration::ZERO).unwrap().body().len(), 300_000);
+        drop(server.join().unwrap());
+    }
+
+    #[test]
+    fn ready_takes_the_answers_that_came_without_waiting_for_the_rest() {
+        let (port, server) = peer(|socket| {
+            let mut got = [0u8; 9];
+            socket.read_exact(&mut got).unwrap();
+            socket.write_all(&response(2, b"two")).unwrap();
+            socket.write_all(&response(9, b"nobody's")).unwrap();
+            socket.write_all(&response(1, &vec![1u8; 300_000])).unwrap();
+            thread::sleep(Duration::from_millis(500)); // request 3 stays unanswered
+        });
+        let mut pipe = Pipe::connect("127.0.0.1", port, Duration::from_secs(5), 16 << 20).unwrap();
+        pipe.send_frames(b"reqreqreq", &[1, 2, 3], Duration::from_secs(5)).unwrap();
+        let mut got: Vec<(i64, usize)> = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while got.len() < 2 && !passed(deadline) {
+            got.extend(pipe.ready().unwrap().iter().map(|r| (r.header.opaque as i64, r.body().len())));
+        }
+        got.sort();
+        assert_eq!(got, vec![(1, 300_000), (2, 3)]);
+        assert!(pipe.ready().unwrap().is_empty());
+        assert!(!pipe.is_closed());
+        assert_eq!(pipe.receive(3, Duration::from_millis(100)).err(), Some(PipeError::Timeout));
         drop(server.join().unwrap());
     }
 

@@ -309,6 +309,19 @@ impl FramePipe {
         response_frame(py, response)
     }
 
+    /// Writes whole frames laid one after the other (of requests `opaques`), within `timeout` seconds.
+    fn send_frames(&mut self, py: Python<'_>, frames: &[u8], opaques: Vec<i32>, timeout: f64) -> PyResult<()> {
+        let pipe = &mut self.pipe;
+        py.detach(|| pipe.send_frames(frames, &opaques, seconds(timeout))).map_err(pipe_error)
+    }
+
+    /// The responses to requests in flight that have come by now, without waiting.
+    fn ready(&mut self, py: Python<'_>) -> PyResult<Vec<Frame>> {
+        let pipe = &mut self.pipe;
+        let responses = py.detach(|| pipe.ready()).map_err(pipe_error)?;
+        responses.into_iter().map(|response| response_frame(py, response)).collect()
+    }
+
     /// Stops waiting for request `opaque`.
     fn forget(&mut self, opaque: i32) {
         self.pipe.forget(opaque);

@@ -211,6 +211,10 @@ class BaseClient:
         ``hold_ms`` pass. UnsupportedError where the transport cannot tell when a pull has ended."""
         raise UnsupportedError(f"{type(self).__name__} cannot hold pulls")
 
+    def poll_holds(self) -> None:
+        """End now, on the caller's thread, the held calls whose answers have come (a transport that reads held
+        answers in rounds otherwise ends them up to a round late; this default: they end by themselves)."""
+
     def send_async(
         self,
         mq: MessageQueue,

@@ -212,6 +212,8 @@ class HeldPulls:
         refused it). Those no longer count as held: ask their offsets."""
         if self._armer_failed is not None:
             raise self._armer_failed
+        if self._held:
+            self._client.poll_holds()  # answers that came since the transport last read them
         last: dict[MessageQueue, _Hold] = {}
         while self._ended:
             hold = self._ended.popleft()

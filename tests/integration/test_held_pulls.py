@@ -3,11 +3,13 @@ idle watch asks no broker for offsets on a clock (issue 28)."""
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 
 from rmq_spark.client import RemotingClient
 from rmq_spark.client.remoting import codes
+from rmq_spark.compiled import PullStatus
 from rmq_spark.options import parse_options
 from rmq_spark.source.queue_watch import QueueWatch
 from tests.support.waiting import wait_until
@@ -73,4 +75,23 @@ def test_the_logic_queues_of_a_static_topic_are_held_at_their_leaders(rocketmq):
         wait_until(seen, 10, "the new message's logic offset")
     finally:
         watch.close()
+        client.close()
+
+
+def test_a_held_pull_over_plain_tcp_is_answered_on_the_polled_line_not_on_a_reader_thread(rocketmq, topic):
+    """A thousand trickling queues must not wake a connection's reader thread per message: the answer of a hold is
+    read by the polling thread of the held pulls' lines (issue 37 item 7)."""
+    client = RemotingClient(rocketmq.name_server)
+    try:
+        mq = next(q for q in client.queues(topic) if q.broker_name == "broker-a" and q.queue_id == 1)
+        call = client.hold_async(mq, 0, group=f"g-{uuid.uuid4().hex[:8]}", hold_ms=20_000)
+        ended = threading.Event()
+        threads: list[str] = []
+        call.add_done_callback(lambda: (threads.append(threading.current_thread().name), ended.set()))
+        rocketmq.produce(topic, [{"body": "x", "broker": "broker-a", "queueId": 1}])
+        assert ended.wait(15), "the hold was not answered"
+        assert threads[0] == "rmq-polled"
+        result = call.result()
+        assert (result.status, result.max_offset) == (PullStatus.FOUND, 1)
+    finally:
         client.close()

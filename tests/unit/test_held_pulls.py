@@ -46,12 +46,16 @@ class _Client:
     def __init__(self) -> None:
         self.calls: list[_Call] = []
         self.bursts: list[list[_Call]] = []  # the calls sent in each burst
+        self.polls = 0
 
     @contextlib.contextmanager
     def burst(self):
         first = len(self.calls)
         yield
         self.bursts.append(self.calls[first:])
+
+    def poll_holds(self) -> None:
+        self.polls += 1
 
     def hold_async(self, mq, offset, *, group, hold_ms):
         call = _Call(mq, offset)
@@ -306,3 +310,13 @@ def test_the_holds_that_end_within_a_round_are_armed_again_in_one_burst():
     client, holds = _a_rang_and_b_ended_quietly()
     again = client.settled(4)[2:]
     assert client.bursts == [again]
+
+
+def test_what_rang_is_read_from_the_transport_first_while_holds_are_out():
+    """A transport that reads held answers in rounds is asked for those that came meanwhile (``poll_holds``)."""
+    client = _Client()
+    holds = HeldPulls(client, "g")
+    assert holds.rung() == {} and client.polls == 0  # nothing held: nothing to read
+    holds.arm(A, 5)
+    holds.rung()
+    assert client.polls == 1

@@ -52,6 +52,7 @@ from rmq_spark.client.remoting.connection import (
 )
 from rmq_spark.client.remoting.frame import RemotingCommand, command_of, request_template
 from rmq_spark.client.remoting.namesrv import NameServerClient
+from rmq_spark.client.remoting.polled_lines import PolledLines, PolledRequest
 from rmq_spark.client.remoting.send_codec import compressed_for_send
 from rmq_spark.client.remoting.versions import is_v4, release_name
 from rmq_spark.client.system_topics import cluster_topics
@@ -70,7 +71,8 @@ from rmq_spark.compiled import (
 
 T = TypeVar("T")
 W = TypeVar("W", str, MessageQueue)
-P = TypeVar("P", PendingRequest, DirectPending)  # what a call waits on: a pooled connection's request or a direct one
+# what a call waits on: a pooled connection's request, a direct one's, or a polled line's
+P = TypeVar("P", PendingRequest, DirectPending, PolledRequest)
 
 COMPACTION = ("cleanup.policy", "COMPACTION")
 MESSAGE_TYPE = "message.type"
@@ -111,8 +113,10 @@ class RemotingCall(Generic[P]):
     def cancel(self) -> None:
         self._pending.cancel()
 
-    def add_done_callback(self: RemotingCall[PendingRequest], fn: Callable[[], None]) -> None:
-        """``fn()`` once the answer is in (or the request failed): PendingRequest.add_done_callback."""
+    def add_done_callback(
+        self: RemotingCall[PendingRequest] | RemotingCall[PolledRequest], fn: Callable[[], None]
+    ) -> None:
+        """``fn()`` once the answer is in (or the request failed), on the thread that completed it."""
         self._pending.add_done_callback(fn)
 
 
@@ -231,6 +235,8 @@ class RemotingClient(BaseClient):
             signer=functools.partial(acl.sign, credentials) if credentials else None,
         )
         self._namesrv = NameServerClient(self._pool, addresses, timeout=request_timeout)
+        # held pulls, over plain TCP: answers read in rounds by one thread (TLS: on the shared connections)
+        self._held_lines = PolledLines(self._pool.dial) if self._pool.direct else None
         # the broker id each queue's broker last suggested for its next pull (PullAPIWrapper.pullFromWhichNodeTable)
         self._suggested: dict[MessageQueue, int] = {}
         # topic -> (when asked, known attributes): planning's checks of a new topic share one GET_TOPIC_CONFIG
@@ -239,6 +245,8 @@ class RemotingClient(BaseClient):
     def close(self) -> None:
         """Close every connection."""
         super().close()
+        if self._held_lines is not None:
+            self._held_lines.close()
         self._pool.close()
 
     def burst(self) -> AbstractContextManager[None]:
@@ -318,8 +326,10 @@ class RemotingClient(BaseClient):
         *,
         master: bool = False,
         timeout: float | None = None,
-    ) -> RemotingCall[PendingRequest]:
-        """Send ``cmd`` to a member of ``mq``'s broker group (the master with ``master``) and return at once."""
+        lines: PolledLines | None = None,
+    ) -> RemotingCall:
+        """Send ``cmd`` to a member of ``mq``'s broker group (the master with ``master``) and return at once, on
+        the shared connection, or on ``lines``' line to it."""
         if master:
             address = self._members(mq).master_address
             if address is None:
@@ -331,7 +341,7 @@ class RemotingClient(BaseClient):
         else:
             address, replica = self._read_address(mq)
         try:
-            pending = self._pool.send(address, cmd, self.request_timeout if timeout is None else timeout)
+            pending = (lines or self._pool).send(address, cmd, self.request_timeout if timeout is None else timeout)
         except ConnectionLostError:
             self.invalidate_route(mq.topic)
             raise
@@ -544,10 +554,10 @@ class RemotingClient(BaseClient):
         cmd = req.pull_request(wire_queue, wire_group, offset, max_nums, expression=expression, suspend_ms=suspend_ms)
         return self._request(mq, cmd, self._pull_parse(mq, offset), timeout=self.request_timeout + suspend_ms / 1000.0)
 
-    def hold_async(self, mq: MessageQueue, offset: int, *, group: str, hold_ms: int) -> RemotingCall[PendingRequest]:
+    def hold_async(self, mq: MessageQueue, offset: int, *, group: str, hold_ms: int) -> RemotingCall:
         """A pull at ``offset`` (the queue's end) that the master holds until a message arrives or ``hold_ms``
         pass (a slave, one acting as master included, is never asked: it learns of messages late, and a queue whose
-        master is away is polled).
+        master is away is polled). Over plain TCP it goes on the master's polled line (``poll_holds``).
         The broker looks at its held pulls every HOLD_CHECK_S, so the answer may come that much after the hold."""
         wire_group, wire_queue = self._wire(group, mq)
         cmd = req.pull_request(wire_queue, wire_group, offset, 1, suspend_ms=hold_ms)
@@ -557,7 +567,12 @@ class RemotingClient(BaseClient):
             lambda r, a: req.pull_result(r, mq, a, offset),
             master=True,
             timeout=self.request_timeout + hold_ms / 1000.0 + HOLD_CHECK_S,
+            lines=self._held_lines,
         )
+
+    def poll_holds(self) -> None:
+        if self._held_lines is not None:
+            self._held_lines.poll()
 
     def _pull_parse(self, mq: MessageQueue, offset: int) -> Callable[[RemotingCommand, str], PullResult]:
         """The parse of the answer to a pull of ``mq`` at ``offset``; it notes the member the broker suggests

@@ -12,7 +12,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TypeVar
+from typing import Any, Protocol, TypeVar
 
 from rmq_spark.client import hints
 from rmq_spark.client.addresses import host_port
@@ -44,6 +44,12 @@ BURST_FRAMES = 256
 _bursts = threading.local()  # .held: the requests this thread's burst has not written yet, per connection
 
 
+class _Writer(Protocol):
+    """A connection that writes the frames of a burst's requests in one go."""
+
+    def _write(self, queued: list[Any]) -> None: ...
+
+
 @contextmanager
 def burst() -> Iterator[None]:
     """Requests this thread sends on shared connections inside go out when it ends, in one write per connection (a
@@ -51,7 +57,7 @@ def burst() -> Iterator[None]:
     if getattr(_bursts, "held", None) is not None:
         yield
         return
-    held: dict[Connection, list[tuple[bytes, PendingRequest]]] = {}
+    held: dict[_Writer, list[Any]] = {}
     _bursts.held = held
     try:
         yield
@@ -59,6 +65,26 @@ def burst() -> Iterator[None]:
         _bursts.held = None
         for conn, queued in held.items():
             conn._write(queued)
+
+
+def queued_in_burst(conn: _Writer, request: Any) -> bool:
+    """Whether ``request`` (what ``conn._write`` takes a list of) waits for the end of this thread's burst, written
+    with the others then, or at once when BURST_FRAMES wait; False outside a burst (write it now)."""
+    held: dict[_Writer, list[Any]] | None = getattr(_bursts, "held", None)
+    if held is None:
+        return False
+    queued = held.setdefault(conn, [])
+    queued.append(request)
+    if len(queued) >= BURST_FRAMES:
+        conn._write(held.pop(conn))
+    return True
+
+
+def write_held(conn: _Writer) -> None:
+    """Write now what this thread's burst holds for ``conn`` (a request of it is waited for inside the burst)."""
+    held: dict[_Writer, list[Any]] | None = getattr(_bursts, "held", None)
+    if held and conn in held:
+        conn._write(held.pop(conn))
 
 
 def next_opaque() -> int:
@@ -121,9 +147,7 @@ class PendingRequest:
         self.connection._forget(self.opaque)
 
     def result(self) -> RemotingCommand:
-        held = getattr(_bursts, "held", None)
-        if held and self.connection in held:  # waited for inside a burst: written now
-            self.connection._write(held.pop(self.connection))
+        write_held(self.connection)
         if not self._event.wait(max(0.0, self.deadline - time.monotonic())):
             self.connection._timed_out(self)
             if not self._event.is_set():
@@ -197,14 +221,8 @@ class Connection:
             if self._closed_error is not None:
                 raise ConnectionLostError(f"connection to {self.address} is closed: {self._closed_error}")
             self._pending[cmd.opaque] = pending
-        held: dict[Connection, list[tuple[bytes, PendingRequest]]] | None = getattr(_bursts, "held", None)
-        if held is None:
+        if not queued_in_burst(self, (frame, pending)):
             self._write([(frame, pending)])
-            return pending
-        queued = held.setdefault(self, [])
-        queued.append((frame, pending))
-        if len(queued) >= BURST_FRAMES:
-            self._write(held.pop(self))
         return pending
 
     def _write(self, queued: list[tuple[bytes, PendingRequest]]) -> None:
@@ -409,9 +427,13 @@ class DirectConnection:
         """Whether requests are signed (then the core cannot render them from a template)."""
         return self._signer is not None
 
+    def frame(self, cmd: RemotingCommand) -> bytes:
+        """The frame of request ``cmd`` under a new opaque (signed when the client has credentials)."""
+        return _request_frame(cmd, self._signer)
+
     def send(self, cmd: RemotingCommand, timeout: float) -> DirectPending:
         """Send a request (within ``timeout``) and return at once; ``result()`` of the answer waits for it."""
-        frame = _request_frame(cmd, self._signer)
+        frame = self.frame(cmd)
         deadline = time.monotonic() + timeout
         try:
             self.pipe.send(frame, cmd.opaque, timeout)
