@@ -63,10 +63,16 @@ class Call(Protocol):
 
 
 class HeldCall(Call, Protocol):
-    """A held pull in flight (``hold_async``): it also tells when it has ended."""
+    """A held pull in flight (``hold_async``): it also tells when it has ended, and since when its answer may
+    have been there."""
 
     def add_done_callback(self, fn: Callable[[], None]) -> None:
         """Call ``fn()`` once the call has ended (at once if it has), on the thread that ended it."""
+
+    @property
+    def ended_at(self) -> float:
+        """Once ended: the earliest ``time.monotonic()`` its answer may have come (a transport that reads answers in
+        rounds ends a call up to a round after that)."""
 
 
 # the default of a per-queue mapping: no queue (read-only, so a shared default)

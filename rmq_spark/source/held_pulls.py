@@ -171,7 +171,7 @@ class HeldPulls:
             outcome = PullResult(answer.status, answer.next_begin_offset, answer.min_offset, answer.max_offset)
         except Exception as e:  # raised on the driver's thread by rung(), not on the connection's reader
             outcome = e
-        hold.outcome, hold.ended_at, hold.call = outcome, time.monotonic(), None
+        hold.outcome, hold.ended_at, hold.call = outcome, call.ended_at, None
         self._ended.append(hold)
         if not hold.chain.dropped and hold.next_offset() is not None:
             self._to_arm.put(hold)

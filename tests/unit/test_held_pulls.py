@@ -29,8 +29,9 @@ class _Call:
     def add_done_callback(self, fn) -> None:
         self._fn = fn
 
-    def end(self, outcome: PullResult | Exception) -> None:
-        self.outcome = outcome
+    def end(self, outcome: PullResult | Exception, ago: float = 0.0) -> None:
+        """End the call with ``outcome``, its answer come ``ago`` seconds before (read a round late)."""
+        self.outcome, self.ended_at = outcome, time.monotonic() - ago
         self._fn()
 
     def result(self) -> PullResult:
@@ -234,6 +235,21 @@ def test_an_answer_after_a_long_quiet_hold_stands_for_the_end_for_as_long(monkey
     assert holds.rung() == {A: 6, B: None}
     client.settled(4)  # both armed again at their new end: B's hold rings if B's end moved on
     assert client.last(A).offset == 6 and A in holds and B not in holds
+
+
+def test_an_answer_read_a_round_after_it_came_is_as_old_as_it_is(monkeypatch):
+    """A transport that reads held answers in rounds: the end an answer told is as old as the answer, not as the
+    read, so a busy queue's answer read late does not stand for its end (its offsets are asked)."""
+    import rmq_spark.source.held_pulls as held_pulls
+
+    now = [100.0]
+    monkeypatch.setattr(held_pulls.time, "monotonic", lambda: now[0])
+    client = _Client()
+    holds = HeldPulls(client, "g")
+    holds.arm(A, 5)
+    now[0] += 0.1
+    client.last(A).end(PullResult(PullStatus.FOUND, 6, 0, 6, body=b"...", first_offset=5), ago=0.08)
+    assert holds.rung() == {A: None}  # came 0.08 s ago after a 0.02 s wait: more may have come since
 
 
 def _a_rang_and_b_ended_quietly() -> tuple[_Client, HeldPulls]:

@@ -93,6 +93,26 @@ def test_poll_ends_at_once_what_came_between_the_rounds(peer_factory, monkeypatc
     lines.close()
 
 
+def test_an_answer_read_a_round_late_is_dated_no_later_than_the_read_before(peer_factory, monkeypatch):
+    """What a held answer told is as old as the answer: the line dates it by its read before the one that found it
+    (it came after that), not by the read that found it."""
+    monkeypatch.setattr(polled_lines, "POLL_S", 30.0)
+    answered = threading.Event()
+
+    def script(sock):
+        respond(sock, read_request(sock), remark="here")
+        answered.set()
+        time.sleep(1.0)
+
+    lines = _lines()
+    call = lines.send(peer_factory(script).address, RemotingCommand(code=30), timeout=5)
+    assert answered.wait(5)
+    time.sleep(0.3)
+    lines.poll()
+    assert call.done() and call.sent_at <= call.ended_at < time.monotonic() - 0.25
+    lines.close()
+
+
 def test_a_request_past_its_deadline_on_a_silent_line_fails_and_the_line_is_replaced(peer_factory):
     connections = itertools.count(1)
 

@@ -113,6 +113,11 @@ class RemotingCall(Generic[P]):
     def cancel(self) -> None:
         self._pending.cancel()
 
+    @property
+    def ended_at(self: RemotingCall[PendingRequest] | RemotingCall[PolledRequest]) -> float:
+        """Once it ended: the earliest time its answer may have come."""
+        return self._pending.ended_at
+
     def add_done_callback(
         self: RemotingCall[PendingRequest] | RemotingCall[PolledRequest], fn: Callable[[], None]
     ) -> None:

@@ -113,7 +113,18 @@ def _tls_hint(e: ssl.SSLError) -> str:
 class PendingRequest:
     """A request sent on a connection; ``result()`` waits for its response until the request's deadline."""
 
-    __slots__ = ("connection", "code", "opaque", "sent_at", "deadline", "_event", "_response", "_error", "_on_done")
+    __slots__ = (
+        "connection",
+        "code",
+        "opaque",
+        "sent_at",
+        "deadline",
+        "ended_at",
+        "_event",
+        "_response",
+        "_error",
+        "_on_done",
+    )
 
     def __init__(self, connection: Connection, code: int, opaque: int, sent_at: float, deadline: float) -> None:
         self.connection = connection
@@ -121,13 +132,14 @@ class PendingRequest:
         self.opaque = opaque
         self.sent_at = sent_at
         self.deadline = deadline
+        self.ended_at = 0.0  # when it was answered or failed
         self._event = threading.Event()
         self._response: RemotingCommand | None = None
         self._error: RocketMQError | None = None
         self._on_done: Callable[[], None] | None = None
 
     def _complete(self, response: RemotingCommand | None, error: RocketMQError | None = None) -> None:
-        self._response, self._error = response, error
+        self._response, self._error, self.ended_at = response, error, time.monotonic()
         self._event.set()
         if self._on_done is not None:
             self._on_done()

@@ -15,8 +15,9 @@ from rmq_spark.client.remoting.frame import RemotingCommand, command_of
 from rmq_spark.compiled import CoreError
 
 # How often the polling thread reads the lines while requests are out on them: how late a held answer may complete
-# its request when nobody polls (a poll() reads what has come at once).
-POLL_S = 0.05
+# its request when nobody polls (a poll() reads what has come at once). As far apart as the held pulls' arming
+# rounds: 0.05 s woke the thread twice as often for the same answers.
+POLL_S = 0.1
 # How often result() reads its line while it waits.
 _WAIT_S = 0.005
 
@@ -25,17 +26,30 @@ class PolledRequest:
     """A request sent on a polled line: completed when its line is polled after the answer came, or failed once its
     deadline passed (the line is closed too when it received nothing since the request was sent)."""
 
-    __slots__ = ("line", "code", "opaque", "sent_at", "deadline", "_done", "_response", "_error", "_on_done")
+    __slots__ = (
+        "line",
+        "code",
+        "opaque",
+        "sent_at",
+        "deadline",
+        "ended_at",
+        "_done",
+        "_response",
+        "_error",
+        "_on_done",
+    )
 
     def __init__(self, line: PolledLine, code: int, opaque: int, sent_at: float, deadline: float) -> None:
         self.line, self.code, self.opaque, self.sent_at, self.deadline = line, code, opaque, sent_at, deadline
+        # once ended: the earliest its answer may have come (the line's read before the one that found it)
+        self.ended_at = 0.0
         self._done = False
         self._response: RemotingCommand | None = None
         self._error: RocketMQError | None = None
         self._on_done: Callable[[], None] | None = None
 
-    def _complete(self, response: RemotingCommand | None, error: RocketMQError | None = None) -> None:
-        self._response, self._error, self._done = response, error, True
+    def _complete(self, response: RemotingCommand | None, error: RocketMQError | None, since: float) -> None:
+        self._response, self._error, self.ended_at, self._done = response, error, max(since, self.sent_at), True
         if self._on_done is not None:
             self._on_done()
 
@@ -66,7 +80,8 @@ class PolledRequest:
         return self._response
 
 
-_Completion = tuple[PolledRequest, RemotingCommand | None, RocketMQError | None]
+# a request, its answer or its error, and the earliest time it may have come
+_Completion = tuple[PolledRequest, RemotingCommand | None, RocketMQError | None, float]
 
 
 class PolledLine:
@@ -79,7 +94,7 @@ class PolledLine:
         self._calls: dict[int, PolledRequest] = {}
         self._failed: list[_Completion] = []  # failed while sending: completed by the next poll
         self._closed = False
-        self.last_received = time.monotonic()
+        self.last_received = self._read_at = time.monotonic()  # when something last came, when the line was read
         self._expiry_due = self.last_received + TICK_S
 
     @property
@@ -131,19 +146,20 @@ class PolledLine:
             done, self._failed = self._failed, []
             if self._closed or not self._calls:
                 return done
+            read_at = time.monotonic()
             try:
                 frames = self.conn.pipe.ready()
             except CoreError as e:
                 self._close(pipe_failure(e, self.address, next(iter(self._calls.values())).code))
                 done, self._failed = done + self._failed, []
                 return done
-            now = time.monotonic()
+            now, since, self._read_at = time.monotonic(), self._read_at, read_at
             if frames:
                 self.last_received = now
             for frame in frames:
                 pending = self._calls.pop(frame.opaque, None)
                 if pending is not None:
-                    done.append((pending, command_of(frame), None))
+                    done.append((pending, command_of(frame), None, since))  # came after the line's last read
             if now >= self._expiry_due:
                 self._expire(now)
                 done.extend(self._failed)
@@ -159,7 +175,7 @@ class PolledLine:
             del self._calls[p.opaque]
             self.conn.pipe.forget(p.opaque)
             self._failed.append(
-                (p, None, RequestTimeoutError(f"request code {p.code} to {self.address} got no response in time"))
+                (p, None, RequestTimeoutError(f"request code {p.code} to {self.address} got no response in time"), now)
             )
         silent = [p for p in late if p.sent_at > self.last_received]
         if silent:
@@ -181,7 +197,8 @@ class PolledLine:
             return
         self._closed = True
         self.conn.close()
-        self._failed.extend((p, None, error) for p in self._calls.values())
+        now = time.monotonic()
+        self._failed.extend((p, None, error, now) for p in self._calls.values())
         self._calls.clear()
 
 
@@ -231,8 +248,8 @@ class PolledLines:
             lines = [*self._lines.values(), *self._retired]
             self._retired.clear()
         for line in lines:
-            for pending, response, error in line.poll():
-                pending._complete(response, error)
+            for pending, response, error, since in line.poll():
+                pending._complete(response, error, since)
 
     def busy(self) -> bool:
         with self._lock:
