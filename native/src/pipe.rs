@@ -85,6 +85,11 @@ impl Pipe {
         self.closed.is_some()
     }
 
+    /// Whether requests are in flight, or answers read but not taken.
+    pub fn is_busy(&self) -> bool {
+        !self.awaited.is_empty() || !self.parked.is_empty()
+    }
+
     /// Closes the pipe with `why`: every later call fails with it.
     pub fn close(&mut self, why: PipeError) -> PipeError {
         if self.closed.is_none() {

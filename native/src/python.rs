@@ -335,6 +335,12 @@ impl FramePipe {
     fn closed(&self) -> bool {
         self.pipe.is_closed()
     }
+
+    /// Whether requests are in flight on it, or answers read but not taken.
+    #[getter]
+    fn busy(&self) -> bool {
+        self.pipe.is_busy()
+    }
 }
 
 #[pymethods]

@@ -113,6 +113,28 @@ def test_pipelined_and_single_pull_reads_are_identical(rocketmq, client, topic):
     assert [m.queue_offset for m in client.read_range(mq, 7, 77, depth=4)] == list(range(7, 77))
 
 
+def test_small_range_reads_one_after_another_share_one_connection(rocketmq, topic, monkeypatch):
+    """A task of a trickling stream reads thousands of one-message ranges: each must not open (and the broker
+    accept) a connection of its own (issue 37 item 7, 5,000 queues)."""
+    import rmq_spark.client.remoting.connection as connection
+
+    rocketmq.produce(topic, [{"body": f"m{i}", "broker": "broker-a", "queueId": 0} for i in range(20)])
+    opened: list[str] = []
+    direct = connection.DirectConnection
+
+    class Counted(direct):  # type: ignore[misc, valid-type]
+        def __init__(self, address: str, **kw) -> None:
+            opened.append(address)
+            super().__init__(address, **kw)
+
+    monkeypatch.setattr(connection, "DirectConnection", Counted)
+    with RemotingClient(rocketmq.name_server) as remoting:
+        mq = next(q for q in remoting.queues(topic) if q.broker_name == "broker-a" and q.queue_id == 0)
+        bodies = [m.body for i in range(20) for m in remoting.read_range(mq, i, i + 1)]
+    assert bodies == [f"m{i}".encode() for i in range(20)]
+    assert len(opened) == 1, f"{len(opened)} connections for 20 ranges"
+
+
 def test_tag_filter_is_exact_and_rechecked(rocketmq, client, topic):
     rocketmq.produce_bulk(topic, 2000, 50, tags=["TagA", "TagB", "TagC", "TagD"])
     java = [m for m in rocketmq.consume(topic) if m.get("tags") in ("TagA", "TagC")]

@@ -509,3 +509,50 @@ def test_a_request_waited_for_inside_a_burst_is_written_first(peer_factory):
         assert conn.send(RemotingCommand(code=31), timeout=1).result().remark == "31"
     assert early.result().remark == "30"
     conn.close()
+
+
+def _answer_all():
+    def script(sock):
+        while True:
+            request = read_request(sock)
+            respond(sock, request, remark=str(request.code))
+
+    return script
+
+
+def test_a_direct_connection_given_back_idle_is_the_next_dials(peer_factory):
+    peer = peer_factory(_answer_all())
+    pool = ConnectionPool()
+    first = pool.dial(peer.address)
+    assert first.send(RemotingCommand(code=30), timeout=5).result().remark == "30"
+    pool.release(first)
+    again = pool.dial(peer.address)
+    assert again is first and again.send(RemotingCommand(code=31), timeout=5).result().remark == "31"
+    assert peer.accepted == 1
+    pool.release(again)
+    pool.close()
+    assert again.closed  # the idle ones close with the pool
+
+
+def test_a_direct_connection_given_back_busy_or_closed_by_the_server_is_not_dialled_again(peer_factory):
+    def script(sock):
+        read_request(sock)  # never answers; the second connection is closed by the server after a request
+        if peer.accepted == 2:
+            return
+        time.sleep(2.0)
+
+    peer = peer_factory(script)
+    pool = ConnectionPool()
+    busy = pool.dial(peer.address)
+    busy.send(RemotingCommand(code=30), timeout=5)  # in flight
+    pool.release(busy)
+    assert busy.closed
+    closing = pool.dial(peer.address)
+    assert closing is not busy
+    closing.send(RemotingCommand(code=31), timeout=5).cancel()  # nobody waits; the server closes the connection
+    pool.release(closing)
+    time.sleep(0.3)
+    fresh = pool.dial(peer.address)
+    assert fresh is not closing and closing.closed
+    fresh.close()
+    pool.close()

@@ -207,8 +207,9 @@ class DirectPulls:
         return RemotingCall(client, mq.topic, pending, client._pull_parse(mq, offset), conn.address, self._replica)
 
     def close(self) -> None:
+        """Give the connections back to the client's pool (kept for the next read when nothing is in flight)."""
         for conn in self._conns.values():
-            conn.close()
+            self._client._pool.release(conn)
 
 
 class RemotingClient(BaseClient):

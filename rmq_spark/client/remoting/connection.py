@@ -477,6 +477,11 @@ class ConnectionPool:
     one per request."""
 
     COOLDOWN_S = 2.0
+    # Direct connections given back (``release``) are kept for the next range read, this many per address, for at
+    # most IDLE_S (a broker closes a channel idle for 120 s): a task reading thousands of small ranges opens one
+    # connection, not one per range.
+    IDLE_PER_ADDRESS = 4
+    IDLE_S = 60.0
 
     def __init__(
         self,
@@ -494,6 +499,8 @@ class ConnectionPool:
         self._conns: dict[str, Connection] = {}
         self._connecting: dict[str, threading.Lock] = {}
         self._failed: dict[str, tuple[float, str]] = {}
+        self._idle: dict[str, list[tuple[DirectConnection, float]]] = {}  # given back: (connection, since when)
+        self._closed = False
 
     @property
     def direct(self) -> bool:
@@ -532,12 +539,45 @@ class ConnectionPool:
         return conn
 
     def dial(self, address: str) -> DirectConnection:
-        """A new direct connection of the caller's own to ``address`` (the cooldown applies as to shared ones)."""
+        """A direct connection of the caller's own to ``address``: one given back idle, else a new one (the
+        cooldown applies as to shared ones)."""
+        conn = self._idle_connection(address)
+        if conn is not None:
+            return conn
         with self._lock:
             self._check_cooldown(address)
         return self._connected(
             address, lambda: DirectConnection(address, connect_timeout=self._connect_timeout, signer=self._signer)
         )
+
+    def _idle_connection(self, address: str) -> DirectConnection | None:
+        """A connection to ``address`` given back lately and still open (a read that finds nothing tells one the
+        server closed), or None."""
+        while True:
+            with self._lock:
+                idle = self._idle.get(address)
+                if not idle:
+                    return None
+                conn, since = idle.pop()
+            if time.monotonic() - since < self.IDLE_S:
+                try:
+                    conn.pipe.ready()
+                except CoreError:
+                    continue  # closed by the server meanwhile (the pipe closed itself)
+                if not conn.closed:
+                    return conn
+            conn.close()
+
+    def release(self, conn: DirectConnection) -> None:
+        """Give back a direct connection the caller is done with: kept for the next ``dial`` when it is open with
+        nothing in flight, else closed."""
+        if not conn.closed and not conn.pipe.busy:
+            with self._lock:
+                idle = self._idle.setdefault(conn.address, [])
+                if not self._closed and len(idle) < self.IDLE_PER_ADDRESS:
+                    idle.append((conn, time.monotonic()))
+                    return
+        conn.close()
 
     def get(self, address: str) -> Connection:
         with self._lock:
@@ -578,6 +618,10 @@ class ConnectionPool:
 
     def close(self) -> None:
         with self._lock:
+            self._closed = True
             conns, self._conns = list(self._conns.values()), {}
+            idle, self._idle = [conn for kept in self._idle.values() for conn, _ in kept], {}
         for c in conns:
             c.close()
+        for d in idle:
+            d.close()
