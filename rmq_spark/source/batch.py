@@ -16,7 +16,7 @@ from rmq_spark.options import OptionError, SourceOptions
 from rmq_spark.source.offset_reader import OffsetResolver
 from rmq_spark.source.offset_specs import ByTimestamp, SpecificOffsets, check_named
 from rmq_spark.source.offsets import QueueRange
-from rmq_spark.source.partition_reader import read_range
+from rmq_spark.source.partition_reader import read_ranges
 from rmq_spark.source.planning import check_filter, compacted_topics, plan_ranges, resolve_queues
 from rmq_spark.source.pushdown import Narrowing, push
 from rmq_spark.source.range_calculator import plan_partitions
@@ -51,8 +51,7 @@ def read_partition(
     query)."""
     try:
         if isinstance(partition, RangePartition):
-            for r in partition.ranges:
-                yield from read_range(options, r, columns)
+            yield from read_ranges(options, partition.ranges, columns)
     finally:
         freeze_once()
 

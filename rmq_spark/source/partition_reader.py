@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import pyarrow as pa
 
 from rmq_spark.client.base import BaseClient
 from rmq_spark.client.model import SLOT
-from rmq_spark.client.range_reader import RangeReader
+from rmq_spark.client.range_prefetch import RangePrefetch
+from rmq_spark.client.range_reader import Puller, RangeReader
 from rmq_spark.client_pool import shared_client
 from rmq_spark.options import SourceOptions
 from rmq_spark.source.arrow_decoder import ArrowBatchDecoder
@@ -23,20 +24,34 @@ log = logging.getLogger(__name__)
 MAX_PENDING_BYTES = 8 << 20
 
 
-def read_range(options: SourceOptions, qr: QueueRange, columns: tuple[str, ...] = COLUMNS) -> Iterator[pa.RecordBatch]:
-    """Every message of ``qr`` that matches the options' filter, in queue order, as RecordBatches of ``columns``
-    and of at most ``rowsPerBatch`` rows (so memory stays flat however long the range is)."""
-    if qr.size == 0:
+def read_ranges(
+    options: SourceOptions, ranges: Sequence[QueueRange], columns: tuple[str, ...] = COLUMNS
+) -> Iterator[pa.RecordBatch]:
+    """Every message of each range that matches the options' filter, range after range, each in queue order, as
+    RecordBatches of ``columns`` and of at most ``rowsPerBatch`` rows (so memory stays flat however long a range
+    is). The pulls of small ranges are sent ahead of their reads (``RangePrefetch``)."""
+    ranges = [qr for qr in ranges if qr.size > 0]
+    if not ranges:
         return
     with shared_client(options) as client:
-        yield from _read(client, options, qr, columns)
+        ahead = RangePrefetch(
+            client,
+            [(qr.queue, qr.start, qr.end) for qr in ranges if not qr.sparse],
+            group=options.pull_group,
+            expression=options.filter,
+        )
+        try:
+            for qr in ranges:
+                yield from _read(client, ahead, options, qr, columns)
+        finally:
+            ahead.close()
 
 
 def _read(
-    client: BaseClient, options: SourceOptions, qr: QueueRange, columns: tuple[str, ...]
+    client: BaseClient, puller: Puller, options: SourceOptions, qr: QueueRange, columns: tuple[str, ...]
 ) -> Iterator[pa.RecordBatch]:
     reader = RangeReader(
-        client,
+        puller,
         qr.queue,
         qr.start,
         qr.end,

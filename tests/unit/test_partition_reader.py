@@ -1,4 +1,4 @@
-"""partition_reader.read_range over a scripted broker that answers pulls with real message blocks (plain, compressed
+"""partition_reader.read_ranges over a scripted broker that answers pulls with real message blocks (plain, compressed
 and inner batches), through both pull drivers: the rows of the per-message path, in batches of at most
 rowsPerBatch rows."""
 
@@ -125,7 +125,7 @@ def test_read_range_batches(serve, rows_per_batch, expression):
             "pullDepth": "3",
         }
     )
-    batches = list(partition_reader.read_range(options, QueueRange(MQ, 5, 390)))
+    batches = list(partition_reader.read_ranges(options, [QueueRange(MQ, 5, 390)]))
     assert batches and all(0 < b.num_rows <= rows_per_batch for b in batches)
     assert all(b.schema == ARROW_SCHEMA for b in batches)
     got = pa.Table.from_batches(batches).combine_chunks()
@@ -140,7 +140,7 @@ def test_read_range_flushes_large_blocks_early(serve, monkeypatch):
     broker = ScriptedBroker([encode_stored_message(queue_offset=i, body=bytes(1 << 20)) for i in range(40)], ["A"] * 40)
     monkeypatch.setattr(partition_reader, "MAX_PENDING_BYTES", 4 << 20)
     options = parse_options({"nameServer": serve(broker), "topic": "T"})
-    batches = list(partition_reader.read_range(options, QueueRange(MQ, 0, 40)))
+    batches = list(partition_reader.read_ranges(options, [QueueRange(MQ, 0, 40)]))
     assert sum(b.num_rows for b in batches) == 40 and len(batches) > 1
 
 
@@ -164,7 +164,7 @@ def test_a_block_that_does_not_read_fails_the_read_naming_the_message(serve, bod
         )
     options = parse_options({"nameServer": serve(broker), "topic": "T", "maxMessageBytes": "1024"})
     with pytest.raises(error, match=match):
-        list(partition_reader.read_range(options, QueueRange(MQ, 0, 20)))
+        list(partition_reader.read_ranges(options, [QueueRange(MQ, 0, 20)]))
 
 
 def test_the_native_pull_loop_raises_what_the_gatherer_cannot_read_itself():
