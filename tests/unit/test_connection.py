@@ -18,7 +18,7 @@ from rmq_spark.client.remoting.connection import Connection, ConnectionPool, Dir
 from rmq_spark.client.remoting.frame import RemotingCommand, encode_command
 from rmq_spark.client.tls import TlsConfig
 from tests.conftest import record_error
-from tests.support.loopback_peer import Peer, read_request
+from tests.support.loopback_peer import read_request
 
 
 def respond(sock, request: RemotingCommand, **fields) -> None:
@@ -42,29 +42,17 @@ def truncating_script(body: bytes):
 BOTH = pytest.mark.parametrize("kind", [Connection, DirectConnection], ids=["shared", "direct"])
 
 
-@pytest.fixture
-def peer_factory():
-    peers = []
-
-    def make(script):
-        p = Peer(script)
-        peers.append(p)
-        return p
-
-    yield make
-    for p in peers:
-        p.close()
+def answer_two_out_of_order(sock) -> None:
+    """A peer's script: two requests read, answered in the other order ("second" first), the connection kept."""
+    first, second = read_request(sock), read_request(sock)
+    respond(sock, second, remark="second")
+    respond(sock, first, remark="first")
+    time.sleep(1.0)
 
 
 @BOTH
 def test_pipelined_requests_are_matched_by_opaque(peer_factory, kind):
-    def script(sock):
-        first, second = read_request(sock), read_request(sock)
-        respond(sock, second, remark="second")  # out of order
-        respond(sock, first, remark="first")
-        time.sleep(0.5)
-
-    peer = peer_factory(script)
+    peer = peer_factory(answer_two_out_of_order)
     conn = kind(peer.address)
     a = conn.send(RemotingCommand(code=30), timeout=5)
     b = conn.send(RemotingCommand(code=31), timeout=5)

@@ -215,10 +215,8 @@ def test_an_answer_older_than_a_moment_does_not_stand_for_the_end(monkeypatch):
     assert holds.rung() == {A: None} and A not in holds
 
 
-def test_an_answer_after_a_long_quiet_hold_stands_for_the_end_for_as_long(monkeypatch):
-    """A trickle (issue 37 item 7): a queue quiet for seconds before its message is taken to be quiet for as long
-    after it, so a batch every second asks no GET_MAX_OFFSET for it; a message that came meanwhile ends the hold
-    armed at the answered end at once, and the next poll sees it."""
+def _a_held_on_a_fake_clock(monkeypatch) -> tuple[list[float], _Client, HeldPulls]:
+    """A held at 5, on a clock that moves only when the test moves ``now[0]``."""
     import rmq_spark.source.held_pulls as held_pulls
 
     now = [100.0]
@@ -226,6 +224,14 @@ def test_an_answer_after_a_long_quiet_hold_stands_for_the_end_for_as_long(monkey
     client = _Client()
     holds = HeldPulls(client, "g")
     holds.arm(A, 5)
+    return now, client, holds
+
+
+def test_an_answer_after_a_long_quiet_hold_stands_for_the_end_for_as_long(monkeypatch):
+    """A trickle (issue 37 item 7): a queue quiet for seconds before its message is taken to be quiet for as long
+    after it, so a batch every second asks no GET_MAX_OFFSET for it; a message that came meanwhile ends the hold
+    armed at the answered end at once, and the next poll sees it."""
+    now, client, holds = _a_held_on_a_fake_clock(monkeypatch)
     now[0] += 4.0
     client.last(A).end(PullResult(PullStatus.FOUND, 6, 0, 6, body=b"...", first_offset=5))
     holds.arm(B, 5)
@@ -240,13 +246,7 @@ def test_an_answer_after_a_long_quiet_hold_stands_for_the_end_for_as_long(monkey
 def test_an_answer_read_a_round_after_it_came_is_as_old_as_it_is(monkeypatch):
     """A transport that reads held answers in rounds: the end an answer told is as old as the answer, not as the
     read, so a busy queue's answer read late does not stand for its end (its offsets are asked)."""
-    import rmq_spark.source.held_pulls as held_pulls
-
-    now = [100.0]
-    monkeypatch.setattr(held_pulls.time, "monotonic", lambda: now[0])
-    client = _Client()
-    holds = HeldPulls(client, "g")
-    holds.arm(A, 5)
+    now, client, holds = _a_held_on_a_fake_clock(monkeypatch)
     now[0] += 0.1
     client.last(A).end(PullResult(PullStatus.FOUND, 6, 0, 6, body=b"...", first_offset=5), ago=0.08)
     assert holds.rung() == {A: None}  # came 0.08 s ago after a 0.02 s wait: more may have come since

@@ -17,22 +17,8 @@ from rmq_spark.client.errors import ConnectionLostError, RequestTimeoutError
 from rmq_spark.client.remoting.connection import ConnectionPool, burst
 from rmq_spark.client.remoting.frame import RemotingCommand
 from rmq_spark.client.remoting.polled_lines import PolledLines
-from tests.support.loopback_peer import Peer, read_request
-from tests.unit.test_connection import respond
-
-
-@pytest.fixture
-def peer_factory():
-    peers = []
-
-    def make(script):
-        p = Peer(script)
-        peers.append(p)
-        return p
-
-    yield make
-    for p in peers:
-        p.close()
+from tests.support.loopback_peer import read_request
+from tests.unit.test_connection import answer_two_out_of_order, respond
 
 
 def _lines() -> PolledLines:
@@ -52,13 +38,7 @@ def _ended_on(call) -> threading.Event:
 
 
 def test_answers_end_their_requests_on_the_polling_thread_not_on_a_reader_of_the_connection(peer_factory):
-    def script(sock):
-        first, second = read_request(sock), read_request(sock)
-        respond(sock, second, remark="second")  # out of order
-        respond(sock, first, remark="first")
-        time.sleep(1.0)
-
-    peer = peer_factory(script)
+    peer = peer_factory(answer_two_out_of_order)
     lines = _lines()
     threads_before = {t.name for t in threading.enumerate()}
     a = lines.send(peer.address, RemotingCommand(code=30), timeout=5)
@@ -72,8 +52,9 @@ def test_answers_end_their_requests_on_the_polling_thread_not_on_a_reader_of_the
     lines.close()
 
 
-def test_poll_ends_at_once_what_came_between_the_rounds(peer_factory, monkeypatch):
-    monkeypatch.setattr(polled_lines, "POLL_S", 30.0)  # the polling thread's round never comes in this test
+def _answered_between_rounds(peer_factory, monkeypatch):
+    """Polled lines whose polling thread's round never comes in the test, and a request on them the peer answered."""
+    monkeypatch.setattr(polled_lines, "POLL_S", 30.0)
     answered = threading.Event()
 
     def script(sock):
@@ -84,6 +65,11 @@ def test_poll_ends_at_once_what_came_between_the_rounds(peer_factory, monkeypatc
     lines = _lines()
     call = lines.send(peer_factory(script).address, RemotingCommand(code=30), timeout=5)
     assert answered.wait(5)
+    return lines, call
+
+
+def test_poll_ends_at_once_what_came_between_the_rounds(peer_factory, monkeypatch):
+    lines, call = _answered_between_rounds(peer_factory, monkeypatch)
     deadline = time.monotonic() + 5
     while not call.done():
         assert time.monotonic() < deadline, "poll() did not end the answered request"
@@ -96,17 +82,7 @@ def test_poll_ends_at_once_what_came_between_the_rounds(peer_factory, monkeypatc
 def test_an_answer_read_a_round_late_is_dated_no_later_than_the_read_before(peer_factory, monkeypatch):
     """What a held answer told is as old as the answer: the line dates it by its read before the one that found it
     (it came after that), not by the read that found it."""
-    monkeypatch.setattr(polled_lines, "POLL_S", 30.0)
-    answered = threading.Event()
-
-    def script(sock):
-        respond(sock, read_request(sock), remark="here")
-        answered.set()
-        time.sleep(1.0)
-
-    lines = _lines()
-    call = lines.send(peer_factory(script).address, RemotingCommand(code=30), timeout=5)
-    assert answered.wait(5)
+    lines, call = _answered_between_rounds(peer_factory, monkeypatch)
     time.sleep(0.3)
     lines.poll()
     assert call.done() and call.sent_at <= call.ended_at < time.monotonic() - 0.25

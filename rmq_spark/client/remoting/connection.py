@@ -67,17 +67,17 @@ def burst() -> Iterator[None]:
             conn._write(queued)
 
 
-def queued_in_burst(conn: _Writer, request: Any) -> bool:
-    """Whether ``request`` (what ``conn._write`` takes a list of) waits for the end of this thread's burst, written
-    with the others then, or at once when BURST_FRAMES wait; False outside a burst (write it now)."""
+def write_or_hold(conn: _Writer, request: Any) -> None:
+    """Write ``request`` (what ``conn._write`` takes a list of) now, or, inside this thread's burst, when the burst
+    ends with the others (at once when BURST_FRAMES wait)."""
     held: dict[_Writer, list[Any]] | None = getattr(_bursts, "held", None)
     if held is None:
-        return False
+        conn._write([request])
+        return
     queued = held.setdefault(conn, [])
     queued.append(request)
     if len(queued) >= BURST_FRAMES:
         conn._write(held.pop(conn))
-    return True
 
 
 def write_held(conn: _Writer) -> None:
@@ -233,8 +233,7 @@ class Connection:
             if self._closed_error is not None:
                 raise ConnectionLostError(f"connection to {self.address} is closed: {self._closed_error}")
             self._pending[cmd.opaque] = pending
-        if not queued_in_burst(self, (frame, pending)):
-            self._write([(frame, pending)])
+        write_or_hold(self, (frame, pending))
         return pending
 
     def _write(self, queued: list[tuple[bytes, PendingRequest]]) -> None:

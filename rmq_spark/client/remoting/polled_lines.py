@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 
 from rmq_spark.client.errors import ConnectionLostError, RequestTimeoutError, RocketMQError
-from rmq_spark.client.remoting.connection import TICK_S, DirectConnection, pipe_failure, queued_in_burst, write_held
+from rmq_spark.client.remoting.connection import TICK_S, DirectConnection, pipe_failure, write_held, write_or_hold
 from rmq_spark.client.remoting.frame import RemotingCommand, command_of
 from rmq_spark.compiled import CoreError
 
@@ -116,8 +116,7 @@ class PolledLine:
             if self._closed:
                 raise ConnectionLostError(f"connection to {self.address} is closed")
             self._calls[cmd.opaque] = pending
-        if not queued_in_burst(self, (frame, pending)):
-            self._write([(frame, pending)])
+        write_or_hold(self, (frame, pending))
         return pending
 
     def _write(self, queued: list[tuple[bytes, PolledRequest]]) -> None:
