@@ -8,7 +8,7 @@ Three ways to read, all over exact ``[min, max)`` ranges taken before the clock 
 - ``decode``: ``RemotingClient.read_range`` (pulls in flight, decoded ``Message`` objects) — what an application
   using the client gets;
 - ``raw``: ``RangeReader`` only (pulled blocks walked, no column built): the transport's share of the cost;
-- ``arrow``: the connector's executor path, ``partition_reader.read_range`` (decode + Arrow batches of the output
+- ``arrow``: the connector's executor path, ``partition_reader.read_ranges`` (decode + Arrow batches of the output
   schema), without Spark.
 
 In one process, queues are read by ``threads`` threads (each takes the next unread queue); with ``processes``
@@ -81,10 +81,10 @@ def _read_one(
         import pyarrow.compute as pc
 
         from rmq_spark.source.offsets import QueueRange
-        from rmq_spark.source.partition_reader import read_range
+        from rmq_spark.source.partition_reader import read_ranges
 
         options = parse_options({**source, "topic": topic, "pullDepth": str(depth)})
-        for batch in read_range(options, QueueRange(mq, r.start, r.end)):
+        for batch in read_ranges(options, [QueueRange(mq, r.start, r.end)]):
             n += batch.num_rows
             nbytes += pc.sum(pc.binary_length(batch.column("body"))).as_py() or 0
     else:

@@ -10,7 +10,7 @@ body, as the broker answers a pull) into Arrow batches of 4,096 rows, as ``parti
   into ``Message`` objects, then ``to_record_batch``).
 
 The executor paths read messages loaded into the embedded RocketMQ (``produce_bulk``: 100-byte bodies, three
-tags, a key each, in 4 queues) through ``partition_reader.read_range``, the code a Spark task runs: the native pull
+tags, a key each, in 4 queues) through ``partition_reader.read_ranges``, the code a Spark task runs: the native pull
 loop (requests, answers, the cursor's verdicts) and the decode into Arrow batches of ``rowsPerBatch`` rows. Only
 the reading process is counted, in user space (the kernel's share of its system calls and the broker are not):
 
@@ -97,7 +97,7 @@ def _read(source: dict[str, str], narrow: bool, first_only: bool) -> int:
     from rmq_spark.client_pool import shared_client
     from rmq_spark.options import parse_options
     from rmq_spark.source.offsets import QueueRange
-    from rmq_spark.source.partition_reader import read_range
+    from rmq_spark.source.partition_reader import read_ranges
     from rmq_spark.source.schema import COLUMNS
 
     options = parse_options(source)
@@ -107,7 +107,7 @@ def _read(source: dict[str, str], narrow: bool, first_only: bool) -> int:
     rows = 0
     for q in queues:
         end = min(ends[q], starts[q] + 1) if first_only else ends[q]
-        for batch in read_range(options, QueueRange(q, starts[q], end), NARROW if narrow else COLUMNS):
+        for batch in read_ranges(options, [QueueRange(q, starts[q], end)], NARROW if narrow else COLUMNS):
             rows += batch.num_rows
     return rows
 

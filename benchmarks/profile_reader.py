@@ -1,7 +1,7 @@
 """Where the Python reader's time goes, on real pulled data.
 
 Reads ``messages`` messages (spread over all queues of the topic) through the connector's executor path
-(``partition_reader.read_range``: pulls in flight, decode, Arrow batches) under cProfile, and measures each stage on
+(``partition_reader.read_ranges``: pulls in flight, decode, Arrow batches) under cProfile, and measures each stage on
 its own:
 
 1. pull only (``RangeReader``: requests out, frames in, no decoding),
@@ -131,7 +131,7 @@ def profile(name_server: str, topic: str, messages: int = 500_000, out_dir: Path
     from rmq_spark.client.range_reader import RangeReader
     from rmq_spark.options import parse_options
     from rmq_spark.source.offsets import QueueRange
-    from rmq_spark.source.partition_reader import read_range
+    from rmq_spark.source.partition_reader import read_ranges
     from tests.support.reference_codec import decode_messages, to_record_batch
 
     result: dict = {"messages_requested": messages, "depth": depth}
@@ -197,7 +197,7 @@ def profile(name_server: str, topic: str, messages: int = 500_000, out_dir: Path
     t0 = time.perf_counter()
     plain_rows = 0
     for mq, s, e in ranges:
-        for batch in read_range(options, QueueRange(mq, s, e)):
+        for batch in read_ranges(options, [QueueRange(mq, s, e)]):
             plain_rows += batch.num_rows
     plain_s = time.perf_counter() - t0
     prof = cProfile.Profile()
@@ -206,7 +206,7 @@ def profile(name_server: str, topic: str, messages: int = 500_000, out_dir: Path
     t0 = time.perf_counter()
     prof.enable()
     for mq, s, e in ranges:
-        for batch in read_range(options, QueueRange(mq, s, e)):
+        for batch in read_ranges(options, [QueueRange(mq, s, e)]):
             rows += batch.num_rows
     prof.disable()
     e2e_s = time.perf_counter() - t0

@@ -47,7 +47,7 @@ LINE_DOCS = {
     "client-depth1": "RemotingClient.read_range, 1 process, depth 1 (one pull at a time)",
     "client-2proc": "RemotingClient.read_range, 2 processes x 4 queues, depth 8",
     "client-raw": "RangeReader only (pulled blocks walked, no columns), 1 process, depth 8",
-    "client-arrow": "partition_reader.read_range (the executor path: Arrow batches), 1 process, no Spark",
+    "client-arrow": "partition_reader.read_ranges (the executor path: Arrow batches), 1 process, no Spark",
     "spark-batch": "spark.read.format('rocketmq') -> write.format('noop'), local[*]",
     "spark-batch-narrow": "spark-batch with the user schema 'queueOffset BIGINT, body BINARY' (column projection)",
     "spark-batch-scalars": "spark-batch with the default row's 13 scalar columns (keys and properties left out)",
