@@ -40,14 +40,14 @@ def _ended_on(call) -> threading.Event:
 def test_answers_end_their_requests_on_the_polling_thread_not_on_a_reader_of_the_connection(peer_factory):
     peer = peer_factory(answer_two_out_of_order)
     lines = _lines()
-    threads_before = {t.name for t in threading.enumerate()}
+    threads_before = set(threading.enumerate())
     a = lines.send(peer.address, RemotingCommand(code=30), timeout=5)
     b = lines.send(peer.address, RemotingCommand(code=31), timeout=5)
     ended = [_ended_on(a), _ended_on(b)]
     assert all(e.wait(5) for e in ended)
     assert [e.thread for e in ended] == ["rmq-polled", "rmq-polled"]  # type: ignore[attr-defined]
     assert (a.result().remark, b.result().remark) == ("first", "second")
-    ours = {t.name for t in threading.enumerate() if t.name.startswith("rmq-")} - threads_before
+    ours = {t.name for t in set(threading.enumerate()) - threads_before if t.name.startswith("rmq-")}
     assert ours == {"rmq-polled"}, f"threads started for the line: {ours}"
     lines.close()
 
