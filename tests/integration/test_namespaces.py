@@ -91,15 +91,18 @@ def test_a_stream_commits_offsets_to_the_namespace_group(spark, rocketmq, pair, 
         wire = f"{NS}%{pair}"
         # Spark commits a batch's offsets to its source when the next batch starts: one more message starts it
         rocketmq.produce(pair, [{"body": "in-10"}], namespace=NS)
+        wait_for(lambda: len(sink) == 11, 60, "the eleventh message", query)
 
         def mirrored() -> bool:
-            return all(
+            """The group's offsets are the last committed end, the eleventh message's included (the mirror follows
+            every commit: an end taken before the eleventh message's batch is passed as soon as that batch commits)."""
+            last = committed_offsets(tmp_path)[pair]
+            return sum(last.values()) == 11 and all(
                 rocketmq.query_consumer_offset(f"{NS}%{group}", wire, key.split("/")[0], int(key.split("/")[1])) == end
-                for key, end in ends[pair].items()
+                for key, end in last.items()
             )
 
         wait_for(mirrored, 60, "the offsets mirrored to ns%group", query)
-        wait_for(lambda: len(sink) == 11, 60, "the eleventh message", query)
     finally:
         query.stop()
     assert sorted(sink.keys) == sorted(
