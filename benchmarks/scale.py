@@ -22,6 +22,7 @@ import threading
 import time
 from pathlib import Path
 
+from benchmarks.floor_source import register as register_floor
 from benchmarks.spark_lines import new_session
 from rmq_spark.client.remoting import codes
 from rmq_spark_testing.embedded import EmbeddedRocketMQ
@@ -167,8 +168,6 @@ def measure(
             spark.stop()
     per_code = {code: (counts1.get(code, 0) - counts0.get(code, 0)) / elapsed for code in counts1}
     query_codes = {code: rate for code, rate in per_code.items() if code not in NOT_THE_QUERY and rate > 0}
-    latest = [p["durationMs"].get("latestOffset", 0) for p in progress]
-    trigger_ms = [p["durationMs"].get("triggerExecution", 0) for p in progress]
     queues, minutes = topics * queues_per_broker * 2, elapsed / 60
     read = sum(_queues_read(p) for p in progress)
     requests = sum(query_codes.values()) * elapsed
@@ -185,6 +184,17 @@ def measure(
         # the driver's hold armed again at its new end
         "requestsBeyondMessagesPerQueuePerMinute": round((requests - 2 * read) / queues / minutes, 2),
         "topicsCreatedSeconds": round(created_s, 1),
+        "brokerRequestsPerSecond": round(sum(query_codes.values()), 1),
+        "byCode": {NAMES.get(code, str(code)): round(rate, 1) for code, rate in sorted(query_codes.items())},
+        **_spark_figures(progress, cpu1 - cpu0, elapsed),
+    }
+
+
+def _spark_figures(progress: list[dict], cpu_s: float, elapsed: float) -> dict:
+    """Spark's side of a measured window: its triggers' phases and the driver-side Python process's CPU."""
+    latest = [p["durationMs"].get("latestOffset", 0) for p in progress]
+    trigger_ms = [p["durationMs"].get("triggerExecution", 0) for p in progress]
+    return {
         "windowSeconds": round(elapsed, 1),
         "triggers": len(progress),
         "latestOffsetMs": {"median": statistics.median(latest) if latest else None, "p90": _percentile(latest, 0.9)},
@@ -197,9 +207,50 @@ def measure(
             phase: statistics.median(p["durationMs"].get(phase, 0) for p in progress)
             for phase in sorted({k for p in progress for k in p["durationMs"]})
         },
-        "brokerRequestsPerSecond": round(sum(query_codes.values()), 1),
-        "byCode": {NAMES.get(code, str(code)): round(rate, 1) for code, rate in sorted(query_codes.items())},
-        "driverPythonCpuSecondsPerMinute": round((cpu1 - cpu0) * 60 / elapsed, 2),
+        "driverPythonCpuSecondsPerMinute": round(cpu_s * 60 / elapsed, 2),
+    }
+
+
+def measure_floor(
+    topics: int, queues_per_broker: int, seconds: float, warmup: float, trigger: str, every: float
+) -> dict:
+    """The same query shape over ``benchmarks.floor_source`` (no broker, every queue moving once every ``every``
+    seconds): Spark's own part of the figures ``measure`` gives."""
+    spark = new_session("local[2]")
+    register_floor(spark)
+    with tempfile.TemporaryDirectory() as checkpoint:
+        query = (
+            spark.readStream.format("rocketmq-floor")
+            .option("topics", ",".join(f"floor-{i:03d}" for i in range(topics)))
+            .option("queuesPerBroker", str(queues_per_broker))
+            .option("every", str(every))
+            .load()
+            .writeStream.format("noop")
+            .option("checkpointLocation", checkpoint)
+            .trigger(processingTime=trigger)
+            .start()
+        )
+        try:
+            time.sleep(warmup)
+            cpu0, t_start, load0 = _runner_cpu_s(), time.monotonic(), os.getloadavg()[0]
+            first_batch = (query.lastProgress or {}).get("batchId", -1)
+            time.sleep(seconds)
+            cpu1, elapsed, load1 = _runner_cpu_s(), time.monotonic() - t_start, os.getloadavg()[0]
+            progress = [p for p in query.recentProgress if p["batchId"] > first_batch]
+        finally:
+            query.stop()
+            spark.stop()
+    return {
+        "floor": True,
+        "queues": topics * queues_per_broker * 2,
+        "topics": topics,
+        "trigger": trigger,
+        "movesEverySeconds": every,
+        "loadAverage1m": {"start": round(load0, 1), "end": round(load1, 1)},
+        "queuesReadPerQueuePerMinute": round(
+            sum(_queues_read(p) for p in progress) / (topics * queues_per_broker * 2) / (elapsed / 60), 2
+        ),
+        **_spark_figures(progress, cpu1 - cpu0, elapsed),
     }
 
 
@@ -223,7 +274,18 @@ def main(argv: list[str] | None = None) -> int:
         default="1 second",
         help="the query's processingTime trigger ('0 seconds': Spark's default, as fast as it can)",
     )
+    ap.add_argument(
+        "--floor",
+        action="store_true",
+        help="Spark's own part instead: the same query over a stand-in source with no broker whose queues move "
+        "once every --trickle-every seconds (benchmarks.floor_source)",
+    )
     args = ap.parse_args(argv)
+    if args.floor:
+        every = args.trickle_every or 5.0
+        result = measure_floor(args.topics, args.queues_per_broker, args.seconds, args.warmup, args.trigger, every)
+        print(json.dumps(result, indent=2))
+        return 0
     result = measure(
         args.topics, args.queues_per_broker, args.seconds, args.warmup, args.trickle, args.trigger, args.trickle_every
     )
