@@ -37,33 +37,35 @@ LOGIC_BROKER_PREFIX = "__syslo__"
 LOGIC_BROKER = LOGIC_BROKER_PREFIX + "global__"
 
 
-@final  # equality is by exact class
-@dataclass(frozen=True, order=True)
+_QUEUES: dict[tuple[str, str, int], MessageQueue] = {}
+
+
+@final
+@dataclass(frozen=True, order=True, init=False)
 class MessageQueue:
-    """One queue of a topic on one broker; the unit of ordering and of offsets."""
+    """One queue of a topic on one broker; the unit of ordering and of offsets. A process holds one object per
+    queue: equal queues are the same object."""
 
     topic: str
     broker_name: str
     queue_id: int
-    _hash: int = field(init=False, repr=False, compare=False)
 
-    # The stream driver looks up a thousand queues in a dozen maps per trigger: the hash is computed once, and
-    # equality compares fields directly. Pickles carry the three fields only (a str hash differs per process).
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "_hash", hash((self.topic, self.broker_name, self.queue_id)))
+    # The stream driver looks up thousands of queues in a dozen maps per trigger: with one object per queue (made
+    # here, from routes, Spark's offset JSON and pickles alike), hashing and equality are the identity's, with no
+    # Python call. Pickles carry the three fields and are made one object again on load.
+    def __new__(cls, topic: str, broker_name: str, queue_id: int) -> MessageQueue:
+        key = (topic, broker_name, queue_id)
+        mq = _QUEUES.get(key)
+        if mq is None:
+            mq = object.__new__(cls)
+            object.__setattr__(mq, "topic", topic)
+            object.__setattr__(mq, "broker_name", broker_name)
+            object.__setattr__(mq, "queue_id", queue_id)
+            mq = _QUEUES.setdefault(key, mq)
+        return mq
 
-    def __hash__(self) -> int:
-        return self._hash
-
-    def __eq__(self, other: object) -> bool:
-        if type(other) is not MessageQueue:
-            return NotImplemented
-        return (
-            self._hash == other._hash
-            and self.queue_id == other.queue_id
-            and self.broker_name == other.broker_name
-            and self.topic == other.topic
-        )
+    __hash__ = object.__hash__
+    __eq__ = object.__eq__
 
     def __reduce__(self):
         return MessageQueue, (self.topic, self.broker_name, self.queue_id)
@@ -82,17 +84,9 @@ class MessageQueue:
         return self.broker_name.startswith(LOGIC_BROKER_PREFIX)
 
 
-_QUEUES: dict[tuple[str, str, int], MessageQueue] = {}
-
-
 def queue_of(topic: str, broker_name: str, queue_id: int) -> MessageQueue:
-    """The one MessageQueue of these fields in this process: the driver's maps of a thousand queues, built from
-    routes and from Spark's offset JSON alike, then find each other's keys by identity."""
-    key = (topic, broker_name, queue_id)
-    mq = _QUEUES.get(key)
-    if mq is None:
-        mq = _QUEUES.setdefault(key, MessageQueue(topic, broker_name, queue_id))
-    return mq
+    """The one MessageQueue of these fields in this process (``MessageQueue(...)`` is the same)."""
+    return MessageQueue(topic, broker_name, queue_id)
 
 
 FILTER_TYPES = ("TAG", "SQL92")
