@@ -168,7 +168,11 @@ class HeldPulls:
         outcome: PullResult | Exception
         try:
             answer = call.result()
-            outcome = PullResult(answer.status, answer.next_begin_offset, answer.min_offset, answer.max_offset)
+            outcome = (
+                answer
+                if not answer.body and answer.frames is None
+                else PullResult(answer.status, answer.next_begin_offset, answer.min_offset, answer.max_offset)
+            )
         except Exception as e:  # raised on the driver's thread by rung(), not on the connection's reader
             outcome = e
         hold.outcome, hold.ended_at, hold.call = outcome, call.ended_at, None

@@ -68,9 +68,12 @@ def pull_request(
     )
 
 
-def pull_result(response: RemotingCommand, mq: MessageQueue, address: str, offset: int) -> PullResult:
+def pull_result(
+    response: RemotingCommand, mq: MessageQueue, address: str, offset: int, *, messages: bool = True
+) -> PullResult:
     """The PullResult of a pull at ``offset``; its status is the compiled core's reading of the code and remark
-    (the one the native pull loop uses). An error code raises the error it maps to."""
+    (the one the native pull loop uses). An error code raises the error it maps to. Without ``messages`` (a held
+    pull, a doorbell), what its header tells only: no body, no first offset."""
     h = response.ext_fields
     try:
         next_offset = int(h.get("nextBeginOffset", -1))
@@ -82,7 +85,7 @@ def pull_result(response: RemotingCommand, mq: MessageQueue, address: str, offse
                 code=response.code,
                 remark=response.remark,
             )
-        found = status == PullStatus.FOUND
+        found = messages and status == PullStatus.FOUND
         delta = int(h.get("offsetDelta") or 0)  # a logic queue's: stored offsets to logic ones
         first = first_offset(response.body) if found else -1
         return PullResult(

@@ -402,7 +402,7 @@ class RemotingClient(BaseClient):
         self._request(
             mq,
             req.pull_request(wire_queue, wire_group, offset, 1),
-            lambda r, a: req.pull_result(r, mq, a, offset),
+            lambda r, a: req.pull_result(r, mq, a, offset, messages=False),
             master=True,
         ).result()
 
@@ -570,7 +570,7 @@ class RemotingClient(BaseClient):
         return self._request(
             mq,
             cmd,
-            lambda r, a: req.pull_result(r, mq, a, offset),
+            lambda r, a: req.pull_result(r, mq, a, offset, messages=False),
             master=True,
             timeout=self.request_timeout + hold_ms / 1000.0 + HOLD_CHECK_S,
             lines=self._held_lines,

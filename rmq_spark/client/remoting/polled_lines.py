@@ -69,7 +69,8 @@ class PolledRequest:
 
     def result(self) -> RemotingCommand:
         """The answer, reading the line until it comes (or the request fails at its deadline)."""
-        write_held(self.line)
+        if not self._done:
+            write_held(self.line)
         while not self._done:
             self.line.lines.poll()
             if not self._done:
@@ -217,7 +218,8 @@ class PolledLines:
     def send(self, address: str, cmd: RemotingCommand, timeout: float) -> PolledRequest:
         """Send a request on ``address``'s line (ConnectionLostError when it cannot be opened)."""
         pending = self._line(address).send(cmd, timeout)
-        self._out.set()
+        if not self._out.is_set():  # set() takes the event's lock and wakes its waiters: once a round is enough
+            self._out.set()
         return pending
 
     def _line(self, address: str) -> PolledLine:
