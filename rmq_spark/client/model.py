@@ -5,6 +5,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
+from operator import attrgetter
 from typing import TYPE_CHECKING, final
 
 from rmq_spark.client.unique_ids import new_unique_id
@@ -82,6 +83,11 @@ class MessageQueue:
     def logic(self) -> bool:
         """True for a static topic's logic queue (RocketMQ 5), whose offsets the leading broker translates."""
         return self.broker_name.startswith(LOGIC_BROKER_PREFIX)
+
+
+# Queues in their order (topic, broker, queue id) as a sort key: a sort by it compares no MessageQueues (a Python
+# call per pair).
+queue_order = attrgetter("topic", "broker_name", "queue_id")
 
 
 def queue_of(topic: str, broker_name: str, queue_id: int) -> MessageQueue:

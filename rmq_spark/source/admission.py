@@ -64,8 +64,10 @@ def admit(
     ``limit`` and the trigger options; ``waited_ms`` since the last batch. Queues whose target is below their
     start (reset) pass through as they are."""
     end = dict(target)
+    if isinstance(limit, ReadAllAvailable):
+        return end
     moving = {mq: o for mq, o in target.items() if o >= begin.get(mq, o)}
-    if isinstance(limit, ReadAllAvailable) or not moving:
+    if not moving:
         return end
     backlog = sum(o - begin.get(mq, o) for mq, o in moving.items())
     if limits.min_messages and backlog < limits.min_messages and waited_ms < limits.max_delay_ms and not available_now:

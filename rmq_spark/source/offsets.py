@@ -11,7 +11,7 @@ import json
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
-from rmq_spark.client.model import MessageQueue
+from rmq_spark.client.model import MessageQueue, queue_order
 from rmq_spark.source.offset_specs import START_KEY, queue_offsets
 
 
@@ -50,7 +50,7 @@ def _layout(queues: Collection[MessageQueue]) -> _Layout:
         if queues == layout.queues:
             return layout
     topics: dict[str, list[tuple[str, MessageQueue]]] = {}
-    for mq in sorted(queues, key=lambda mq: (mq.topic, mq.broker_name, mq.queue_id)):
+    for mq in sorted(queues, key=queue_order):
         topics.setdefault(mq.topic, []).append((mq.key, mq))
     layout = _Layout(frozenset(queues), tuple((topic, tuple(keyed)) for topic, keyed in topics.items()))
     _layouts[:] = [layout, *_layouts[: _LAYOUTS - 1]]

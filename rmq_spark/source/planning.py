@@ -18,7 +18,7 @@ from rmq_spark.client.errors import (
     UnsupportedError,
 )
 from rmq_spark.client.lite_topics import refuse_lite
-from rmq_spark.client.model import MessageQueue, TopicRoute
+from rmq_spark.client.model import MessageQueue, TopicRoute, queue_order
 from rmq_spark.client.system_topics import is_internal_topic
 from rmq_spark.compiled import data_loss_error, data_loss_note
 from rmq_spark.options import OptionError, SourceOptions
@@ -237,7 +237,7 @@ def plan_ranges(
     pulls. ``gaps``: offsets of a queue that hold no message by design (a remapped logic queue's,
     ``remapping_gaps``), left out of its ranges: neither read nor lost."""
     ranges = []
-    for mq in sorted(ends):
+    for mq in sorted(ends, key=queue_order):
         start, end = starts.get(mq, ends[mq]), ends[mq]
         if end < start:
             start = check_reset(mq, start, end, mins.get(mq), fail_on_data_loss)

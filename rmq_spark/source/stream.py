@@ -229,7 +229,8 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         recorded = recorded_start(end)
         begin = recorded if recorded is not None else self._parsed(start)
         finish = self._parsed(end)
-        moved = {mq: o for mq, o in finish.items() if mq in begin and o != begin[mq]}
+        started = begin.get
+        moved = {mq: o for mq, o in finish.items() if started(mq, o) != o}
         # No GET_MIN_OFFSET on the batch's path by default: each task checks for data loss when it pulls, and names
         # the queue, the offsets gone and failOnDataLoss as planning would. A reset queue asks where it starts now;
         # under failOnDataLoss=false every queue does, so that the driver counts what is skipped (skipped.py).
@@ -289,17 +290,21 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         watch = self.watch
         unavailable, drained, gone = self.vanished.classify(watch, begin)
         self._unavailable = unavailable
-        target: dict[MessageQueue, int] = {}
-        for mq, b in begin.items():
-            if mq in gone:
-                continue
-            latest = watch.latest.get(mq, b)
-            if mq in unavailable or mq in drained or (latest < b and mq in watch.replica):
-                target[mq] = b  # wait for the broker (a lagging slave: for it to catch up)
-            elif self._cap is not None:
-                target[mq] = capped(latest, b, self._cap.get(mq, b))
-            else:
-                target[mq] = latest
+        if not (gone or unavailable or drained or watch.replica) and self._cap is None:
+            ends = watch.latest.get  # the usual case: every queue may be read to its end
+            target = {mq: ends(mq, b) for mq, b in begin.items()}
+        else:
+            target = {}
+            for mq, b in begin.items():
+                if mq in gone:
+                    continue
+                latest = watch.latest.get(mq, b)
+                if mq in unavailable or mq in drained or (latest < b and mq in watch.replica):
+                    target[mq] = b  # wait for the broker (a lagging slave: for it to catch up)
+                elif self._cap is not None:
+                    target[mq] = capped(latest, b, self._cap.get(mq, b))
+                else:
+                    target[mq] = latest
         new = [mq for mq in watch.readable() if mq not in begin] if not begin.keys() >= watch.queue_set else []
         if new:
             target.update(self._new_queue_starts(new))

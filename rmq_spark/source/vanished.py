@@ -39,13 +39,18 @@ class VanishedQueues:
         that leave the offsets (proven lost, after the data-loss rule, which raises under failOnDataLoss; or
         drained of a topic the options no longer name). A verdict stands until the queue is back in the route."""
         in_route = watch.queue_set
-        self._drained = {mq: o for mq, o in self._drained.items() if mq not in in_route}
-        self._waiting -= in_route
-        drained = {mq for mq, o in begin.items() if self._drained.get(mq) == o}
-        waiting = self._waiting & begin.keys()
-        due = {b for b in {mq.broker_name for mq in waiting} if self.client.outages.due(master_of(b))}
-        waiting = {mq for mq in waiting if mq.broker_name not in due}
-        unavailable, vanished = watch.classify([mq for mq in begin if mq not in drained and mq not in waiting])
+        drained: set[MessageQueue] = set()
+        waiting: set[MessageQueue] = set()
+        if self._drained:
+            self._drained = {mq: o for mq, o in self._drained.items() if mq not in in_route}
+            drained = {mq for mq, o in self._drained.items() if begin.get(mq) == o}
+        if self._waiting:
+            self._waiting -= in_route
+            waiting = self._waiting & begin.keys()
+            due = {b for b in {mq.broker_name for mq in waiting} if self.client.outages.due(master_of(b))}
+            waiting = {mq for mq in waiting if mq.broker_name not in due}
+        judged = drained | waiting
+        unavailable, vanished = watch.classify([mq for mq in begin if mq not in judged] if judged else begin)
         unproven, proven, gone = self._judge(vanished, begin)
         return unavailable | waiting | unproven, drained | proven, gone
 
