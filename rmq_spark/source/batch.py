@@ -30,6 +30,16 @@ class RangePartition(InputPartition):
 
     ranges: tuple[QueueRange, ...]
 
+    def __reduce__(self):  # pickled for every task of every batch: the ranges' fields flat, not objects
+        fields = tuple(
+            (r.queue.topic, r.queue.broker_name, r.queue.queue_id, r.start, r.end, r.sparse) for r in self.ranges
+        )
+        return _range_partition, (fields,)
+
+
+def _range_partition(fields: tuple[tuple[str, str, int, int, int, bool], ...]) -> RangePartition:
+    return RangePartition(tuple(QueueRange(MessageQueue(t, b, q), s, e, sparse) for t, b, q, s, e, sparse in fields))
+
 
 def partitions_of(ranges: list[QueueRange], options: SourceOptions) -> list[RangePartition]:
     """The tasks that read ``ranges`` (split and grouped as the options say)."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from rmq_spark.source.offsets import QueueRange
+from rmq_spark.source.offsets import QueueRange, range_order
 
 
 def group_ranges(
@@ -52,17 +52,14 @@ def split_ranges(
     """Empty ranges dropped; ranges above ``max_per_partition`` cut evenly; then, while there are fewer parts
     than ``min_partitions``, every range is cut in proportion to its share of all messages (as Spark's Kafka
     source does). The parts of a range are contiguous, so reading all parts reads the range exactly once."""
-    ranges = [r for r in ranges if r.size > 0]
-    parts_of = {r: 1 for r in ranges}
-    if max_per_partition:
-        parts_of = {r: max(1, math.ceil(r.size / max_per_partition)) for r in ranges}
-    total_parts = sum(parts_of.values())
-    if min_partitions and total_parts < min_partitions:
+    ranges = sorted((r for r in ranges if r.size > 0), key=range_order)
+    parts = [max(1, math.ceil(r.size / max_per_partition)) if max_per_partition else 1 for r in ranges]
+    if min_partitions and sum(parts) < min_partitions:
         total = sum(r.size for r in ranges)
-        parts_of = {r: max(parts_of[r], round(r.size / total * min_partitions)) for r in ranges}
+        parts = [max(n, round(r.size / total * min_partitions)) for n, r in zip(parts, ranges, strict=True)]
     out = []
-    for r in sorted(ranges):
-        n = min(parts_of[r], r.size)
+    for r, n in zip(ranges, parts, strict=True):
+        n = min(n, r.size)
         if n == 1:
             out.append(r)
             continue

@@ -73,6 +73,23 @@ def test_splitting_covers_every_offset_exactly_once(spans, min_parts, max_per):
         assert all(p.size <= max_per for p in parts)
 
 
+def test_a_task_pickles_to_its_ranges_in_order_with_this_process_queues():
+    import pickle
+
+    from rmq_spark.source.batch import RangePartition
+
+    ranges = (
+        QueueRange(mq("b", 2), 5, 9),
+        QueueRange(mq("a", 10, "C"), 0, 3, sparse=True),
+        QueueRange(mq("a", 2), 7, 8),
+    )
+    task = pickle.loads(pickle.dumps(RangePartition(ranges)))
+    assert task == RangePartition(ranges) and [r.sparse for r in task.ranges] == [False, True, False]
+    assert task.ranges[1].queue is mq("a", 10, "C")
+    # split in QueueRange's order: topic, broker, queue id (numerically), offsets
+    assert split_ranges(list(ranges)) == [ranges[1], ranges[2], ranges[0]] == sorted(ranges)
+
+
 def test_small_parts_are_read_together_large_ones_alone():
     small = [QueueRange(mq("a", i), 0, 300) for i in range(5)]
     large = QueueRange(mq("b", 0), 0, 5000)
