@@ -212,3 +212,24 @@ def test_interleaved_lines_run_in_rounds_that_alternate_their_order():
     assert calls == ["a", "b", "c", "a", "b", "c", "b", "a", "a", "b"]
     assert [len(r.runs) for r in results] == [3, 3, 0] and [len(r.warmups) for r in results] == [1, 1, 1]
     assert results[2].error == "RuntimeError: the line broke" and results[0].error is None
+
+
+def test_the_scale_floor_runs_the_same_query_shape_without_a_broker(tmp_path):
+    """benchmarks.scale --floor: the stand-in source's queues move on the clock, so Spark's batches read some of
+    them, and the driver-side Python process's CPU is measured as for the connector."""
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    args = ["--floor", "--topics", "3", "--queues-per-broker", "2", "--seconds", "6", "--warmup", "4"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks.scale", *args, "--trickle-every", "2"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-40:])
+    assert proc.returncode == 0, tail
+    result = json.loads(proc.stdout[proc.stdout.index("{") : proc.stdout.rindex("}") + 1])
+    assert result["floor"] is True and result["queues"] == 12 and result["triggers"] >= 1, tail
+    assert result["queuesReadPerQueuePerMinute"] > 0 and result["driverPythonCpuSecondsPerMinute"] > 0, tail
+    assert result["latestOffsetMs"]["median"] is not None, tail
