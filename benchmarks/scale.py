@@ -71,8 +71,8 @@ def _percentile(values: list[float], q: float) -> float:
 def _queues_read(progress: dict) -> int:
     """How many queues a micro-batch read: those whose offset its end moves past its start (Spark's progress)."""
     source = progress["sources"][0]
-    start, end = (
-        json.loads(o) if isinstance(o, str) else (o or {}) for o in (source["startOffset"], source["endOffset"])
+    start, end = (  # a query's first batch has no start ("null")
+        (json.loads(o) if isinstance(o, str) else o) or {} for o in (source["startOffset"], source["endOffset"])
     )
     return sum(
         1

@@ -233,3 +233,15 @@ def test_the_scale_floor_runs_the_same_query_shape_without_a_broker(tmp_path):
     assert result["floor"] is True and result["queues"] == 12 and result["triggers"] >= 1, tail
     assert result["queuesReadPerQueuePerMinute"] > 0 and result["driverPythonCpuSecondsPerMinute"] > 0, tail
     assert result["latestOffsetMs"]["median"] is not None, tail
+
+
+def test_a_first_batch_without_a_start_counts_no_queue_read():
+    """Spark's progress gives a query's first batch the start "null" (the floor's first batch may fall inside a short
+    window): it reads no queue, and the next batch's moved queues count."""
+    from benchmarks.scale import _queues_read
+
+    def progress(start: str, end: str) -> dict:
+        return {"sources": [{"startOffset": start, "endOffset": end}]}
+
+    assert _queues_read(progress("null", '{"T": {"b/0": 3, "b/1": 0}}')) == 0
+    assert _queues_read(progress('{"T": {"b/0": 1, "b/1": 0}}', '{"T": {"b/0": 3, "b/1": 0}}')) == 1
