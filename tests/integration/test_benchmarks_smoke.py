@@ -57,27 +57,11 @@ def test_quick_run_reads_every_message_on_every_line(tmp_path):
     assert proc.returncode == 0, tail
 
 
-def test_the_scale_profile_measures_a_small_query(tmp_path):
-    """benchmarks.scale on 3 topics for a few seconds, a message to each queue every 2 s from the trickle's own
-    process: the brokers' own request counts see the query's requests, and Spark's progress gives trigger durations
-    and the queues each batch read."""
+def _scale(*args: str) -> tuple[dict, str]:
+    """``python -m benchmarks.scale *args`` run to its end: the JSON it printed, and its output's tail."""
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
     proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "benchmarks.scale",
-            "--topics",
-            "3",
-            "--queues-per-broker",
-            "2",
-            "--seconds",
-            "8",
-            "--warmup",
-            "6",
-            "--trickle-every",
-            "2",
-        ],
+        [sys.executable, "-m", "benchmarks.scale", *args],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -86,7 +70,16 @@ def test_the_scale_profile_measures_a_small_query(tmp_path):
     )
     tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-40:])
     assert proc.returncode == 0, tail
-    result = json.loads(proc.stdout[proc.stdout.index("{") : proc.stdout.rindex("}") + 1])
+    return json.loads(proc.stdout[proc.stdout.index("{") : proc.stdout.rindex("}") + 1]), tail
+
+
+def test_the_scale_profile_measures_a_small_query(tmp_path):
+    """benchmarks.scale on 3 topics for a few seconds, a message to each queue every 2 s from the trickle's own
+    process: the brokers' own request counts see the query's requests, and Spark's progress gives trigger durations
+    and the queues each batch read."""
+    result, tail = _scale(
+        "--topics", "3", "--queues-per-broker", "2", "--seconds", "8", "--warmup", "6", "--trickle-every", "2"
+    )
     assert result["queues"] == 12 and result["triggers"] >= 1, tail
     assert result["trickle"]["sent"] > 0 and result["trickle"]["failed"] == 0, tail
     # the driver's held pulls and the tasks' reads are PULL_MESSAGE (a moved queue may need no GET_MAX_OFFSET)
@@ -217,19 +210,19 @@ def test_interleaved_lines_run_in_rounds_that_alternate_their_order():
 def test_the_scale_floor_runs_the_same_query_shape_without_a_broker(tmp_path):
     """benchmarks.scale --floor: the stand-in source's queues move on the clock, so Spark's batches read some of
     them, with Spark's phases and the driver-side Python process's CPU measured as for the connector."""
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
-    args = ["--floor", "--topics", "3", "--queues-per-broker", "2", "--seconds", "4", "--warmup", "2"]
-    proc = subprocess.run(
-        [sys.executable, "-m", "benchmarks.scale", *args, "--trickle-every", "2"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
+    result, tail = _scale(
+        "--floor",
+        "--topics",
+        "3",
+        "--queues-per-broker",
+        "2",
+        "--seconds",
+        "4",
+        "--warmup",
+        "2",
+        "--trickle-every",
+        "2",
     )
-    tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-40:])
-    assert proc.returncode == 0, tail
-    result = json.loads(proc.stdout[proc.stdout.index("{") : proc.stdout.rindex("}") + 1])
     assert result["floor"] is True and result["queues"] == 12 and result["triggers"] >= 1, tail
     assert result["queuesReadPerQueuePerMinute"] > 0 and result["latestOffsetMs"]["median"] is not None, tail
     # the stand-in's runner may spend less than a clock tick (10 ms) in so short a window: measured, maybe 0
