@@ -207,28 +207,6 @@ def test_interleaved_lines_run_in_rounds_that_alternate_their_order():
     assert results[2].error == "RuntimeError: the line broke" and results[0].error is None
 
 
-def test_the_scale_floor_runs_the_same_query_shape_without_a_broker(tmp_path):
-    """benchmarks.scale --floor: the stand-in source's queues move on the clock, so Spark's batches read some of
-    them, with Spark's phases and the driver-side Python process's CPU measured as for the connector."""
-    result, tail = _scale(
-        "--floor",
-        "--topics",
-        "3",
-        "--queues-per-broker",
-        "2",
-        "--seconds",
-        "4",
-        "--warmup",
-        "2",
-        "--trickle-every",
-        "2",
-    )
-    assert result["floor"] is True and result["queues"] == 12 and result["triggers"] >= 1, tail
-    assert result["queuesReadPerQueuePerMinute"] > 0 and result["latestOffsetMs"]["median"] is not None, tail
-    # the stand-in's runner may spend less than a clock tick (10 ms) in so short a window: measured, maybe 0
-    assert result["driverPythonCpuSecondsPerMinute"] >= 0, tail
-
-
 def test_a_first_batch_without_a_start_counts_no_queue_read():
     """Spark's progress gives a query's first batch the start "null" (the floor's first batch may fall inside a short
     window): it reads no queue, and the next batch's moved queues count."""
