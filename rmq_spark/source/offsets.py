@@ -29,9 +29,6 @@ class QueueRange:
     def size(self) -> int:
         return max(0, self.end - self.start)
 
-    def __reduce__(self):  # a task's ranges are pickled each batch: fields only, not the dataclass's state dict
-        return QueueRange, (self.queue, self.start, self.end, self.sparse)
-
 
 def range_order(r: QueueRange) -> tuple[tuple[str, str, int], int, int]:
     """QueueRange's order as a sort key (a sort by it compares no dataclasses)."""
