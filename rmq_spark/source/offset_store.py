@@ -77,20 +77,44 @@ class OffsetStore:
         due = {mq: changed[mq] for mq in self._due(list(changed), master_of)}
         if not due:
             return not changed
-        try:
-            stored = self.client.update_consumer_offsets(self.group, due, partial=True)
-        except RocketMQError as e:
-            log.warning(
-                "could not mirror %d offsets of group %r to the brokers (tried again in a few seconds): %s",
-                len(due),
-                self.group,
-                e,
-            )
-            return False
+        failed: dict[MessageQueue, Exception] = {}
+        stored = 0
+        for wave in self._waves(due):
+            held_back = {_table_of(mq) for mq in failed}
+            wave = {mq: o for mq, o in wave.items() if _table_of(mq) not in held_back}
+            if not wave:
+                break
+            try:
+                answers = self.client.update_consumer_offsets(self.group, wave, partial=True)
+            except RocketMQError as e:
+                log.warning(
+                    "could not mirror %d offsets of group %r to the brokers (tried again in a few seconds): %s",
+                    len(wave),
+                    self.group,
+                    e,
+                )
+                return False
+            with self._lock:
+                self._persisted.update({mq: wave[mq] for mq in answers})
+            stored += len(answers)
+            failed.update(answers.failed)
+        self._report(list(due), failed, master_of, f"offsets of group {self.group!r} are kept until it is back")
+        return stored == len(changed)
+
+    def _waves(self, due: dict[MessageQueue, int]) -> list[dict[MessageQueue, int]]:
+        """``due`` in the order a broker can take it: the group's first offset of a topic on a broker alone, then
+        the others. A broker makes a group's offset table of a topic with a get and a put
+        (ConsumerOffsetManager.commitOffset), so two first updates of one table at once can keep only one of them;
+        later updates go into the table made."""
         with self._lock:
-            self._persisted.update({mq: due[mq] for mq in stored})
-        self._report(list(due), stored.failed, master_of, f"offsets of group {self.group!r} are kept until it is back")
-        return len(due) == len(changed) and not stored.failed
+            made = {_table_of(mq) for mq in self._persisted}
+        first: dict[MessageQueue, int] = {}
+        for mq, offset in due.items():
+            table = _table_of(mq)
+            if table not in made:
+                made.add(table)
+                first[mq] = offset
+        return [w for w in (first, {mq: o for mq, o in due.items() if mq not in first}) if w]
 
     # -- brokers that are away ---------------------------------------------------------------------------------
     def _due(self, queues: list[MessageQueue], who: Callable[[str], str]) -> list[MessageQueue]:
@@ -108,3 +132,8 @@ class OffsetStore:
         self.client.outages.report(
             (mq.broker_name for mq in asked), {mq.broker_name: e for mq, e in failed.items()}, who, consequence
         )
+
+
+def _table_of(mq: MessageQueue) -> tuple[str, str]:
+    """The broker's offset table ``mq``'s offset goes into (one per topic and group on each broker)."""
+    return mq.broker_name, mq.topic

@@ -23,7 +23,7 @@ from tests.support.waiting import wait_until
 
 TOPIC = "T"
 GROUP = "g"
-Q0, Q1 = MessageQueue(TOPIC, "broker-a", 0), MessageQueue(TOPIC, "broker-a", 1)
+Q0, Q1 = MessageQueue(TOPIC, "broker-a", 0), MessageQueue(TOPIC, "broker-b", 0)
 
 
 class _Masters:
@@ -194,3 +194,28 @@ def test_flush_does_not_wait_for_a_master_that_is_away():
     assert mirror.flush(5) and time.monotonic() - t0 < 2  # sent once and found away: pending for the retries
     assert not mirror.settled()
     reader.stop()
+
+
+def test_a_topics_first_offset_on_a_broker_is_stored_alone_before_the_others_there():
+    """A broker makes a group's offset table of a topic with a get and a put: two first updates of one table at once
+    could keep only one (the real brokers: tests/integration/test_consumer_group.py)."""
+    masters = _Masters()
+    a0, a1, a2 = (MessageQueue(TOPIC, "broker-a", i) for i in range(3))
+    b0, other = MessageQueue(TOPIC, "broker-b", 0), MessageQueue("U", "broker-a", 0)
+    store = OffsetStore(masters, GROUP)
+    store.update_all({a0: 1, a1: 2, b0: 3, other: 4, a2: 5})
+    assert store.persist_all()
+    assert masters.sent == [{a0: 1, b0: 3, other: 4}, {a1: 2, a2: 5}]
+    store.update_all({a0: 6, a1: 7, b0: 8})
+    assert store.persist_all()
+    assert masters.sent[-1] == {a0: 6, a1: 7, b0: 8}  # their tables are made: all at once
+
+
+def test_a_table_whose_first_offset_failed_takes_no_other_until_it_is_stored():
+    masters = _Masters()
+    a0, a1 = MessageQueue(TOPIC, "broker-a", 0), MessageQueue(TOPIC, "broker-a", 1)
+    masters.away = True
+    store = OffsetStore(masters, GROUP)
+    store.update_all({a0: 1, a1: 2})
+    assert not store.persist_all()
+    assert masters.sent == [{a0: 1}] and store.unstored() == {a0: 1, a1: 2}
