@@ -83,7 +83,7 @@ class OffsetStore:
             held_back = {_table_of(mq) for mq in failed}
             wave = {mq: o for mq, o in wave.items() if _table_of(mq) not in held_back}
             if not wave:
-                break
+                continue
             try:
                 answers = self.client.update_consumer_offsets(self.group, wave, partial=True)
             except RocketMQError as e:
@@ -102,19 +102,29 @@ class OffsetStore:
         return stored == len(changed)
 
     def _waves(self, due: dict[MessageQueue, int]) -> list[dict[MessageQueue, int]]:
-        """``due`` in the order a broker can take it: the group's first offset of a topic on a broker alone, then
-        the others. A broker makes a group's offset table of a topic with a get and a put
-        (ConsumerOffsetManager.commitOffset), so two first updates of one table at once can keep only one of them;
-        later updates go into the table made."""
+        """``due`` in the order a broker can take it. A broker makes a group's offset table of a topic with a get and
+        a put (ConsumerOffsetManager.commitOffset), so two first updates of one table at once can keep only one of
+        them: a table's first offset goes alone (one per broker and topic in the first wave), its others after it,
+        all at once. A static topic's logic queue goes into the table of whichever broker leads it, which the store
+        does not know: the logic queues never stored yet go one per topic in each wave."""
         with self._lock:
             made = {_table_of(mq) for mq in self._persisted}
-        first: dict[MessageQueue, int] = {}
+        waves: list[dict[MessageQueue, int]] = [{}]
+        rest: dict[MessageQueue, int] = {}
+        fresh_logic: dict[str, int] = {}  # per topic: its logic queues never stored, so far
         for mq, offset in due.items():
             table = _table_of(mq)
-            if table not in made:
+            if table in made:
+                rest[mq] = offset
+            elif mq.logic:
+                wave = fresh_logic[mq.topic] = fresh_logic.get(mq.topic, -1) + 1
+                if wave == len(waves):
+                    waves.append({})
+                waves[wave][mq] = offset
+            else:
                 made.add(table)
-                first[mq] = offset
-        return [w for w in (first, {mq: o for mq, o in due.items() if mq not in first}) if w]
+                waves[0][mq] = offset
+        return [w for w in (*waves, rest) if w]
 
     # -- brokers that are away ---------------------------------------------------------------------------------
     def _due(self, queues: list[MessageQueue], who: Callable[[str], str]) -> list[MessageQueue]:
@@ -134,6 +144,7 @@ class OffsetStore:
         )
 
 
-def _table_of(mq: MessageQueue) -> tuple[str, str]:
-    """The broker's offset table ``mq``'s offset goes into (one per topic and group on each broker)."""
-    return mq.broker_name, mq.topic
+def _table_of(mq: MessageQueue) -> tuple[str, str, int]:
+    """The broker's offset table ``mq``'s offset goes into: one per topic and group on each broker; a logic queue's
+    is its leader's, known only to the brokers, so each logic queue stands for its own."""
+    return mq.broker_name, mq.topic, mq.queue_id if mq.logic else -1

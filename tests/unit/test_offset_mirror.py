@@ -12,7 +12,7 @@ import time
 from rmq_spark.client import outages
 from rmq_spark.client.base import Answers
 from rmq_spark.client.errors import BrokerUnavailableError
-from rmq_spark.client.model import MessageQueue
+from rmq_spark.client.model import LOGIC_BROKER, MessageQueue
 from rmq_spark.client.outages import OutageLog
 from rmq_spark.options import parse_options
 from rmq_spark.source.offset_mirror import OffsetMirror
@@ -209,6 +209,20 @@ def test_a_topics_first_offset_on_a_broker_is_stored_alone_before_the_others_the
     store.update_all({a0: 6, a1: 7, b0: 8})
     assert store.persist_all()
     assert masters.sent[-1] == {a0: 6, a1: 7, b0: 8}  # their tables are made: all at once
+
+
+def test_a_static_topics_logic_queues_never_stored_go_one_at_a_time():
+    """A logic queue's offset goes into its leader's table, which the store does not know."""
+    masters = _Masters()
+    l0, l1, l2 = (MessageQueue("S", LOGIC_BROKER, i) for i in range(3))
+    other, a0 = MessageQueue("S2", LOGIC_BROKER, 0), MessageQueue(TOPIC, "broker-a", 0)
+    store = OffsetStore(masters, GROUP)
+    store.update_all({l0: 1, l1: 2, a0: 3, l2: 4, other: 5})
+    assert store.persist_all()
+    assert masters.sent == [{l0: 1, a0: 3, other: 5}, {l1: 2}, {l2: 4}]
+    store.update_all({l0: 6, l1: 7, l2: 8})
+    assert store.persist_all()
+    assert masters.sent[-1] == {l0: 6, l1: 7, l2: 8}
 
 
 def test_a_table_whose_first_offset_failed_takes_no_other_until_it_is_stored():
