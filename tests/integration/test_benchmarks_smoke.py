@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -217,3 +218,27 @@ def test_a_first_batch_without_a_start_counts_no_queue_read():
 
     assert _queues_read(progress("null", '{"T": {"b/0": 3, "b/1": 0}}')) == 0
     assert _queues_read(progress('{"T": {"b/0": 1, "b/1": 0}}', '{"T": {"b/0": 3, "b/1": 0}}')) == 1
+
+
+def test_the_driver_cpu_counts_only_the_runners_under_the_benchmark():
+    """The driver's Python CPU sums the streaming source runners under the benchmark's process: another Spark's on the
+    machine (the suite runs tests/stock and tests/deploy beside the rest) came and went and made it negative. Here a
+    busy process named like a runner whose parent has exited (so it is no longer under this one)."""
+    import subprocess
+
+    from benchmarks.scale import _runner_cpu_s
+
+    busy = "import time\nt = time.time()\nwhile time.time() - t < 5: pass"
+    spawn = (
+        "import subprocess, sys\n"
+        f"argv = [sys.executable, '-c', {busy!r}, 'python_streaming_source_runner']\n"
+        "print(subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).pid)"
+    )
+    pid = int(subprocess.run([sys.executable, "-c", spawn], capture_output=True, text=True, check=True).stdout)
+    try:
+        time.sleep(1.0)
+        with_it = _runner_cpu_s()
+    finally:
+        os.kill(pid, 9)
+    time.sleep(0.2)
+    assert abs(with_it - _runner_cpu_s()) < 0.3, "another process's runner was counted"
