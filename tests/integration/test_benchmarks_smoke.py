@@ -224,8 +224,6 @@ def test_the_driver_cpu_counts_only_the_runners_under_the_benchmark():
     """The driver's Python CPU sums the streaming source runners under the benchmark's process: another Spark's on the
     machine (the suite runs tests/stock and tests/deploy beside the rest) came and went and made it negative. Here a
     busy process named like a runner whose parent has exited (so it is no longer under this one)."""
-    import subprocess
-
     from benchmarks.scale import _runner_cpu_s
 
     busy = "import time\nt = time.time()\nwhile time.time() - t < 5: pass"
