@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 from benchmarks.floor_source import register as register_floor
+from benchmarks.rss import _scan, _tree
 from benchmarks.spark_lines import new_session
 from rmq_spark.client.remoting import codes
 from rmq_spark_testing.embedded import EmbeddedRocketMQ
@@ -44,41 +45,19 @@ NAMES = {
         "GET_TOPIC_CONFIG",
     )
 }
-_CLOCK = os.sysconf("SC_CLK_TCK")
-
-
-def _stat(pid: int | str) -> list[str]:
-    """/proc/<pid>/stat's fields after the command name (state, ppid, ...); OSError once the process is gone."""
-    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-
-
-def _descends_from(pid: int, ancestor: int) -> bool:
-    """Whether process ``pid`` runs under ``ancestor`` (its child, grandchild, ...)."""
-    try:
-        while pid > 1:
-            pid = int(_stat(pid)[1])
-            if pid == ancestor:
-                return True
-    except OSError:
-        pass
-    return False
 
 
 def _runner_cpu_s() -> float:
     """CPU seconds so far of the Python processes under this one that run streaming Python data sources for the
     driver (another Spark on the machine, a test suite's say, has its own, which come and go)."""
-    me, total = os.getpid(), 0.0
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
+    kids, cpu = _scan()
+    total = 0.0
+    for pid in _tree(os.getpid(), kids):
         try:
-            if b"python_streaming_source_runner" not in (proc / "cmdline").read_bytes():
-                continue
-            fields = _stat(proc.name)
+            if b"python_streaming_source_runner" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                total += cpu.get(pid, 0.0)
         except OSError:
             continue
-        if _descends_from(int(proc.name), me):
-            total += (int(fields[11]) + int(fields[12])) / _CLOCK  # utime, stime
     return total
 
 
