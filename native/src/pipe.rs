@@ -85,6 +85,11 @@ impl Pipe {
         self.closed.is_some()
     }
 
+    /// The address connected to, as `ip:port` (errors name it).
+    pub fn peer(&self) -> String {
+        self.stream.peer_addr().map_or_else(|_| "the peer".to_owned(), |address| address.to_string())
+    }
+
     /// Whether requests are in flight, or answers read but not taken.
     pub fn is_busy(&self) -> bool {
         !self.awaited.is_empty() || !self.parked.is_empty()
