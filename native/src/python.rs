@@ -1,11 +1,11 @@
 //! The Python module `rmq_spark._native`: the gatherer and the columns it hands to pyarrow, the frame codec, the
-//! pipe and the range cursor. Its types are described in `rmq_spark/_native.pyi`. Its errors are the `CoreError`
-//! classes below; `rmq_spark.compiled.package_error` turns them into the package's own.
+//! pipe, the line of held pulls and the range cursor. Its types are described in `rmq_spark/_native.pyi`. Its
+//! errors are the `CoreError` classes below; `rmq_spark.compiled.package_error` turns them into the package's own.
 
 use std::time::Duration;
 
 use pyo3::create_exception;
-use pyo3::exceptions::{PyException, PyValueError};
+use pyo3::exceptions::{PyBaseException, PyException, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyCapsule, PyDict, PyString};
 
@@ -13,6 +13,7 @@ use crate::arrow::{export_array, export_schema, release_unclaimed_array, release
 use crate::columns::{AddError, Gathered, Wanted};
 use crate::cursor::{self, Answer, Cursor, Fault, Settings, Status, Verdict};
 use crate::frame::{self, Command, Header, Template};
+use crate::holds;
 use crate::pulls::{self, Limits};
 use crate::pipe::{Pipe, PipeError, Response};
 
@@ -343,6 +344,101 @@ impl FramePipe {
     }
 }
 
+/// A hold of a `HoldLine` that ended: where the queue was held, when, and where it is held again (None: not held,
+/// `frame`, the answer's header without its body, or `failure` says why).
+#[pyclass(module = "rmq_spark._native", frozen, get_all)]
+struct EndedHold {
+    key: u64,
+    offset: i64,
+    armed_at: f64,
+    ended_at: f64,
+    next_offset: Option<i64>,
+    frame: Option<Py<Frame>>,
+    failure: Option<Py<PyBaseException>>,
+}
+
+fn ended_hold(py: Python<'_>, ended: holds::Ended) -> PyResult<EndedHold> {
+    Ok(EndedHold {
+        key: ended.key,
+        offset: ended.offset,
+        armed_at: ended.armed_at,
+        ended_at: ended.ended_at,
+        next_offset: ended.next_offset,
+        frame: ended.response.map(|response| Py::new(py, response_frame(py, response)?)).transpose()?,
+        failure: ended.failure.map(|e| pipe_error(e).into_value(py)),
+    })
+}
+
+/// The held pulls of many queues over one connection to a broker (plain TCP), each answer judged and the queue
+/// held again in the core; times are the caller's `time.monotonic()`. Shared by threads: its state is locked only
+/// with the GIL released.
+#[pyclass(module = "rmq_spark._native", frozen)]
+struct HoldLine {
+    line: std::sync::Mutex<holds::HoldLine>,
+}
+
+impl HoldLine {
+    fn line(&self) -> std::sync::MutexGuard<'_, holds::HoldLine> {
+        self.line.lock().unwrap()
+    }
+}
+
+#[pymethods]
+impl HoldLine {
+    #[new]
+    fn new(
+        py: Python<'_>,
+        host: &str,
+        port: u16,
+        connect_timeout: f64,
+        max_frame: usize,
+        hold_timeout: f64,
+        round_s: f64,
+    ) -> PyResult<Self> {
+        let pipe = py.detach(|| Pipe::connect(host, port, seconds(connect_timeout), max_frame)).map_err(pipe_error)?;
+        Ok(HoldLine { line: std::sync::Mutex::new(holds::HoldLine::new(pipe, hold_timeout, round_s)) })
+    }
+
+    /// Holds queue `key` at `offset` with pulls from `template` (whose one varying field is the queue offset) from
+    /// the next poll on, instead of its hold before. PipeLostError when the line is closed.
+    fn hold(&self, py: Python<'_>, key: u64, template: PyRef<'_, RequestTemplate>, offset: i64) -> PyResult<()> {
+        let template = template.template.clone();
+        py.detach(|| self.line().hold(key, template, offset)).map_err(pipe_error)
+    }
+
+    /// No hold of queue `key` any more (its ended holds not taken are dropped too).
+    #[pyo3(name = "drop")]
+    fn drop_hold(&self, py: Python<'_>, key: u64) {
+        py.detach(|| self.line().drop_hold(key));
+    }
+
+    /// Reads the answers that came, writes the pulls due (within `send_timeout` seconds) and expires late holds.
+    fn poll(&self, py: Python<'_>, now: f64, send_timeout: f64) {
+        py.detach(|| self.line().poll(now, seconds(send_timeout)));
+    }
+
+    /// `poll`, then the holds that ended since the last take, in the order they ended.
+    fn take(&self, py: Python<'_>, now: f64, send_timeout: f64) -> PyResult<Vec<EndedHold>> {
+        let ended = py.detach(|| self.line().take(now, seconds(send_timeout)));
+        ended.into_iter().map(|ended| ended_hold(py, ended)).collect()
+    }
+
+    fn close(&self, py: Python<'_>) {
+        py.detach(|| self.line().close());
+    }
+
+    #[getter]
+    fn closed(&self, py: Python<'_>) -> bool {
+        py.detach(|| self.line().is_closed())
+    }
+
+    /// How many queues are held.
+    #[getter]
+    fn held(&self, py: Python<'_>) -> usize {
+        py.detach(|| self.line().held())
+    }
+}
+
 #[pymethods]
 impl Status {
     #[getter(name)]
@@ -619,6 +715,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<ArrowColumn>()?;
     m.add_class::<Frame>()?;
     m.add_class::<FramePipe>()?;
+    m.add_class::<HoldLine>()?;
+    m.add_class::<EndedHold>()?;
     m.add_class::<RequestTemplate>()?;
     m.add_class::<RangeCursor>()?;
     m.add_class::<Step>()?;
