@@ -1,6 +1,6 @@
 """The compiled core (``native/src/python.rs``): the gatherer of pulled blocks into Arrow columns, the remoting frame
-codec, the pipe, the line of held pulls, and the range cursor with its native pull loop. Its errors are ``CoreError``s, which
-``rmq_spark.client.core_errors.package_error`` turns into the package's own."""
+codec, the pipe, the line of held pulls, and the range cursor with its native pull loop. Its errors are
+``CoreError``s, which ``rmq_spark.client.core_errors.package_error`` turns into the package's own."""
 
 from typing import Any, ClassVar, final
 
@@ -132,7 +132,7 @@ class FramePipe:
     def busy(self) -> bool: ...
 
 @final
-class EndedHold:
+class HoldEnd:
     """A hold of a ``HoldLine`` that ended; ``next_offset`` None: not held any more (``frame``, the answer's header
     without its body, or ``failure`` says why)."""
 
@@ -161,7 +161,7 @@ class HoldLine:
     def hold(self, key: int, template: RequestTemplate, offset: int) -> None: ...
     def drop(self, key: int) -> None: ...
     def poll(self, now: float, send_timeout: float) -> None: ...
-    def take(self, now: float, send_timeout: float) -> list[EndedHold]: ...
+    def take(self, now: float, send_timeout: float) -> list[HoldEnd]: ...
     def close(self) -> None: ...
     @property
     def closed(self) -> bool: ...

@@ -347,7 +347,7 @@ impl FramePipe {
 /// A hold of a `HoldLine` that ended: where the queue was held, when, and where it is held again (None: not held,
 /// `frame`, the answer's header without its body, or `failure` says why).
 #[pyclass(module = "rmq_spark._native", frozen, get_all)]
-struct EndedHold {
+struct HoldEnd {
     key: u64,
     offset: i64,
     armed_at: f64,
@@ -357,8 +357,8 @@ struct EndedHold {
     failure: Option<Py<PyBaseException>>,
 }
 
-fn ended_hold(py: Python<'_>, ended: holds::Ended) -> PyResult<EndedHold> {
-    Ok(EndedHold {
+fn hold_end(py: Python<'_>, ended: holds::Ended) -> PyResult<HoldEnd> {
+    Ok(HoldEnd {
         key: ended.key,
         offset: ended.offset,
         armed_at: ended.armed_at,
@@ -418,9 +418,9 @@ impl HoldLine {
     }
 
     /// `poll`, then the holds that ended since the last take, in the order they ended.
-    fn take(&self, py: Python<'_>, now: f64, send_timeout: f64) -> PyResult<Vec<EndedHold>> {
+    fn take(&self, py: Python<'_>, now: f64, send_timeout: f64) -> PyResult<Vec<HoldEnd>> {
         let ended = py.detach(|| self.line().take(now, seconds(send_timeout)));
-        ended.into_iter().map(|ended| ended_hold(py, ended)).collect()
+        ended.into_iter().map(|ended| hold_end(py, ended)).collect()
     }
 
     fn close(&self, py: Python<'_>) {
@@ -716,7 +716,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Frame>()?;
     m.add_class::<FramePipe>()?;
     m.add_class::<HoldLine>()?;
-    m.add_class::<EndedHold>()?;
+    m.add_class::<HoldEnd>()?;
     m.add_class::<RequestTemplate>()?;
     m.add_class::<RangeCursor>()?;
     m.add_class::<Step>()?;

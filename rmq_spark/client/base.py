@@ -19,6 +19,7 @@ from rmq_spark.client import hints
 from rmq_spark.client.defaults import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_PULL_DEPTH, DEFAULT_RETRY_TIMEOUT
 from rmq_spark.client.errors import RETRYABLE, BrokerError, BrokerUnavailableError, RocketMQError, UnsupportedError
 from rmq_spark.client.gathering import MessageCollector
+from rmq_spark.client.holds import CallHolds, Holds
 from rmq_spark.client.model import (
     DEFAULT_GROUP,
     DEFAULT_PRODUCER_GROUP,
@@ -71,8 +72,7 @@ class HeldCall(Call, Protocol):
 
     @property
     def ended_at(self) -> float:
-        """Once ended: the earliest ``time.monotonic()`` its answer may have come (a transport that reads answers in
-        rounds ends a call up to a round after that)."""
+        """Once ended: the earliest ``time.monotonic()`` its answer may have come."""
 
 
 # the default of a per-queue mapping: no queue (read-only, so a shared default)
@@ -217,9 +217,9 @@ class BaseClient:
         ``hold_ms`` pass. UnsupportedError where the transport cannot tell when a pull has ended."""
         raise UnsupportedError(f"{type(self).__name__} cannot hold pulls")
 
-    def poll_holds(self) -> None:
-        """End now, on the caller's thread, the held calls whose answers have come (a transport that reads held
-        answers in rounds otherwise ends them up to a round late; this default: they end by themselves)."""
+    def holds(self, group: str, hold_ms: int) -> Holds:
+        """The held pulls of ``group``, each held ``hold_ms`` at most; this default keeps them over ``hold_async``."""
+        return CallHolds(self, group, hold_ms)
 
     def send_async(
         self,

@@ -3,13 +3,12 @@ idle watch asks no broker for offsets on a clock (issue 28)."""
 
 from __future__ import annotations
 
-import threading
 import time
 import uuid
 
 from rmq_spark.client import RemotingClient
 from rmq_spark.client.remoting import codes
-from rmq_spark.compiled import PullStatus
+from rmq_spark.client.remoting.native_holds import NativeHolds
 from rmq_spark.options import parse_options
 from rmq_spark.source.queue_watch import QueueWatch
 from tests.support.waiting import wait_until
@@ -78,20 +77,26 @@ def test_the_logic_queues_of_a_static_topic_are_held_at_their_leaders(rocketmq):
         client.close()
 
 
-def test_a_held_pull_over_plain_tcp_is_answered_on_the_polled_line_not_on_a_reader_thread(rocketmq, topic):
-    """A thousand trickling queues must not wake a connection's reader thread per message: the answer of a hold is
-    read by the polling thread of the held pulls' lines (issue 37 item 7)."""
+def test_holds_over_plain_tcp_are_held_again_by_the_compiled_core_at_each_new_end(rocketmq, topic):
+    """A thousand trickling queues must cost no Python per message (issue 37 item 7): over plain TCP the hold line
+    judges each answer and sends the hold again at the master's new end itself; Python reads one record per end."""
     client = RemotingClient(rocketmq.name_server)
+    holds = client.holds(f"g-{uuid.uuid4().hex[:8]}", 20_000)
     try:
+        assert isinstance(holds, NativeHolds)
         mq = next(q for q in client.queues(topic) if q.broker_name == "broker-a" and q.queue_id == 1)
-        call = client.hold_async(mq, 0, group=f"g-{uuid.uuid4().hex[:8]}", hold_ms=20_000)
-        ended = threading.Event()
-        threads: list[str] = []
-        call.add_done_callback(lambda: (threads.append(threading.current_thread().name), ended.set()))
-        rocketmq.produce(topic, [{"body": "x", "broker": "broker-a", "queueId": 1}])
-        assert ended.wait(15), "the hold was not answered"
-        assert threads[0] == "rmq-polled"
-        result = call.result()
-        assert (result.status, result.max_offset) == (PullStatus.FOUND, 1)
+        holds.hold(mq, 0)
+        seen: list[tuple[int, int | None]] = []
+
+        def ended(count: int) -> bool:
+            seen.extend((e.offset, e.next_offset) for e in holds.ended())
+            return len(seen) >= count
+
+        for n in (1, 2):
+            time.sleep(0.3)  # the hold is on the broker
+            rocketmq.produce(topic, [{"body": f"m{n}", "broker": "broker-a", "queueId": 1}])
+            wait_until(lambda n=n: ended(n), 15, f"the end of hold {n}")
+        assert seen == [(0, 1), (1, 2)]  # the second hold was sent by the core at the first one's end
     finally:
+        holds.close()
         client.close()

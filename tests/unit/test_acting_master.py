@@ -95,6 +95,8 @@ def test_an_acting_master_answers_reads_as_a_replica_and_takes_no_hold_no_offset
         assert answers == {MQ: 5} and answers.replica == {MQ}  # may lag behind the master that is away
         with pytest.raises(BrokerUnavailableError, match="no master"):
             client.hold_async(MQ, 5, group="g", hold_ms=1000)
+        with pytest.raises(BrokerUnavailableError, match="no master"):
+            client.holds("g", 1000).hold(MQ, 5)  # in the compiled core's hold lines
         stored = client.update_consumer_offsets("g", {MQ: 5}, partial=True)
         assert MQ in stored.failed and MQ not in stored
         with pytest.raises(BrokerUnavailableError, match="no master"):

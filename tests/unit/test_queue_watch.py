@@ -8,7 +8,7 @@ import contextlib
 import logging
 
 from rmq_spark.client import outages
-from rmq_spark.client.base import Answers
+from rmq_spark.client.base import Answers, BaseClient
 from rmq_spark.client.errors import BrokerError, BrokerUnavailableError, UnsupportedError
 from rmq_spark.client.model import BrokerData, MessageQueue, QueueData, TopicRoute
 from rmq_spark.client.outages import OutageLog
@@ -149,6 +149,8 @@ class _ShrunkTopic:
 
     def hold_async(self, mq, offset, *, group, hold_ms):
         raise UnsupportedError("no holds here")
+
+    holds = BaseClient.holds
 
 
 def test_offsets_refused_for_queues_that_left_the_route_send_the_watch_to_the_routes_not_to_an_error():

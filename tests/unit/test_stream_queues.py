@@ -14,7 +14,7 @@ import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable
 
 from rmq_spark.client import outages
-from rmq_spark.client.base import Answers
+from rmq_spark.client.base import Answers, BaseClient
 from rmq_spark.client.errors import BrokerUnavailableError, DataLossError, UnsupportedError
 from rmq_spark.client.model import BrokerData, MessageQueue, QueueData, TopicRoute
 from rmq_spark.client.outages import OutageLog
@@ -71,6 +71,8 @@ class _Cluster:
 
     def hold_async(self, mq, offset, *, group, hold_ms):
         raise UnsupportedError("no holds here")
+
+    holds = BaseClient.holds
 
     def serves_reads(self, mq, offset, group) -> bool:
         return True

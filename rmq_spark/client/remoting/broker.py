@@ -68,6 +68,16 @@ def pull_request(
     )
 
 
+# how often a broker checks whether its held pulls have timed out (PullRequestHoldService)
+HOLD_CHECK_S = 5.0
+
+
+def hold_timeout(request_timeout: float, hold_ms: int) -> float:
+    """How long the answer to a pull held ``hold_ms`` may take: the hold, the broker's check of it, a request's
+    timeout."""
+    return request_timeout + hold_ms / 1000.0 + HOLD_CHECK_S
+
+
 def pull_result(
     response: RemotingCommand, mq: MessageQueue, address: str, offset: int, *, messages: bool = True
 ) -> PullResult:

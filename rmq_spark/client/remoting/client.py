@@ -21,6 +21,7 @@ from rmq_spark.client.errors import (
     ConnectionLostError,
     TopicNotFoundError,
 )
+from rmq_spark.client.holds import Holds
 from rmq_spark.client.model import (
     DEFAULT_GROUP,
     DEFAULT_PRODUCER_GROUP,
@@ -52,7 +53,7 @@ from rmq_spark.client.remoting.connection import (
 )
 from rmq_spark.client.remoting.frame import RemotingCommand, command_of, request_template
 from rmq_spark.client.remoting.namesrv import NameServerClient
-from rmq_spark.client.remoting.polled_lines import PolledLines, PolledRequest
+from rmq_spark.client.remoting.native_holds import NativeHolds
 from rmq_spark.client.remoting.send_codec import compressed_for_send
 from rmq_spark.client.remoting.versions import is_v4, release_name
 from rmq_spark.client.system_topics import cluster_topics
@@ -72,12 +73,11 @@ from rmq_spark.compiled import (
 T = TypeVar("T")
 W = TypeVar("W", str, MessageQueue)
 # what a call waits on: a pooled connection's request, a direct one's, or a polled line's
-P = TypeVar("P", PendingRequest, DirectPending, PolledRequest)
+P = TypeVar("P", PendingRequest, DirectPending)
 
 COMPACTION = ("cleanup.policy", "COMPACTION")
 MESSAGE_TYPE = "message.type"
 _PULL_VARY = ("queueOffset", "maxMsgNums")
-HOLD_CHECK_S = 5.0  # how often a broker checks whether its held pulls have timed out (PullRequestHoldService)
 
 
 class RemotingCall(Generic[P]):
@@ -104,23 +104,18 @@ class RemotingCall(Generic[P]):
         try:
             return self._parse(self._pending.result(), self._address)
         except ConnectionLostError as e:
-            if e.code == codes.NOT_LEADER_FOR_QUEUE:  # the route is known to be wrong: read it now
-                self._client.route(self._topic, refresh=True)
-            else:
-                self._client.invalidate_route(self._topic)
+            self._client.reroute(self._topic, e)
             raise
 
     def cancel(self) -> None:
         self._pending.cancel()
 
     @property
-    def ended_at(self: RemotingCall[PendingRequest] | RemotingCall[PolledRequest]) -> float:
+    def ended_at(self: RemotingCall[PendingRequest]) -> float:
         """Once it ended: the earliest time its answer may have come."""
         return self._pending.ended_at
 
-    def add_done_callback(
-        self: RemotingCall[PendingRequest] | RemotingCall[PolledRequest], fn: Callable[[], None]
-    ) -> None:
+    def add_done_callback(self: RemotingCall[PendingRequest], fn: Callable[[], None]) -> None:
         """``fn()`` once the answer is in (or the request failed), on the thread that completed it."""
         self._pending.add_done_callback(fn)
 
@@ -241,8 +236,6 @@ class RemotingClient(BaseClient):
             signer=functools.partial(acl.sign, credentials) if credentials else None,
         )
         self._namesrv = NameServerClient(self._pool, addresses, timeout=request_timeout)
-        # held pulls, over plain TCP: answers read in rounds by one thread (TLS: on the shared connections)
-        self._held_lines = PolledLines(self._pool.dial) if self._pool.direct else None
         # the broker id each queue's broker last suggested for its next pull (PullAPIWrapper.pullFromWhichNodeTable)
         self._suggested: dict[MessageQueue, int] = {}
         # topic -> (when asked, known attributes): planning's checks of a new topic share one GET_TOPIC_CONFIG
@@ -251,8 +244,6 @@ class RemotingClient(BaseClient):
     def close(self) -> None:
         """Close every connection."""
         super().close()
-        if self._held_lines is not None:
-            self._held_lines.close()
         self._pool.close()
 
     def burst(self) -> AbstractContextManager[None]:
@@ -324,6 +315,24 @@ class RemotingClient(BaseClient):
             address = next((a for a in candidates if not self._pool.recently_failed(a)), address)
         return address, address != members.master_address
 
+    def master_address(self, mq: MessageQueue) -> str:
+        """The address of the master of ``mq``'s broker group; BrokerUnavailableError while the route has none."""
+        address = self._members(mq).master_address
+        if address is None:
+            raise BrokerUnavailableError(
+                f"broker {mq.broker_name!r} has no master in the route of topic {mq.topic!r} now (a slave serves "
+                "reads only)"
+            )
+        return address
+
+    def reroute(self, topic: str, e: ConnectionLostError) -> None:
+        """Look ``topic``'s route up again after a request failed with ``e``: now when the broker said it does not
+        lead the queue asked for, else at the next request."""
+        if e.code == codes.NOT_LEADER_FOR_QUEUE:
+            self.route(topic, refresh=True)
+        else:
+            self.invalidate_route(topic)
+
     def _request(
         self,
         mq: MessageQueue,
@@ -332,22 +341,15 @@ class RemotingClient(BaseClient):
         *,
         master: bool = False,
         timeout: float | None = None,
-        lines: PolledLines | None = None,
     ) -> RemotingCall:
-        """Send ``cmd`` to a member of ``mq``'s broker group (the master with ``master``) and return at once, on
-        the shared connection, or on ``lines``' line to it."""
+        """Send ``cmd`` to a member of ``mq``'s broker group (the master with ``master``) on the shared connection
+        to it and return at once."""
         if master:
-            address = self._members(mq).master_address
-            if address is None:
-                raise BrokerUnavailableError(
-                    f"broker {mq.broker_name!r} has no master in the route of topic "
-                    f"{mq.topic!r} now (a slave serves reads only)"
-                )
-            replica = False
+            address, replica = self.master_address(mq), False
         else:
             address, replica = self._read_address(mq)
         try:
-            pending = (lines or self._pool).send(address, cmd, self.request_timeout if timeout is None else timeout)
+            pending = self._pool.send(address, cmd, self.request_timeout if timeout is None else timeout)
         except ConnectionLostError:
             self.invalidate_route(mq.topic)
             raise
@@ -563,8 +565,8 @@ class RemotingClient(BaseClient):
     def hold_async(self, mq: MessageQueue, offset: int, *, group: str, hold_ms: int) -> RemotingCall:
         """A pull at ``offset`` (the queue's end) that the master holds until a message arrives or ``hold_ms``
         pass (a slave, one acting as master included, is never asked: it learns of messages late, and a queue whose
-        master is away is polled). Over plain TCP it goes on the master's polled line (``poll_holds``).
-        The broker looks at its held pulls every HOLD_CHECK_S, so the answer may come that much after the hold."""
+        master is away is polled). The broker looks at its held pulls every HOLD_CHECK_S (``broker``), so the
+        answer may come that much after the hold."""
         wire_group, wire_queue = self._wire(group, mq)
         cmd = req.pull_request(wire_queue, wire_group, offset, 1, suspend_ms=hold_ms)
         return self._request(
@@ -572,13 +574,15 @@ class RemotingClient(BaseClient):
             cmd,
             lambda r, a: req.pull_result(r, mq, a, offset, messages=False),
             master=True,
-            timeout=self.request_timeout + hold_ms / 1000.0 + HOLD_CHECK_S,
-            lines=self._held_lines,
+            timeout=req.hold_timeout(self.request_timeout, hold_ms),
         )
 
-    def poll_holds(self) -> None:
-        if self._held_lines is not None:
-            self._held_lines.poll()
+    def holds(self, group: str, hold_ms: int) -> Holds:
+        """Over plain TCP, unsigned: in the compiled core's hold lines (``NativeHolds``); else over ``hold_async``
+        on the shared connections (a reader thread each)."""
+        if self._pool.direct and not self._pool.signs:
+            return NativeHolds(self, group, hold_ms)
+        return super().holds(group, hold_ms)
 
     def _pull_parse(self, mq: MessageQueue, offset: int) -> Callable[[RemotingCommand, str], PullResult]:
         """The parse of the answer to a pull of ``mq`` at ``offset``; it notes the member the broker suggests

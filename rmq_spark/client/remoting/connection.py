@@ -1,6 +1,6 @@
 """Connections to name servers and brokers, with many requests in flight matched by ``opaque``: shared ones (TCP or
-TLS, a reader thread each, any thread may send) and direct ones of one reader's own (plain TCP, the compiled core's
-pipe, answers read on the caller's thread)."""
+TLS, a reader thread each, any thread may send), direct ones of one reader's own (plain TCP, the compiled core's
+pipe, answers read on the caller's thread), and the compiled core's hold lines (plain TCP, held pulls)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from rmq_spark.client.core_errors import package_error
 from rmq_spark.client.defaults import DEFAULT_CONNECT_TIMEOUT
 from rmq_spark.client.errors import ConnectionLostError, ProtocolError, RequestTimeoutError, RocketMQError
 from rmq_spark.client.remoting.frame import RemotingCommand, command_of, decode_frame, encode_command
-from rmq_spark.compiled import CoreError, FramePipe, MalformedError, PipeLostError, PipeTimeoutError
+from rmq_spark.compiled import CoreError, FramePipe, HoldLine, MalformedError, PipeLostError, PipeTimeoutError
 
 # The broker's own limit (com.rocketmq.remoting.frameMaxLength); a larger length means a corrupt stream.
 MAX_FRAME_LENGTH = 16 * 1024 * 1024
@@ -391,6 +391,16 @@ def pipe_failure(e: CoreError, address: str, code: int) -> RocketMQError:
     return package_error(e, _PIPE_FAILURES[type(e)].format(address=address, code=code, error=e))
 
 
+def connect_core(address: str, connect: Callable[[str, int], T]) -> T:
+    """``connect(host, port)`` of one of the compiled core's connections to ``address``; a failure to connect
+    raises ConnectionLostError naming the address."""
+    host, port = host_port(address)
+    try:
+        return connect(host, port)
+    except CoreError as e:
+        raise package_error(e, _cannot_connect(address, e)) from None
+
+
 class DirectPending:
     """A request sent on a DirectConnection; ``result()`` reads until its answer comes or its deadline passes."""
 
@@ -423,11 +433,7 @@ class DirectConnection:
     ) -> None:
         self.address = address
         self._signer = signer
-        host, port = host_port(address)
-        try:
-            self.pipe = FramePipe(host, port, connect_timeout, MAX_FRAME_LENGTH)
-        except CoreError as e:
-            raise package_error(e, _cannot_connect(address, e)) from None
+        self.pipe = connect_core(address, lambda host, port: FramePipe(host, port, connect_timeout, MAX_FRAME_LENGTH))
 
     @property
     def closed(self) -> bool:
@@ -547,6 +553,20 @@ class ConnectionPool:
             self._check_cooldown(address)
         return self._connected(
             address, lambda: DirectConnection(address, connect_timeout=self._connect_timeout, signer=self._signer)
+        )
+
+    def hold_line(self, address: str, hold_timeout: float, round_s: float) -> HoldLine:
+        """A hold line of the caller's own to ``address`` (the compiled core's, plain TCP and unsigned; the
+        cooldown applies as to direct connections): its holds' answers may take ``hold_timeout``, and a queue whose
+        hold a message ended is held again ``round_s`` after its last hold at the earliest."""
+        with self._lock:
+            self._check_cooldown(address)
+        return self._connected(
+            address,
+            lambda: connect_core(
+                address,
+                lambda host, port: HoldLine(host, port, self._connect_timeout, MAX_FRAME_LENGTH, hold_timeout, round_s),
+            ),
         )
 
     def _idle_connection(self, address: str) -> DirectConnection | None:
