@@ -156,11 +156,19 @@ class HoldLine:
     """The held pulls of many queues over one connection to a broker, judged and held again in the core."""
 
     def __init__(
-        self, host: str, port: int, connect_timeout: float, max_frame: int, hold_timeout: float, round_s: float
+        self,
+        host: str,
+        port: int,
+        connect_timeout: float,
+        max_frame: int,
+        hold_timeout: float,
+        round_s: float,
+        poll_s: float,
+        send_timeout: float,
+        now: float,
     ) -> None: ...
     def hold(self, key: int, template: RequestTemplate, offset: int) -> None: ...
     def drop(self, key: int) -> None: ...
-    def poll(self, now: float, send_timeout: float) -> None: ...
     def take(self, now: float, send_timeout: float) -> list[HoldEnd]: ...
     def close(self) -> None: ...
     @property

@@ -5,12 +5,17 @@
 //! clock of its own for its holds, and never lets its clock step back.
 
 use std::collections::{BTreeMap, HashMap};
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
 
 use crate::cursor::{Answer, Status};
 use crate::frame::Template;
 use crate::pipe::{Pipe, PipeError, Response};
 use crate::pulls::answer_of;
+
+/// How often the holds past their timeout are looked for (a timeout is tens of seconds).
+const EXPIRY_TICK_S: f64 = 0.5;
 
 /// A hold that ended.
 pub struct Ended {
@@ -47,6 +52,8 @@ pub struct HoldLine {
     hold_timeout: f64,
     round_s: f64,
     holds: BTreeMap<u64, Hold>,
+    /// The keys staged, with when each is due (a key held anew or dropped since is passed over).
+    staged: Vec<(f64, u64)>,
     in_flight: HashMap<i32, u64>,
     ended: Vec<Ended>,
     last_opaque: i32,
@@ -55,6 +62,8 @@ pub struct HoldLine {
     /// When the pipe was last read, and when it last gave an answer.
     read_at: f64,
     last_received: f64,
+    /// When the holds past their timeout are next looked for.
+    expiry_due: f64,
     closed: bool,
 }
 
@@ -81,12 +90,14 @@ impl HoldLine {
             hold_timeout,
             round_s,
             holds: BTreeMap::new(),
+            staged: Vec::new(),
             in_flight: HashMap::new(),
             ended: Vec::new(),
             last_opaque: 0,
             now: 0.0,
             read_at: f64::NEG_INFINITY,
             last_received: f64::NEG_INFINITY,
+            expiry_due: f64::NEG_INFINITY,
             closed: false,
         }
     }
@@ -109,8 +120,15 @@ impl HoldLine {
         }
         template.render_into(&[offset], 0, &mut Vec::new()).map_err(PipeError::Protocol)?;
         self.drop_hold(key);
-        self.holds.insert(key, Hold { template, offset, state: State::Staged { due: f64::NEG_INFINITY } });
+        self.stage(key, Hold { template, offset, state: State::Staged { due: f64::NEG_INFINITY } });
         Ok(())
+    }
+
+    fn stage(&mut self, key: u64, hold: Hold) {
+        if let State::Staged { due } = hold.state {
+            self.staged.push((due, key));
+        }
+        self.holds.insert(key, hold);
     }
 
     /// No hold of `key` any more: the answer of its pull in flight is dropped, and so are its records not taken.
@@ -175,6 +193,7 @@ impl HoldLine {
                 let due = if next == offset { f64::NEG_INFINITY } else { armed_at + self.round_s };
                 hold.offset = next;
                 hold.state = State::Staged { due };
+                self.staged.push((due, key));
             }
             None => {
                 self.holds.remove(&key);
@@ -195,10 +214,17 @@ impl HoldLine {
         let mut frames = Vec::new();
         let mut opaques = Vec::new();
         let mut unrendered = Vec::new();
-        for (&key, hold) in &mut self.holds {
-            match hold.state {
-                State::Staged { due } if due <= now => {}
-                _ => continue,
+        let mut due_keys = Vec::new();
+        self.staged.retain(|&(due, key)| {
+            if due <= now {
+                due_keys.push(key);
+            }
+            due > now
+        });
+        for key in due_keys {
+            let Some(hold) = self.holds.get_mut(&key) else { continue };
+            if !matches!(hold.state, State::Staged { due } if due <= now) {
+                continue; // held anew since (staged again under its own entry), or written
             }
             self.last_opaque = self.last_opaque % i32::MAX + 1;
             let opaque = self.last_opaque;
@@ -224,10 +250,11 @@ impl HoldLine {
     /// Ends the holds past their timeout, and closes the line when one of them was written after it last received
     /// anything (a half-open or stuck connection is replaced, not waited on).
     fn expire(&mut self) {
-        if self.closed {
+        if self.closed || self.now < self.expiry_due {
             return;
         }
         let now = self.now;
+        self.expiry_due = now + EXPIRY_TICK_S;
         let late: Vec<(u64, f64)> = self
             .holds
             .iter()
@@ -279,6 +306,45 @@ impl HoldLine {
         self.in_flight.remove(&opaque);
         self.pipe.forget(opaque);
     }
+}
+
+/// The caller's clock read without the caller: its time at `at`, and the time elapsed since.
+#[derive(Debug, Clone, Copy)]
+pub struct Clock {
+    origin: f64,
+    at: Instant,
+}
+
+impl Clock {
+    /// The clock that reads `now` now.
+    pub fn starting(now: f64) -> Clock {
+        Clock { origin: now, at: Instant::now() }
+    }
+
+    pub fn now(&self) -> f64 {
+        self.origin + self.at.elapsed().as_secs_f64()
+    }
+}
+
+/// Polls `line` every `every` on a thread of its own (`poll` with `send_timeout`, on `clock`), until the line is
+/// closed or nobody else holds it: the holds due are written and the answers read without the caller.
+pub fn poll_in_background(
+    line: &Arc<Mutex<HoldLine>>,
+    every: Duration,
+    send_timeout: Duration,
+    clock: Clock,
+) -> std::io::Result<()> {
+    let line = Arc::downgrade(line);
+    thread::Builder::new().name("rmq-hold-line".to_owned()).spawn(move || loop {
+        thread::sleep(every);
+        let Some(line) = line.upgrade() else { return };
+        let mut line = line.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if line.is_closed() {
+            return;
+        }
+        line.poll(clock.now(), send_timeout);
+    })?;
+    Ok(())
 }
 
 #[cfg(test)]
@@ -536,5 +602,23 @@ mod tests {
         assert_eq!(line.held(), 0);
         assert!(matches!(line.hold(1, template(), 5), Err(PipeError::Lost(_))));
         assert!(line.take(3.0, SEND).is_empty());
+    }
+
+    #[test]
+    fn a_line_polled_in_the_background_holds_again_and_writes_holds_without_its_caller() {
+        let (port, peer) = peer();
+        let line = Arc::new(Mutex::new(line(port, 40.0, 0.05)));
+        poll_in_background(&line, Duration::from_millis(10), SEND, Clock::starting(100.0)).unwrap();
+        line.lock().unwrap().hold(1, template(), 5).unwrap();
+        let (opaque, offset) = peer.next(); // written by the background poll
+        assert_eq!(offset, 5);
+        peer.answer(opaque, 0, 6, 9, b"m");
+        assert_eq!(peer.next().1, 9); // held again at the new end, a round later
+        let got = line.lock().unwrap().take(0.0, SEND);
+        assert_eq!(summary(&got), vec![(1, 5, Some(9), None, None)]);
+        assert!(got[0].armed_at >= 100.0 && got[0].ended_at >= got[0].armed_at);
+        line.lock().unwrap().close();
+        thread::sleep(Duration::from_millis(50)); // the poller sees the line closed and ends
+        assert_eq!(Arc::strong_count(&line), 1);
     }
 }

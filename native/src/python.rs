@@ -2,6 +2,7 @@
 //! pipe, the line of held pulls and the range cursor. Its types are described in `rmq_spark/_native.pyi`. Its
 //! errors are the `CoreError` classes below; `rmq_spark.compiled.package_error` turns them into the package's own.
 
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use pyo3::create_exception;
@@ -370,22 +371,25 @@ fn hold_end(py: Python<'_>, ended: holds::Ended) -> PyResult<HoldEnd> {
 }
 
 /// The held pulls of many queues over one connection to a broker (plain TCP), each answer judged and the queue
-/// held again in the core; times are the caller's `time.monotonic()`. Shared by threads: its state is locked only
-/// with the GIL released.
+/// held again in the core, by a thread of the line's own; times are the caller's `time.monotonic()`. Its state is
+/// locked only with the GIL released.
 #[pyclass(module = "rmq_spark._native", frozen)]
 struct HoldLine {
-    line: std::sync::Mutex<holds::HoldLine>,
+    line: Arc<Mutex<holds::HoldLine>>,
 }
 
 impl HoldLine {
-    fn line(&self) -> std::sync::MutexGuard<'_, holds::HoldLine> {
-        self.line.lock().unwrap()
+    fn line(&self) -> MutexGuard<'_, holds::HoldLine> {
+        self.line.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
 #[pymethods]
 impl HoldLine {
+    /// `poll_s`: how often a thread of the line's own writes the holds due and reads what came (each write within
+    /// `send_timeout`), on the caller's clock, which reads `now` now.
     #[new]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         host: &str,
@@ -394,9 +398,15 @@ impl HoldLine {
         max_frame: usize,
         hold_timeout: f64,
         round_s: f64,
+        poll_s: f64,
+        send_timeout: f64,
+        now: f64,
     ) -> PyResult<Self> {
         let pipe = py.detach(|| Pipe::connect(host, port, seconds(connect_timeout), max_frame)).map_err(pipe_error)?;
-        Ok(HoldLine { line: std::sync::Mutex::new(holds::HoldLine::new(pipe, hold_timeout, round_s)) })
+        let line = Arc::new(Mutex::new(holds::HoldLine::new(pipe, hold_timeout, round_s)));
+        holds::poll_in_background(&line, seconds(poll_s), seconds(send_timeout), holds::Clock::starting(now))
+            .map_err(|e| PipeLostError::new_err(format!("cannot start the line's thread: {e}")))?;
+        Ok(HoldLine { line })
     }
 
     /// Holds queue `key` at `offset` with pulls from `template` (whose one varying field is the queue offset) from
@@ -410,11 +420,6 @@ impl HoldLine {
     #[pyo3(name = "drop")]
     fn drop_hold(&self, py: Python<'_>, key: u64) {
         py.detach(|| self.line().drop_hold(key));
-    }
-
-    /// Reads the answers that came, writes the pulls due (within `send_timeout` seconds) and expires late holds.
-    fn poll(&self, py: Python<'_>, now: f64, send_timeout: f64) {
-        py.detach(|| self.line().poll(now, seconds(send_timeout)));
     }
 
     /// `poll`, then the holds that ended since the last take, in the order they ended.

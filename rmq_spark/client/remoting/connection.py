@@ -555,19 +555,21 @@ class ConnectionPool:
             address, lambda: DirectConnection(address, connect_timeout=self._connect_timeout, signer=self._signer)
         )
 
-    def hold_line(self, address: str, hold_timeout: float, round_s: float) -> HoldLine:
+    def hold_line(
+        self, address: str, *, hold_timeout: float, round_s: float, poll_s: float, send_timeout: float
+    ) -> HoldLine:
         """A hold line of the caller's own to ``address`` (the compiled core's, plain TCP and unsigned; the
-        cooldown applies as to direct connections): its holds' answers may take ``hold_timeout``, and a queue whose
-        hold a message ended is held again ``round_s`` after its last hold at the earliest."""
+        cooldown applies as to direct connections): its holds' answers may take ``hold_timeout``, a queue whose
+        hold a message ended is held again ``round_s`` after its last hold at the earliest, and the line's thread
+        writes what is due and reads what came every ``poll_s`` (each write within ``send_timeout``)."""
         with self._lock:
             self._check_cooldown(address)
-        return self._connected(
-            address,
-            lambda: connect_core(
-                address,
-                lambda host, port: HoldLine(host, port, self._connect_timeout, MAX_FRAME_LENGTH, hold_timeout, round_s),
-            ),
-        )
+
+        def connect(host: str, port: int) -> HoldLine:
+            settings = (hold_timeout, round_s, poll_s, send_timeout, time.monotonic())
+            return HoldLine(host, port, self._connect_timeout, MAX_FRAME_LENGTH, *settings)
+
+        return self._connected(address, lambda: connect_core(address, connect))
 
     def _idle_connection(self, address: str) -> DirectConnection | None:
         """A connection to ``address`` given back lately and still open (a read that finds nothing tells one the

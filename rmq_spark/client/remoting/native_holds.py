@@ -1,12 +1,11 @@
 """Held pulls over plain TCP, kept in the compiled core: one hold line per master (``HoldLine``) carries the holds
 of all its queues, judges each answer and holds the queue again where a quiet end or a master's new end tells,
-without Python. Python sees the holds that ended (``ended()``); a polling thread has the lines write the holds due
-and read their answers POLL_S apart, so a hold is armed again within a round even while nobody asks."""
+without Python: a thread of the line's own writes the holds due and reads their answers POLL_S apart. Python sees
+the holds that ended (``ended()``, which reads what came at once)."""
 
 from __future__ import annotations
 
 import itertools
-import threading
 import time
 from typing import TYPE_CHECKING
 
@@ -22,26 +21,23 @@ from rmq_spark.compiled import CoreError, HoldEnd, HoldLine
 if TYPE_CHECKING:
     from rmq_spark.client.remoting.client import RemotingClient
 
-# How often the polling thread has the lines write the holds due and read what came, while any is held.
+# How often a line's thread writes the holds due and reads what came.
 POLL_S = 0.1
 
 
 class NativeHolds(Holds):
-    """The holds of one consumer group over the client's hold lines (opened on first use, again after one closed).
+    """The holds of one consumer group over hold lines of its own (opened on first use, again after one closed).
     Each queue is held on its master's line under a key of its own."""
 
     def __init__(self, client: RemotingClient, group: str, hold_ms: int) -> None:
         self._client, self._group, self._hold_ms = client, group, hold_ms
         self._timeout = req.hold_timeout(client.request_timeout, hold_ms)
-        self._lock = threading.Lock()  # the lines, shared with the polling thread
         self._lines: dict[str, HoldLine] = {}
         self._retired: list[tuple[str, HoldLine]] = []  # closed lines replaced before their ends were told
         self._held: dict[MessageQueue, tuple[str, HoldLine]] = {}  # the address and line each queue is held on
         self._keys: dict[MessageQueue, int] = {}
         self._queues: dict[int, MessageQueue] = {}
         self._next_key = itertools.count(1)
-        self._out = threading.Event()  # set while holds may be out: the polling thread runs
-        self._poller: threading.Thread | None = None
         self._closed = False
 
     def hold(self, mq: MessageQueue, offset: int) -> None:
@@ -65,8 +61,6 @@ class NativeHolds(Holds):
             client.invalidate_route(mq.topic)
             raise
         self._held[mq] = (address, line)
-        if not self._out.is_set():
-            self._out.set()
 
     def _key(self, mq: MessageQueue) -> int:
         key = self._keys.get(mq)
@@ -77,21 +71,21 @@ class NativeHolds(Holds):
 
     def _line(self, address: str) -> HoldLine:
         """The open line to ``address``, opened now if there is none (ConnectionLostError when it cannot be)."""
-        with self._lock:
-            line = self._lines.get(address)
-            if line is not None and not line.closed:
-                return line
-        fresh = self._client._pool.hold_line(address, self._timeout, ARM_ROUND_S)
-        with self._lock:
-            if self._closed:
-                fresh.close()
-                raise ConnectionLostError(f"the client's connection to {address} was closed")
-            if line is not None:
-                self._retired.append((address, line))
-            self._lines[address] = fresh
-            if self._poller is None:
-                self._poller = threading.Thread(target=self._polling, name="rmq-holds", daemon=True)
-                self._poller.start()
+        line = self._lines.get(address)
+        if line is not None and not line.closed:
+            return line
+        if self._closed:
+            raise ConnectionLostError(f"the client's connection to {address} was closed")
+        fresh = self._client._pool.hold_line(
+            address,
+            hold_timeout=self._timeout,
+            round_s=ARM_ROUND_S,
+            poll_s=POLL_S,
+            send_timeout=self._client.request_timeout,
+        )
+        if line is not None:
+            self._retired.append((address, line))
+        self._lines[address] = fresh
         return fresh
 
     def drop(self, mq: MessageQueue) -> None:
@@ -101,9 +95,8 @@ class NativeHolds(Holds):
 
     def ended(self) -> list[EndedHold]:
         now = time.monotonic()
-        with self._lock:
-            lines = [*self._lines.items(), *self._retired]
-            self._retired.clear()
+        lines = [*self._lines.items(), *self._retired]
+        self._retired.clear()
         out = []
         for address, line in lines:
             for end in line.take(now, self._client.request_timeout):
@@ -131,29 +124,10 @@ class NativeHolds(Holds):
                 self._client.reroute(mq.topic, e)
             return e
 
-    def _polling(self) -> None:
-        """The polling thread: while holds are out, have every line write the holds due and read what came."""
-        while True:
-            self._out.wait()
-            if self._closed:
-                return
-            time.sleep(POLL_S)
-            with self._lock:
-                lines = list(self._lines.values())
-            now = time.monotonic()
-            for line in lines:
-                line.poll(now, self._client.request_timeout)  # a line that fails closes and tells its holds
-            self._out.clear()
-            if any(line.held for line in lines):
-                self._out.set()
-
     def close(self) -> None:
-        with self._lock:
-            self._closed = True
-            lines = [*self._lines.values(), *(line for _, line in self._retired)]
-            self._lines.clear()
-            self._retired.clear()
-        for line in lines:
+        self._closed = True
+        for line in [*self._lines.values(), *(line for _, line in self._retired)]:
             line.close()
+        self._lines.clear()
+        self._retired.clear()
         self._held.clear()
-        self._out.set()
