@@ -172,6 +172,17 @@ class BaseClient:
     def _fetch_route(self, topic: str) -> TopicRoute:
         raise NotImplementedError
 
+    def _fetch_routes(self, topics: Sequence[str]) -> list[TopicRoute | RocketMQError]:
+        """The route of each of ``topics`` as the name servers answer now, or the error asking it raised; this
+        default asks them one after another."""
+        out: list[TopicRoute | RocketMQError] = []
+        for topic in topics:
+            try:
+                out.append(self._fetch_route(topic))
+            except RocketMQError as e:
+                out.append(e)
+        return out
+
     def _min_offset_call(self, mq: MessageQueue) -> Call:
         raise NotImplementedError
 
@@ -346,13 +357,28 @@ class BaseClient:
             with self._routes_lock:
                 self._lookups.pop(topic, None)
 
-    def _lookup(self, topic: str) -> TopicRoute:
-        """Ask the name servers for the topic's route now (the cached one while none answers, see ``route``)."""
+    def refresh_routes(self, topics: Sequence[str]) -> dict[str, TopicRoute | RocketMQError]:
+        """``route(topic, refresh=True)`` of every topic, asked together where the transport can (remoting: one
+        write to the name server for all): each topic's route, or the error its lookup raised."""
+        fetched = self._fetch_routes(topics)
+        out: dict[str, TopicRoute | RocketMQError] = {}
+        for topic, answer in zip(topics, fetched, strict=True):
+            try:
+                out[topic] = self._lookup(topic, answer)
+            except RocketMQError as e:
+                out[topic] = e
+        return out
+
+    def _lookup(self, topic: str, fetched: TopicRoute | RocketMQError | None = None) -> TopicRoute:
+        """Ask the name servers for the topic's route now, or take what they answered (``fetched``); the cached
+        one while none answers (see ``route``)."""
         now = time.monotonic()
         with self._routes_lock:
             cached = self._routes.get(topic)
         try:
-            route = self._fetch_route(topic)
+            if isinstance(fetched, RocketMQError):
+                raise fetched
+            route = self._fetch_route(topic) if fetched is None else fetched
         except RETRYABLE as e:
             if cached is None:
                 raise

@@ -159,12 +159,16 @@ class QueueWatch:
             topics = list(known)
         self._listed = True
         routes: dict[str, TopicRoute | None] = {}
+        refreshed = self.client.refresh_routes([topic for topic in topics if topic in known])  # one write for all
         for topic in topics:
             if topic in known:
-                try:
-                    routes[topic] = self.client.route(topic, refresh=True)
-                except TopicNotFoundError:
+                answer = refreshed[topic]
+                if isinstance(answer, TopicNotFoundError):
                     routes[topic] = None  # its brokers are all down, or it was deleted: classify() tells
+                elif isinstance(answer, RocketMQError):
+                    raise answer
+                else:
+                    routes[topic] = answer
                 continue
             try:
                 route = first_route(self.client, topic, self.options)  # a topic never seen: errors for bad input

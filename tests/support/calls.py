@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from rmq_spark.client.errors import RocketMQError
+
 
 class Done:
     """A call that has finished with ``result``, or with ``error`` raised by ``result()``."""
@@ -16,3 +18,14 @@ class Done:
 
     def cancel(self) -> None:
         pass
+
+
+def refresh_each(client, topics) -> dict:
+    """``refresh_routes`` for a fake that has ``route(topic, refresh)``: each topic's route or the error it raised."""
+    out = {}
+    for topic in topics:
+        try:
+            out[topic] = client.route(topic, refresh=True)
+        except RocketMQError as e:
+            out[topic] = e
+    return out

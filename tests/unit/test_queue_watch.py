@@ -15,6 +15,7 @@ from rmq_spark.client.outages import OutageLog
 from rmq_spark.options import parse_options
 from rmq_spark.source.offset_store import OffsetStore
 from rmq_spark.source.queue_watch import QueueWatch
+from tests.support.calls import refresh_each
 
 TOPIC = "T"
 PERM_RW = 6
@@ -36,6 +37,8 @@ class _NameServer:
         self.answers = [_route("broker-a"), later]
         self.refreshes = 0
         self.outages = OutageLog(logging.getLogger("test"))
+
+    refresh_routes = refresh_each
 
     def route(self, topic: str, refresh: bool = False) -> TopicRoute:
         self.refreshes += refresh
@@ -131,6 +134,8 @@ class _ShrunkTopic:
     def __init__(self) -> None:
         self.outages = OutageLog(logging.getLogger("test"))
         self.route_reads = 0
+
+    refresh_routes = refresh_each
 
     def route(self, topic: str, refresh: bool = False) -> TopicRoute:
         self.route_reads += 1

@@ -18,6 +18,7 @@ from rmq_spark.client.outages import OutageLog
 from rmq_spark.options import parse_options
 from rmq_spark.source.queue_watch import QueueWatch
 from rmq_spark.source.stream import RocketMQStreamReader
+from tests.support.calls import refresh_each
 
 HANG_S = 3.0
 
@@ -71,6 +72,8 @@ class _SilentAfterFirst:
     def __init__(self) -> None:
         self.outages = OutageLog(logging.getLogger("test"))
         self.reads = 0
+
+    refresh_routes = refresh_each
 
     def route(self, topic: str, refresh: bool = False) -> TopicRoute:
         self.reads += 1

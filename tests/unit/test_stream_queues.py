@@ -22,6 +22,7 @@ from rmq_spark.options import OptionError, parse_options
 from rmq_spark.source.queue_watch import QueueWatch
 from rmq_spark.source.skipped import SKIPPED_KEY
 from rmq_spark.source.stream import RocketMQStreamReader
+from tests.support.calls import refresh_each
 
 TOPIC = "T"
 A, B = "broker-a", "broker-b"
@@ -48,6 +49,8 @@ class _Cluster:
         self.mins: dict[MessageQueue, int] = {}  # first offsets above 0: retention deleted the messages below
         self.min_asked: list[MessageQueue] = []
         self.outages = OutageLog(logging.getLogger("test"))
+
+    refresh_routes = refresh_each
 
     def route(self, topic: str, refresh: bool = False) -> TopicRoute:
         brokers = sorted(self.queues_of)

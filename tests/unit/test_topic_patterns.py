@@ -14,6 +14,7 @@ from rmq_spark.client.system_topics import CONNECTOR_TOPIC_PREFIX, cluster_topic
 from rmq_spark.options import parse_options
 from rmq_spark.source.planning import query_topics
 from rmq_spark.source.queue_watch import QueueWatch
+from tests.support.calls import refresh_each
 
 
 def test_system_retry_dead_letter_and_connector_topics_are_internal():
@@ -85,6 +86,8 @@ class _Deleting:
 
     def cluster_topics(self) -> set[str]:
         return set()
+
+    refresh_routes = refresh_each
 
     def route(self, topic: str, refresh: bool = False) -> TopicRoute:
         if topic == "B" and not self.b_back:

@@ -19,6 +19,7 @@ from rmq_spark.client.errors import (
     BrokerError,
     BrokerUnavailableError,
     ConnectionLostError,
+    RocketMQError,
     TopicNotFoundError,
 )
 from rmq_spark.client.holds import Holds
@@ -254,6 +255,13 @@ class RemotingClient(BaseClient):
     def _fetch_route(self, topic: str) -> TopicRoute:
         route = self._namesrv.route(self.namespace.wrap(topic))
         return replace(route, topic=topic) if self.namespace else route
+
+    def _fetch_routes(self, topics: Sequence[str]) -> list[TopicRoute | RocketMQError]:
+        """All in one write to the name server (``NameServerClient.routes``)."""
+        routes = self._namesrv.routes([self.namespace.wrap(topic) for topic in topics])
+        if not self.namespace:
+            return routes
+        return [replace(r, topic=t) if isinstance(r, TopicRoute) else r for t, r in zip(topics, routes, strict=True)]
 
     def topics(self) -> list[str]:
         """Every topic of the client's namespace (every topic, without one) known to the name server."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from rmq_spark.client.errors import (
     ConnectionLostError,
     RequestTimeoutError,
@@ -11,7 +13,7 @@ from rmq_spark.client.errors import (
 )
 from rmq_spark.client.model import LOGIC_BROKER_PREFIX, BrokerData, QueueData, TopicRoute
 from rmq_spark.client.remoting import codes
-from rmq_spark.client.remoting.connection import ConnectionPool
+from rmq_spark.client.remoting.connection import ConnectionPool, PendingRequest, burst
 from rmq_spark.client.remoting.frame import RemotingCommand, parse_loose_json
 from rmq_spark.client.remoting.status import check
 
@@ -31,12 +33,18 @@ class NameServerClient:
     def addresses(self) -> list[str]:
         return list(self._addresses)
 
-    def _request(self, cmd_factory, what: str) -> tuple[RemotingCommand, str]:
-        errors = []
+    def _request(
+        self, cmd_factory, what: str, *, failed: tuple[str, RocketMQError] | None = None
+    ) -> tuple[RemotingCommand, str]:
+        """The first answer of the name servers asked in turn, from the one that answered last; ``failed``: a name
+        server that just failed to answer, and why (it is not asked again)."""
+        errors = [f"{failed[0]}: {failed[1]}"] if failed is not None else []
         n = len(self._addresses)
         for i in range(n):
             idx = (self._preferred + i) % n
             address = self._addresses[idx]
+            if failed is not None and address == failed[0]:
+                continue
             try:
                 response = self._pool.request(address, cmd_factory(), self._timeout)
             except (ConnectionLostError, RequestTimeoutError) as e:
@@ -49,20 +57,37 @@ class NameServerClient:
             "option and that the name servers are running and reachable"
         )
 
-    def route(self, topic: str) -> TopicRoute:
-        """The topic's brokers and queues; TopicNotFoundError when the name server has no route for it."""
-        response, address = self._request(
-            lambda: RemotingCommand(code=codes.GET_ROUTEINFO_BY_TOPIC, ext_fields={"topic": topic}),
-            f"route of topic {topic!r}",
-        )
-        if response.code == codes.TOPIC_NOT_EXIST:
-            raise TopicNotFoundError(
-                f"topic {topic!r} does not exist on name server {address}: check the topic name, or create the topic",
-                code=response.code,
-                remark=response.remark,
-            )
-        check(response, f"route of topic {topic!r}", address)
-        return parse_route(topic, response.body)
+    def route(self, topic: str, *, failed: tuple[str, RocketMQError] | None = None) -> TopicRoute:
+        """The topic's brokers and queues; TopicNotFoundError when the name server has no route for it (``failed``:
+        as ``_request``)."""
+        response, address = self._request(lambda: _route_request(topic), f"route of topic {topic!r}", failed=failed)
+        return _route_of(topic, response, address)
+
+    def routes(self, topics: Sequence[str]) -> list[TopicRoute | RocketMQError]:
+        """The route of each of ``topics``, or the error asking it raised: asked of the name server that answered
+        last, all in one write; a topic it does not answer is asked of the others in turn (``route``)."""
+        address = self._addresses[self._preferred]
+        calls: list[PendingRequest | RocketMQError] = []
+        with burst():
+            for topic in topics:
+                try:
+                    calls.append(self._pool.send(address, _route_request(topic), self._timeout))
+                except ConnectionLostError as e:
+                    calls.append(e)
+        out: list[TopicRoute | RocketMQError] = []
+        for topic, call in zip(topics, calls, strict=True):
+            try:
+                if isinstance(call, RocketMQError):
+                    raise call
+                out.append(_route_of(topic, call.result(), address))
+            except (ConnectionLostError, RequestTimeoutError) as e:
+                try:
+                    out.append(self.route(topic, failed=(address, e)))
+                except RocketMQError as e:
+                    out.append(e)
+            except RocketMQError as e:
+                out.append(e)
+        return out
 
     def _cluster_info(self) -> tuple[dict, dict]:
         """GET_BROKER_CLUSTER_INFO: (brokerAddrTable, clusterAddrTable)."""
@@ -114,6 +139,23 @@ def _check_routes_only(response: RemotingCommand, what: str, address: str, conse
             remark=response.remark,
         )
     check(response, what, address)
+
+
+def _route_request(topic: str) -> RemotingCommand:
+    return RemotingCommand(code=codes.GET_ROUTEINFO_BY_TOPIC, ext_fields={"topic": topic})
+
+
+def _route_of(topic: str, response: RemotingCommand, address: str) -> TopicRoute:
+    """The route a GET_ROUTEINFO_BY_TOPIC answer of name server ``address`` gives; TopicNotFoundError when it has
+    none."""
+    if response.code == codes.TOPIC_NOT_EXIST:
+        raise TopicNotFoundError(
+            f"topic {topic!r} does not exist on name server {address}: check the topic name, or create the topic",
+            code=response.code,
+            remark=response.remark,
+        )
+    check(response, f"route of topic {topic!r}", address)
+    return parse_route(topic, response.body)
 
 
 def parse_route(topic: str, body: bytes) -> TopicRoute:
