@@ -34,6 +34,7 @@ try:
         decode_frame,
         encode_frame,
         first_offset,
+        next_hold,
         pull_status,
         v2_queue_offset,
     )
@@ -74,6 +75,7 @@ __all__ = [
     "decode_frame",
     "encode_frame",
     "first_offset",
+    "next_hold",
     "pull_status",
     "v2_queue_offset",
 ]

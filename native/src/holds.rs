@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::cursor::{Answer, Status};
+use crate::cursor::Status;
 use crate::frame::Template;
 use crate::pipe::{Pipe, PipeError, Response};
 use crate::pulls::answer_of;
@@ -67,15 +67,13 @@ pub struct HoldLine {
     closed: bool,
 }
 
-/// Where a queue held at `offset` is held again after `answer`: where it was when nothing came, at the end a
-/// message told; None when the answer tells neither.
-fn next_offset(answer: &Answer, offset: i64) -> Option<i64> {
-    match answer.status {
-        // maxOffset -1: the broker did not say
-        Status::NoNewMsg if answer.next_begin == offset && (answer.max_offset == -1 || answer.max_offset == offset) => {
-            Some(offset)
-        }
-        Status::Found if answer.max_offset > offset => Some(answer.max_offset),
+/// Where a queue held at `offset` is held again after an answer of `status` with these offsets: where it was when
+/// nothing came (a max offset of -1: the broker did not say), at the end a message told; None when the answer tells
+/// neither. The one rule of both transports' holds (Python's `CallHolds` calls it too).
+pub fn next_hold(status: Status, next_begin: i64, max_offset: i64, offset: i64) -> Option<i64> {
+    match status {
+        Status::NoNewMsg if next_begin == offset && (max_offset == -1 || max_offset == offset) => Some(offset),
+        Status::Found if max_offset > offset => Some(max_offset),
         _ => None,
     }
 }
@@ -185,7 +183,8 @@ impl HoldLine {
         let Some(hold) = self.holds.get_mut(&key) else { return };
         let State::InFlight { armed_at, .. } = hold.state else { return };
         let offset = hold.offset;
-        let next = answer_of(&response.header, response.body(), offset).and_then(|(a, _)| next_offset(&a, offset));
+        let next = answer_of(&response.header, response.body(), offset)
+            .and_then(|(a, _)| next_hold(a.status, a.next_begin, a.max_offset, offset));
         let ended_at = armed_at.max(since);
         let mut ended = Ended { key, offset, armed_at, ended_at, next_offset: next, response: None, failure: None };
         match next {

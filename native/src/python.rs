@@ -475,6 +475,12 @@ fn pull_status<'py>(
     pulls::status_of(code, remark, next_begin, offset).map(|s| status_object(py, s)).transpose()
 }
 
+/// Where a queue held at `offset` is held again after a hold's answer (`holds::next_hold`); None: nowhere.
+#[pyfunction]
+fn next_hold(status: Status, next_begin: i64, max_offset: i64, offset: i64) -> Option<i64> {
+    holds::next_hold(status, next_begin, max_offset, offset)
+}
+
 /// The wait in seconds before retry `attempt` (0 for the first) of something that made no progress (option
 /// brokerRetryTimeoutMs).
 #[pyfunction]
@@ -744,6 +750,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(data_loss_error, m)?)?;
     m.add_function(wrap_pyfunction!(data_loss_note, m)?)?;
     m.add_function(wrap_pyfunction!(pull_status, m)?)?;
+    m.add_function(wrap_pyfunction!(next_hold, m)?)?;
     m.add_function(wrap_pyfunction!(first_offset, m)?)?;
     m.add_function(wrap_pyfunction!(v2_queue_offset, m)?)?;
     m.add_function(wrap_pyfunction!(encode_frame, m)?)?;

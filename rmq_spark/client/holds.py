@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from rmq_spark.client.errors import RocketMQError
 from rmq_spark.client.model import MessageQueue, PullResult
-from rmq_spark.compiled import PullStatus
+from rmq_spark.compiled import next_hold
 
 if TYPE_CHECKING:
     from rmq_spark.client.base import BaseClient, HeldCall
@@ -39,21 +39,6 @@ class EndedHold:
     ended_at: float
     next_offset: int | None
     outcome: PullResult | BaseException | None = None
-
-
-def next_hold(offset: int, result: PullResult) -> int | None:
-    """Where a queue held at ``offset`` is held next after ``result``: where it was after a quiet end (nothing came
-    before the hold timed out), at the end a master's message told, else nowhere. The compiled core's hold line
-    judges its answers by the same rule (``native/src/holds.rs``)."""
-    if (
-        result.status is PullStatus.NO_NEW_MSG
-        and result.next_begin_offset == offset
-        and result.max_offset in (-1, offset)  # -1: the transport does not report it
-    ):
-        return offset
-    if result.status is PullStatus.FOUND and result.max_offset > offset:
-        return result.max_offset
-    return None
 
 
 class Holds:
@@ -100,7 +85,11 @@ class _Call:
         self.ended_at = 0.0
 
     def next_offset(self) -> int | None:
-        return next_hold(self.offset, self.outcome) if isinstance(self.outcome, PullResult) else None
+        """Where the queue is held next once this hold ended (the core's rule, as its hold lines judge)."""
+        r = self.outcome
+        return (
+            next_hold(r.status, r.next_begin_offset, r.max_offset, self.offset) if isinstance(r, PullResult) else None
+        )
 
 
 class CallHolds(Holds):
