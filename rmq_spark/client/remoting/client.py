@@ -296,10 +296,7 @@ class RemotingClient(BaseClient):
 
     def broker_address(self, topic: str, broker_name: str) -> str:
         """The master address of ``broker_name`` for ``topic``."""
-        master = self._members(MessageQueue(topic, broker_name, 0)).master_address
-        if master is None:
-            raise BrokerUnavailableError(f"broker {broker_name!r} has no master in the route of topic {topic!r} now")
-        return master
+        return self.master_address(MessageQueue(topic, broker_name, 0))
 
     # -- request plumbing ------------------------------------------------------------------------------------
     def _wire(self, group: str, where: W) -> tuple[str, W]:
