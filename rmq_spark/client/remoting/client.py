@@ -73,7 +73,7 @@ from rmq_spark.compiled import (
 
 T = TypeVar("T")
 W = TypeVar("W", str, MessageQueue)
-# what a call waits on: a pooled connection's request, a direct one's, or a polled line's
+# what a call waits on: a pooled connection's request, or a direct one's
 P = TypeVar("P", PendingRequest, DirectPending)
 
 COMPACTION = ("cleanup.policy", "COMPACTION")
