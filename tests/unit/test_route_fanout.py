@@ -70,7 +70,7 @@ def test_the_routes_of_all_topics_are_asked_in_one_go():
 def test_a_name_server_that_does_not_answer_is_passed_over_for_the_others():
     silent, answering = _NameServer(batch=1, silent=True), _NameServer(batch=1)
     try:
-        with RemotingClient([silent.address, answering.address], request_timeout=0.5) as client:
+        with RemotingClient([silent.address, answering.address], request_timeout=1.0) as client:
             routes = client.refresh_routes(TOPICS)
             assert [routes[t].brokers[0].broker_name for t in TOPICS] == ["broker-A", "broker-B", "broker-C"]
             assert sorted(answering.asked) == TOPICS
@@ -83,7 +83,7 @@ def test_a_name_server_that_does_not_answer_is_passed_over_for_the_others():
 
 def test_name_servers_that_all_fail_keep_the_routes_last_read():
     server = _NameServer(batch=1)
-    with RemotingClient(server.address, request_timeout=0.5) as client:
+    with RemotingClient(server.address, request_timeout=1.0) as client:
         first = client.refresh_routes(TOPICS)
         server.close()
         server.silent = True
