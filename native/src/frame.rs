@@ -83,8 +83,9 @@ pub fn encode_into(cmd: &Command, out: &mut Vec<u8>) -> Result<(), String> {
     Ok(())
 }
 
-/// A request sent many times with only a few integer fields changed (a range read's pulls): its ext fields are
-/// rendered to text once; `vary` names the fields each frame sets.
+/// A request sent many times with only a few integer fields changed (a range read's pulls, held pulls): its ext
+/// fields are rendered to text once; `vary` names the fields each frame sets. A JSON header is rendered once in
+/// pieces around the opaque and those fields.
 #[derive(Debug, Clone)]
 pub struct Template {
     code: i64,
@@ -93,6 +94,9 @@ pub struct Template {
     serialize_type: u8,
     ext: Vec<(String, String)>,
     vary: Vec<usize>,
+    /// JSON: the header's pieces, and the hole after each piece but the last.
+    pieces: Vec<String>,
+    holes: Vec<Hole>,
 }
 
 impl Template {
@@ -105,20 +109,19 @@ impl Template {
                 ext.iter().position(|(key, _)| key == name).ok_or_else(|| format!("the template has no field {name:?}"))
             })
             .collect::<Result<Vec<usize>, String>>()?;
-        Ok(Template { code, language, version, serialize_type, ext, vary })
+        let mut template =
+            Template { code, language, version, serialize_type, ext, vary, pieces: Vec::new(), holes: Vec::new() };
+        if serialize_type == JSON {
+            let holes: Vec<Hole> =
+                std::iter::once(Hole::Opaque).chain((0..template.vary.len()).map(Hole::Vary)).collect();
+            let (pieces, order) = json_header_pieces(&template.command(0), &holes, &template.vary);
+            (template.pieces, template.holes) = (pieces, order);
+        }
+        Ok(template)
     }
 
-    /// Appends the frame of request `opaque` with the varying fields set to `values`, in `vary`'s order.
-    pub fn render_into(&mut self, values: &[i64], opaque: i64, out: &mut Vec<u8>) -> Result<(), String> {
-        if values.len() != self.vary.len() {
-            return Err(format!("{} values for {} fields", values.len(), self.vary.len()));
-        }
-        for (&at, value) in self.vary.iter().zip(values) {
-            let text = &mut self.ext[at].1;
-            text.clear();
-            let _ = write!(text, "{value}");
-        }
-        let cmd = Command {
+    fn command(&self, opaque: i64) -> Command<'_> {
+        Command {
             code: self.code,
             language: &self.language,
             version: self.version,
@@ -128,8 +131,51 @@ impl Template {
             ext: &self.ext,
             body: &[],
             serialize_type: self.serialize_type,
-        };
-        encode_into(&cmd, out)
+        }
+    }
+
+    /// Appends the frame of request `opaque` with the varying fields set to `values`, in `vary`'s order.
+    pub fn render_into(&mut self, values: &[i64], opaque: i64, out: &mut Vec<u8>) -> Result<(), String> {
+        if values.len() != self.vary.len() {
+            return Err(format!("{} values for {} fields", values.len(), self.vary.len()));
+        }
+        if self.serialize_type != JSON {
+            for (&at, value) in self.vary.iter().zip(values) {
+                let text = &mut self.ext[at].1;
+                text.clear();
+                let _ = write!(text, "{value}");
+            }
+            return encode_into(&self.command(opaque), out);
+        }
+        let start = out.len();
+        out.extend_from_slice(&[0; 8]); // the lengths, once the header is written
+        for (piece, hole) in self.pieces.iter().zip(self.holes.iter().map(Some).chain(std::iter::once(None))) {
+            out.extend_from_slice(piece.as_bytes());
+            let value = match hole {
+                Some(Hole::Opaque) => opaque,
+                Some(Hole::Vary(slot)) => values[*slot],
+                None => break,
+            };
+            let _ = write!(Digits(out), "{value}");
+        }
+        let header = out.len() - start - 8;
+        if header > MAX_HEADER {
+            out.truncate(start);
+            return Err(format!("header of {header} bytes exceeds the 24-bit header length"));
+        }
+        out[start..start + 4].copy_from_slice(&((4 + header) as i32).to_be_bytes());
+        out[start + 4..start + 8].copy_from_slice(&((JSON as u32) << 24 | header as u32).to_be_bytes());
+        Ok(())
+    }
+}
+
+/// Writes formatted text onto a byte buffer.
+struct Digits<'a>(&'a mut Vec<u8>);
+
+impl std::fmt::Write for Digits<'_> {
+    fn write_str(&mut self, text: &str) -> std::fmt::Result {
+        self.0.extend_from_slice(text.as_bytes());
+        Ok(())
     }
 }
 
@@ -143,13 +189,34 @@ fn json_string(out: &mut String, text: &str) {
     }
 }
 
-fn json_header(cmd: &Command) -> Vec<u8> {
+/// What a JSON header leaves open for each frame a template renders: the opaque, or varying field `i`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Hole {
+    Opaque,
+    Vary(usize),
+}
+
+/// The JSON header of `cmd` in pieces around `holes`' values: the opaque (with `Hole::Opaque` among them) and the
+/// ext fields at the positions `vary` gives, each left open between its quotes; without holes, one piece.
+fn json_header_pieces(cmd: &Command, holes: &[Hole], vary: &[usize]) -> (Vec<String>, Vec<Hole>) {
+    let mut pieces = Vec::new();
+    let mut order = Vec::new();
     let mut out = String::with_capacity(160 + cmd.ext.iter().map(|(k, v)| k.len() + v.len() + 6).sum::<usize>());
+    let mut hole = |out: &mut String, which: Hole| {
+        pieces.push(std::mem::take(out));
+        order.push(which);
+    };
     out.push_str("{\"code\":");
     let _ = write!(out, "{}", cmd.code);
     out.push_str(",\"language\":");
     json_string(&mut out, cmd.language);
-    let _ = write!(out, ",\"version\":{},\"opaque\":{},\"flag\":{}", cmd.version, cmd.opaque, cmd.flag);
+    let _ = write!(out, ",\"version\":{},\"opaque\":", cmd.version);
+    if holes.contains(&Hole::Opaque) {
+        hole(&mut out, Hole::Opaque);
+    } else {
+        let _ = write!(out, "{}", cmd.opaque);
+    }
+    let _ = write!(out, ",\"flag\":{}", cmd.flag);
     if let Some(remark) = cmd.remark {
         out.push_str(",\"remark\":");
         json_string(&mut out, remark);
@@ -162,12 +229,24 @@ fn json_header(cmd: &Command) -> Vec<u8> {
             }
             json_string(&mut out, key);
             out.push(':');
-            json_string(&mut out, value);
+            match vary.iter().position(|&at| at == i) {
+                Some(slot) if holes.contains(&Hole::Vary(slot)) => {
+                    out.push('"');
+                    hole(&mut out, Hole::Vary(slot));
+                    out.push('"');
+                }
+                _ => json_string(&mut out, value),
+            }
         }
         out.push('}');
     }
     out.push_str(",\"serializeTypeCurrentRPC\":\"JSON\"}");
-    out.into_bytes()
+    pieces.push(out);
+    (pieces, order)
+}
+
+fn json_header(cmd: &Command) -> Vec<u8> {
+    json_header_pieces(cmd, &[], &[]).0.concat().into_bytes()
 }
 
 fn binary_header(cmd: &Command) -> Result<Vec<u8>, String> {
@@ -414,23 +493,35 @@ mod tests {
     #[test]
     fn a_template_renders_the_frame_encode_gives() {
         let field = |name: &str, value: &str| (name.to_owned(), value.to_owned());
-        let ext = vec![field("queueOffset", "0"), field("subscription", "a \"b\"")];
-        let mut template = Template::new(11, "PYTHON".into(), 473, JSON, ext, &["queueOffset"]).unwrap();
-        let mut out = Vec::new();
-        template.render_into(&[1 << 40], 9, &mut out).unwrap();
-        let set = vec![field("queueOffset", &(1i64 << 40).to_string()), field("subscription", "a \"b\"")];
-        let cmd = Command {
-            code: 11,
-            language: "PYTHON",
-            version: 473,
-            opaque: 9,
-            flag: 0,
-            remark: None,
-            ext: &set,
-            body: &[],
-            serialize_type: JSON,
-        };
-        assert_eq!(out, encode(&cmd).unwrap());
+        let ext = vec![
+            field("consumerGroup", "g"),
+            field("queueOffset", "0"),
+            field("subscription", "a \"b\" \u{1}"),
+            field("maxMsgNums", "0"),
+        ];
+        for stype in [JSON, ROCKETMQ] {
+            let vary = ["maxMsgNums", "queueOffset"]; // not in the fields' order
+            let mut template = Template::new(11, "PYTHON".into(), 473, stype, ext.clone(), &vary).unwrap();
+            for (values, opaque) in [([32, 1 << 40], 9), ([0, -1], i32::MAX as i64), ([7, 0], 1)] {
+                let mut out = b"before".to_vec();
+                template.render_into(&values, opaque, &mut out).unwrap();
+                let mut set = ext.clone();
+                set[3].1 = values[0].to_string();
+                set[1].1 = values[1].to_string();
+                let cmd = Command {
+                    code: 11,
+                    language: "PYTHON",
+                    version: 473,
+                    opaque,
+                    flag: 0,
+                    remark: None,
+                    ext: &set,
+                    body: &[],
+                    serialize_type: stype,
+                };
+                assert_eq!(out, [b"before".to_vec(), encode(&cmd).unwrap()].concat(), "type {stype}, {values:?}");
+            }
+        }
     }
 
     #[test]
