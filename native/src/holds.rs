@@ -4,7 +4,7 @@
 //! Times are seconds on the caller's clock, given to each call (Python's `time.monotonic()`); the line reads no
 //! clock of its own for its holds, and never lets its clock step back.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -51,7 +51,7 @@ pub struct HoldLine {
     peer: String,
     hold_timeout: f64,
     round_s: f64,
-    holds: BTreeMap<u64, Hold>,
+    holds: HashMap<u64, Hold>,
     /// The keys staged, with when each is due (a key held anew or dropped since is passed over).
     staged: Vec<(f64, u64)>,
     in_flight: HashMap<i32, u64>,
@@ -87,7 +87,7 @@ impl HoldLine {
             pipe,
             hold_timeout,
             round_s,
-            holds: BTreeMap::new(),
+            holds: HashMap::new(),
             staged: Vec::new(),
             in_flight: HashMap::new(),
             ended: Vec::new(),
