@@ -422,7 +422,8 @@ impl HoldLine {
         py.detach(|| self.line().drop_hold(key));
     }
 
-    /// `poll`, then the holds that ended since the last take, in the order they ended.
+    /// Reads what came and writes what is due (as the line's thread does), then the holds that ended since the last
+    /// take, in the order they ended.
     fn take(&self, py: Python<'_>, now: f64, send_timeout: f64) -> PyResult<Vec<HoldEnd>> {
         let ended = py.detach(|| self.line().take(now, seconds(send_timeout)));
         ended.into_iter().map(|ended| hold_end(py, ended)).collect()
@@ -435,12 +436,6 @@ impl HoldLine {
     #[getter]
     fn closed(&self, py: Python<'_>) -> bool {
         py.detach(|| self.line().is_closed())
-    }
-
-    /// How many queues are held.
-    #[getter]
-    fn held(&self, py: Python<'_>) -> usize {
-        py.detach(|| self.line().held())
     }
 }
 
