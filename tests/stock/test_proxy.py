@@ -15,10 +15,14 @@ from collections.abc import Iterator
 
 import pytest
 
+from rmq_spark.client.model import OutgoingMessage
 from rmq_spark.client.remoting.client import RemotingClient
+from rmq_spark.client.remoting.native_holds import NativeHolds
+from rmq_spark.compiled import PullStatus
 from tests.integration.streaming import Collect, assert_exactly_once, start_query, wait_for
 from tests.stock.loads import send_numbered
 from tests.support.stock_cluster import CLUSTER, StockCluster
+from tests.support.waiting import wait_until
 
 VERSIONS = [v.strip() for v in os.environ.get("RMQ_SPARK_STOCK_PROXY", "5.5.0").split(",") if v.strip()]
 PER_QUEUE = 5
@@ -121,6 +125,37 @@ def test_a_stream_through_the_proxy_delivers_each_message_once_across_a_restart_
     assert_exactly_once(sink, stock, proxy_topic)
     committed = _committed(stock, group, proxy_topic)
     assert all(committed[(mq.broker_name, mq.queue_id)] >= end for mq, end in ends.items()), committed
+
+
+def test_held_pulls_ring_through_the_proxy_and_are_held_again_by_the_compiled_core(stock, proxy_topic):
+    """The stream driver learns of new messages from pulls held at each queue's end: through the proxy the hold
+    must be held by the broker behind it and answered when a message comes, not refused or answered at once (a
+    watch whose holds fail asks offsets on a clock instead, so the stream test above would pass without them)."""
+    with RemotingClient(stock.proxy_address) as client:
+        holds = client.holds(f"g-{proxy_topic}", 20_000)
+        try:
+            assert isinstance(holds, NativeHolds)
+            mq = client.queues(proxy_topic)[1]
+            began = time.monotonic()
+            quiet = client.hold_async(mq, 0, group=f"g-{proxy_topic}", hold_ms=1_500).result()
+            waited = time.monotonic() - began
+            assert quiet.status is PullStatus.NO_NEW_MSG and waited >= 1.0, (quiet, waited)  # held, not answered
+            holds.hold(mq, 0)
+            seen: list[tuple[int, int | None, object]] = []
+
+            def ended(count: int) -> bool:
+                seen.extend((e.offset, e.next_offset, e.outcome) for e in holds.ended())
+                return len(seen) >= count
+
+            time.sleep(1.0)  # longer than an answer that came at once takes
+            assert not ended(1), f"a hold through the proxy ended with nothing sent: {seen}"
+            for n in (1, 2):
+                client.send(mq, [OutgoingMessage(body=f"m{n}".encode())])
+                wait_until(lambda n=n: ended(n), 15, f"the end of hold {n} through the proxy")
+                time.sleep(0.3)  # the next hold is on the broker
+            assert [(offset, next_offset) for offset, next_offset, _ in seen] == [(0, 1), (1, 2)], seen
+        finally:
+            holds.close()
 
 
 def test_an_at_least_once_write_through_the_proxy_is_read_back_by_the_java_consumer(spark, stock, proxy_topic):
