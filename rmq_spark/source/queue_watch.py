@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 from rmq_spark.client.base import NAME_SERVERS, ROUTE_WAIT_S, BaseClient
 from rmq_spark.client.errors import RETRYABLE, RequestTimeoutError, RocketMQError, TopicNotFoundError, UnsupportedError
-from rmq_spark.client.model import MessageQueue, TopicRoute
+from rmq_spark.client.model import MessageQueue, TopicRoute, queue_order
 from rmq_spark.client.outages import RETRY_DOWN_S, broker_group
 from rmq_spark.options import SourceOptions
 from rmq_spark.source.held_pulls import HeldPulls
@@ -249,11 +249,14 @@ class QueueWatch:
         sorted."""
         if self._queues is None:
             self._queues = sorted(
-                mq
-                for r in self._routes.values()
-                if r is not None
-                for mq in r.read_queues()
-                if reads_queue(self.options, mq)
+                (
+                    mq
+                    for r in self._routes.values()
+                    if r is not None
+                    for mq in r.read_queues()
+                    if reads_queue(self.options, mq)
+                ),
+                key=queue_order,
             )
             self._queue_set = frozenset(self._queues)
         return self._queues
@@ -269,11 +272,13 @@ class QueueWatch:
         return self._queue_set
 
     def _set_routes(self, routes: dict[str, TopicRoute | None]) -> None:
+        unchanged = routes == self._routes
         self._routes = routes
         self._routes_set += 1
-        self._queues = None
         self.version += 1
-        self._holds.keep(self.queues())
+        if not unchanged:  # (the usual route poll changes nothing: its queues and the holds kept stay as they are)
+            self._queues = None
+            self._holds.keep(self.queues())
 
     def readable(self) -> list[MessageQueue]:
         """The queues the routes show whose broker answered the last poll."""
