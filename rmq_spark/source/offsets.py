@@ -37,10 +37,10 @@ def range_order(r: QueueRange) -> tuple[tuple[str, str, int], int, int]:
 
 @dataclass(frozen=True)
 class _Layout:
-    """A set of queues in the canonical order of the offset JSON: per topic, each queue with its key."""
+    """A set of queues in the canonical order of the offset JSON: per topic, its queues' keys and the queues."""
 
     queues: frozenset[MessageQueue]
-    topics: tuple[tuple[str, tuple[tuple[str, MessageQueue], ...]], ...]
+    topics: tuple[tuple[str, tuple[str, ...], tuple[MessageQueue, ...]], ...]
 
 
 # The sets of queues laid out last: a stream's every batch end and its latest offsets name the same queues, so
@@ -54,10 +54,12 @@ def _layout(queues: Collection[MessageQueue]) -> _Layout:
     for layout in _layouts:
         if queues == layout.queues:
             return layout
-    topics: dict[str, list[tuple[str, MessageQueue]]] = {}
+    topics: dict[str, list[MessageQueue]] = {}
     for mq in sorted(queues, key=queue_order):
-        topics.setdefault(mq.topic, []).append((mq.key, mq))
-    layout = _Layout(frozenset(queues), tuple((topic, tuple(keyed)) for topic, keyed in topics.items()))
+        topics.setdefault(mq.topic, []).append(mq)
+    layout = _Layout(
+        frozenset(queues), tuple((topic, tuple(mq.key for mq in mqs), tuple(mqs)) for topic, mqs in topics.items())
+    )
     _layouts[:] = [layout, *_layouts[: _LAYOUTS - 1]]
     return layout
 
@@ -68,8 +70,9 @@ def offsets_to_json(
     """Per-queue offsets → the nested dict, topics and queue keys in canonical order (sorted by broker, then
     queue id numerically), so equal offsets always serialize to the same JSON string; ``start``, when given, is
     recorded under ``START_KEY`` (last)."""
+    offset = offsets.__getitem__
     out: dict[str, dict] = {
-        topic: {key: int(offsets[mq]) for key, mq in keyed} for topic, keyed in _layout(offsets.keys()).topics
+        topic: dict(zip(keys, map(offset, mqs), strict=True)) for topic, keys, mqs in _layout(offsets.keys()).topics
     }
     if start is not None:
         out[START_KEY] = offsets_to_json(start)

@@ -32,7 +32,7 @@ from rmq_spark.source.batch import partitions_of, read_partition
 from rmq_spark.source.group_check import GroupCheck
 from rmq_spark.source.offset_mirror import OffsetMirror
 from rmq_spark.source.offset_reader import OffsetResolver
-from rmq_spark.source.offset_specs import check_named, entering_spec
+from rmq_spark.source.offset_specs import START_KEY, check_named, entering_spec
 from rmq_spark.source.offset_store import OffsetStore
 from rmq_spark.source.offsets import offsets_from_json, offsets_to_json, recorded_start
 from rmq_spark.source.planning import plan_ranges, query_topics
@@ -222,7 +222,12 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return None
         versions = (watch.version, self._skipped.version)
         if self._reported is None or self._reported.versions != versions:
-            self._reported = Answered({**offsets_to_json(watch.latest), **self._skipped.report()}, versions)
+            latest = watch.latest
+            # (a batch planned to the latest offsets, the usual one, has them laid out already)
+            laid_out = next(
+                (p.offsets for p in self._planned if p.parsed == latest and START_KEY not in p.offsets), None
+            )
+            self._reported = Answered({**(laid_out or offsets_to_json(latest)), **self._skipped.report()}, versions)
         return self._reported.offsets
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
@@ -245,7 +250,8 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             sparse_topics=self.watch.sparse_topics,
             gaps=gaps,
         )
-        self._skipped.count(begin, moved, ranges, gaps)
+        if not self.options.fail_on_data_loss:  # (under true, planning skips nothing: it raises)
+            self._skipped.count(begin, moved, ranges, gaps)
         return partitions_of(ranges, self.options)
 
     def _gaps(self, queues: Iterable[MessageQueue]) -> dict[MessageQueue, list[tuple[int, int]]]:
@@ -291,8 +297,12 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         unavailable, drained, gone = self.vanished.classify(watch, begin)
         self._unavailable = unavailable
         if not (gone or unavailable or drained or watch.replica) and self._cap is None:
-            ends = watch.latest.get  # the usual case: every queue may be read to its end
-            target = {mq: ends(mq, b) for mq, b in begin.items()}
+            # the usual case: every queue may be read to its end
+            latest = watch.latest
+            if latest.keys() == begin.keys():
+                target = dict(latest)
+            else:
+                target = {mq: latest.get(mq, b) for mq, b in begin.items()}
         else:
             target = {}
             for mq, b in begin.items():
