@@ -238,11 +238,16 @@ def plan_ranges(
     ``remapping_gaps``), left out of its ranges: neither read nor lost."""
     ranges = []
     for mq in sorted(ends, key=queue_order):
-        start, end = starts.get(mq, ends[mq]), ends[mq]
+        end = ends[mq]
+        start = starts.get(mq, end)
         if end < start:
             start = check_reset(mq, start, end, mins.get(mq), fail_on_data_loss)
         elif mq in mins:
             start = check_data_loss(mq, start, mins[mq], fail_on_data_loss)
-        for low, high in outside((gaps or {}).get(mq, ()), start, end):
-            ranges.append(QueueRange(mq, low, high, sparse=mq.topic in sparse_topics))
+        skipped = gaps.get(mq) if gaps else None
+        if skipped:
+            for low, high in outside(skipped, start, end):
+                ranges.append(QueueRange(mq, low, high, mq.topic in sparse_topics))
+        elif end > start:  # (the usual queue: a batch plans thousands)
+            ranges.append(QueueRange(mq, start, end, mq.topic in sparse_topics))
     return ranges

@@ -19,14 +19,15 @@ def group_ranges(
     group: list[QueueRange] = []
     size = 0
     for part in parts:
-        if part.size >= min_per_partition:
+        n = part.size
+        if n >= min_per_partition:
             tasks.append((part,))
             continue
-        if group and max_per_partition and size + part.size > max_per_partition:
+        if group and max_per_partition and size + n > max_per_partition:
             tasks.append(tuple(group))
             group, size = [], 0
         group.append(part)
-        size += part.size
+        size += n
         if size >= min_per_partition:
             tasks.append(tuple(group))
             group, size = [], 0
@@ -52,7 +53,9 @@ def split_ranges(
     """Empty ranges dropped; ranges above ``max_per_partition`` cut evenly; then, while there are fewer parts
     than ``min_partitions``, every range is cut in proportion to its share of all messages (as Spark's Kafka
     source does). The parts of a range are contiguous, so reading all parts reads the range exactly once."""
-    ranges = sorted((r for r in ranges if r.size > 0), key=range_order)
+    ranges = sorted((r for r in ranges if r.end > r.start), key=range_order)
+    if not (max_per_partition or min_partitions):
+        return ranges  # (no range is cut)
     parts = [max(1, math.ceil(r.size / max_per_partition)) if max_per_partition else 1 for r in ranges]
     if min_partitions and sum(parts) < min_partitions:
         total = sum(r.size for r in ranges)
