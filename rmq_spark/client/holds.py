@@ -11,8 +11,7 @@ import collections
 import queue
 import threading
 import time
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from rmq_spark.client.errors import RocketMQError
 from rmq_spark.client.model import MessageQueue, PullResult
@@ -26,12 +25,12 @@ if TYPE_CHECKING:
 ARM_ROUND_S = 0.1
 
 
-@dataclass(frozen=True, slots=True)
-class EndedHold:
+class EndedHold(NamedTuple):
     """A hold of ``mq`` at ``offset`` that ended: written at ``armed_at``, its answer come at ``ended_at`` at the
     earliest (``time.monotonic()``). ``next_offset`` is where the transport holds the queue again (``offset`` after
     a quiet end, the end a master's message told), None when it does not: then ``outcome`` is what ended it (a
-    PullResult that does not tell where to hold next, or the error)."""
+    PullResult that does not tell where to hold next, or the error). A driver-side record made for every message of
+    a trickling stream: a named tuple, made in a quarter of a frozen dataclass's time."""
 
     mq: MessageQueue
     offset: int
