@@ -298,11 +298,8 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._unavailable = unavailable
         if not (gone or unavailable or drained or watch.replica) and self._cap is None:
             # the usual case: every queue may be read to its end
-            latest = watch.latest
-            if latest.keys() == begin.keys():
-                target = dict(latest)
-            else:
-                target = {mq: latest.get(mq, b) for mq, b in begin.items()}
+            ends = watch.latest
+            target = dict(ends) if ends.keys() == begin.keys() else {mq: ends.get(mq, b) for mq, b in begin.items()}
         else:
             target = {}
             for mq, b in begin.items():
