@@ -11,7 +11,7 @@ import time
 from concurrent.futures import Future
 
 import pytest
-from pyspark.sql.streaming.datasource import ReadAllAvailable
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
 from rmq_spark.client import outages
 from rmq_spark.client.base import Answers, BaseClient
@@ -228,6 +228,21 @@ def test_messages_skipped_under_failOnDataLoss_false_are_counted_on_the_driver_a
     reported = reader.reportLatestOffset()
     assert reported[SKIPPED_KEY] == {TOPIC: {f"{A}/0": 3, f"{A}/1": 7}}
     assert reported[TOPIC] == {f"{A}/0": 9, f"{A}/1": 9}
+
+
+def test_the_reported_latest_offsets_are_the_brokers_ends_also_when_a_read_limit_cut_the_batch_short():
+    """reportLatestOffset lays out the latest offsets only when no batch just planned ended at them (the usual batch
+    does, and its JSON is reused): a batch cut short by a read limit must not be reported as the latest."""
+    cluster = _Cluster({A: 2}, {mq(0): 10, mq(1): 10})
+    reader = _reader(cluster)
+    first = reader.latestOffset(reader.initialOffset(), ALL)  # (the first batch's end records its start)
+    cluster.ends = {mq(0): 20, mq(1): 20}
+    reader.watch.poll(force=True)
+    cut = reader.latestOffset(first, ReadMaxRows(4))
+    assert sum(cut[TOPIC].values()) == 24
+    assert reader.reportLatestOffset()[TOPIC] == {f"{A}/0": 20, f"{A}/1": 20}
+    to_the_end = reader.latestOffset(cut, ALL)
+    assert reader.reportLatestOffset()[TOPIC] == to_the_end[TOPIC] == {f"{A}/0": 20, f"{A}/1": 20}
 
 
 def test_planning_a_batch_asks_no_broker_for_first_offsets_but_a_reset_queue_does():
