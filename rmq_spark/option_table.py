@@ -170,7 +170,8 @@ OPTIONS: tuple[Option, ...] = (
         "`rmq_sys_*`, `%RETRY%*`, `%DLQ%*`, `%LMQ%*`, `TBW102`, `SCHEDULE_TOPIC_XXXX`, `BenchmarkTest`, "
         "`OFFSET_MOVED_EVENT`, `SELF_TEST_TOPIC`, `TRANS_CHECK_MAX_TIME_TOPIC`, `CHECKPOINT_TOPIC`, the topics "
         "each broker creates under its cluster's name, `<cluster>_REPLY_TOPIC` and its own name, nor this "
-        "connector's own `rmq_spark_*` topics; `topic`/`topics` may name any of them",
+        "connector's own topics, the exactly-once sink's `rmq_spark_commits_*` (other topics named `rmq_spark_*` are "
+        "users' and matched); `topic`/`topics` may name any of them",
     ),
     Option(
         "assign",

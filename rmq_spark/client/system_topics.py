@@ -1,7 +1,8 @@
 """Topics that hold no user data, which a topicPattern never matches: RocketMQ's system topics (the broker's
 TopicValidator set and its ``rmq_sys_`` prefix, the ``RMQ_SYS_`` topics of newer brokers, retry, dead-letter and
 light message queue topics, and the topics each broker creates under its cluster's and its own name) and this
-connector's internal topics (``CONNECTOR_TOPIC_PREFIX``). A topic named explicitly (option topic or topics) is read
+connector's own topics (``RECORDS_TOPIC_PREFIX``: the exactly-once sink's commit records). Any other topic is a
+user's, whatever its name (``rmq_spark_orders`` too). A topic named explicitly (option topic or topics) is read
 whatever it is."""
 
 from __future__ import annotations
@@ -22,11 +23,12 @@ ROCKETMQ_SYSTEM_TOPICS = frozenset(
     }
 )
 ROCKETMQ_SYSTEM_PREFIX = "rmq_sys_"  # TopicValidator.SYSTEM_TOPIC_PREFIX: timer, revive, trace, broker sync topics
-# The topics this connector keeps for itself (the exactly-once sink's commit records, rmq_spark_commits_<group>)
 CONNECTOR_TOPIC_PREFIX = "rmq_spark_"
+# The only topics this connector keeps for itself: the exactly-once sink's commit records, + producerGroup
+RECORDS_TOPIC_PREFIX = CONNECTOR_TOPIC_PREFIX + "commits_"
 RETRY_PREFIX, DLQ_PREFIX = "%RETRY%", "%DLQ%"  # MixAll: a group's retry and dead-letter topics
 # RMQ_SYS_ topics outside TopicValidator's set (5.5's RMQ_SYS_ROCKSDB_TRANS_HALF_TOPIC), MixAll's light message queues
-_INTERNAL_PREFIXES = (ROCKETMQ_SYSTEM_PREFIX, "RMQ_SYS_", RETRY_PREFIX, DLQ_PREFIX, "%LMQ%", CONNECTOR_TOPIC_PREFIX)
+_INTERNAL_PREFIXES = (ROCKETMQ_SYSTEM_PREFIX, "RMQ_SYS_", RETRY_PREFIX, DLQ_PREFIX, "%LMQ%", RECORDS_TOPIC_PREFIX)
 REPLY_TOPIC_SUFFIX = (
     "_REPLY_TOPIC"  # MixAll.REPLY_TOPIC_POSTFIX: a cluster's request-reply topic is <cluster>_REPLY_TOPIC
 )

@@ -10,7 +10,7 @@ from rmq_spark.client.base import Answers, BaseClient
 from rmq_spark.client.errors import TopicNotFoundError
 from rmq_spark.client.model import BrokerData, MessageQueue, QueueData, TopicRoute
 from rmq_spark.client.outages import OutageLog
-from rmq_spark.client.system_topics import CONNECTOR_TOPIC_PREFIX, cluster_topics, is_internal_topic
+from rmq_spark.client.system_topics import RECORDS_TOPIC_PREFIX, cluster_topics, is_internal_topic
 from rmq_spark.options import parse_options
 from rmq_spark.source.planning import query_topics
 from rmq_spark.source.queue_watch import QueueWatch
@@ -30,10 +30,17 @@ def test_system_retry_dead_letter_and_connector_topics_are_internal():
         "%RETRY%g",
         "%DLQ%g",
         "%LMQ%x",
-        f"{CONNECTOR_TOPIC_PREFIX}commits_g",
+        f"{RECORDS_TOPIC_PREFIX}g",
     ):
         assert is_internal_topic(name), name
     for name in ("Orders", "rmq_sparkling", "RMQ_SYSTEMS", "Benchmark"):
+        assert not is_internal_topic(name), name
+
+
+def test_a_user_topic_named_like_the_connector_is_not_internal():
+    """Only the sink's records topics are the connector's own: a user may name a topic rmq_spark_anything."""
+    assert is_internal_topic("rmq_spark_commits_orders")
+    for name in ("rmq_spark_orders", "rmq_spark_", "rmq_spark_commit", "rmq_spark_commitsorders"):
         assert not is_internal_topic(name), name
 
 
@@ -57,6 +64,7 @@ class _Listing:
             "%RETRY%orders",
             "broker-a",
             "rmq_spark_commits_orders",
+            "rmq_spark_events",
         ]
 
     def cluster_topics(self) -> set[str]:
@@ -67,7 +75,7 @@ def test_a_pattern_matches_only_user_topics_and_a_topic_option_names_any():
     def topics(**kw):
         return query_topics(_Listing(), parse_options({"nameServer": "127.0.0.1:9876", **kw}))
 
-    assert topics(topicPattern=".*") == ["Orders", "OrdersEU"]
+    assert topics(topicPattern=".*") == ["Orders", "OrdersEU", "rmq_spark_events"]
     assert topics(topicPattern=".*orders.*|broker-.*") == []
     assert topics(topics="%RETRY%orders,RMQ_SYS_TRANS_HALF_TOPIC") == ["%RETRY%orders", "RMQ_SYS_TRANS_HALF_TOPIC"]
 
