@@ -58,10 +58,16 @@ class NameServerClient:
         )
 
     def route(self, topic: str, *, failed: tuple[str, RocketMQError] | None = None) -> TopicRoute:
-        """The topic's brokers and queues; TopicNotFoundError when the name server has no route for it (``failed``:
+        """The topic's brokers and queues; TopicNotFoundError when no name server has a route for it (``failed``:
         as ``_request``)."""
         response, address = self._request(lambda: _route_request(topic), f"route of topic {topic!r}", failed=failed)
-        return _route_of(topic, response, address)
+        try:
+            return _route_of(topic, response, address)
+        except TopicNotFoundError as e:
+            found = self._routes_elsewhere({topic: e}, address, failed)[topic]
+        if isinstance(found, RocketMQError):
+            raise found
+        return found
 
     def routes(self, topics: Sequence[str]) -> list[TopicRoute | RocketMQError]:
         """The route of each of ``topics``, or the error asking it raised: asked of the name server that answered
@@ -75,6 +81,7 @@ class NameServerClient:
                 except ConnectionLostError as e:
                     calls.append(e)
         out: list[TopicRoute | RocketMQError] = []
+        missing: dict[str, TopicNotFoundError] = {}
         for topic, call in zip(topics, calls, strict=True):
             try:
                 if isinstance(call, RocketMQError):
@@ -85,8 +92,70 @@ class NameServerClient:
                     out.append(self.route(topic, failed=(address, e)))
                 except RocketMQError as e:
                     out.append(e)
+            except TopicNotFoundError as e:
+                missing[topic] = e
+                out.append(e)
             except RocketMQError as e:
                 out.append(e)
+        if missing:
+            found = self._routes_elsewhere(missing, address)
+            out = [
+                found.get(topic, r) if isinstance(r, TopicNotFoundError) else r
+                for topic, r in zip(topics, out, strict=True)
+            ]
+        return out
+
+    def _routes_elsewhere(
+        self,
+        missing: dict[str, TopicNotFoundError],
+        said_no: str,
+        failed: tuple[str, RocketMQError] | None = None,
+    ) -> dict[str, TopicRoute | RocketMQError]:
+        """The routes of the topics that name server ``said_no`` has none of (``missing``: what it answered), from
+        the other name servers. A restarted name server has no routes until the brokers register with it again
+        (every 30 s) while the others have them, so a topic is not found only when no name server has it. Every topic
+        is asked of every other name server at once, so that this costs one request timeout more, not one per name
+        server. The first to give a route is asked first from then on."""
+        skip = {said_no, *((failed[0],) if failed is not None else ())}
+        others = [a for a in self._addresses if a not in skip]
+        if not others:
+            return dict(missing)
+        calls: dict[str, list[tuple[str, PendingRequest | RocketMQError]]] = {topic: [] for topic in missing}
+        with burst():
+            for address in others:
+                sent: list[PendingRequest | RocketMQError] = []
+                try:
+                    for topic in missing:
+                        sent.append(self._pool.send(address, _route_request(topic), self._timeout))
+                except RocketMQError as e:  # no connection: its other topics are not asked
+                    sent += [e] * (len(missing) - len(sent))
+                for topic, call in zip(missing, sent, strict=True):
+                    calls[topic].append((address, call))
+        out: dict[str, TopicRoute | RocketMQError] = {}
+        for topic, first in missing.items():
+            no, silent = [said_no], [f"{failed[0]}: {failed[1]}"] if failed is not None else []
+            for address, call in calls[topic]:
+                if topic in out:
+                    if not isinstance(call, RocketMQError):
+                        call.cancel()
+                    continue
+                try:
+                    if isinstance(call, RocketMQError):
+                        raise call
+                    out[topic] = _route_of(topic, call.result(), address)
+                    self._preferred = self._addresses.index(address)
+                except TopicNotFoundError:
+                    no.append(address)
+                except RocketMQError as e:
+                    silent.append(f"{address}: {e}")
+            if topic not in out:
+                unasked = f" (and no answer from {'; '.join(silent)})" if silent else ""
+                out[topic] = TopicNotFoundError(
+                    f"topic {topic!r} does not exist on name servers {', '.join(no)}{unasked}: check the topic name, "
+                    "or create the topic",
+                    code=first.code,
+                    remark=first.remark,
+                )
         return out
 
     def _cluster_info(self) -> tuple[dict, dict]:
