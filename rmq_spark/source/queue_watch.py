@@ -324,14 +324,21 @@ class QueueWatch:
         second answer but not yet in the first, and its queues are back, not gone."""
         if mq.topic not in fresh:
             try:
-                fresh[mq.topic] = self._in_background(self.client.route, mq.topic, refresh=True)
-            except TopicNotFoundError:
-                fresh[mq.topic] = None
+                fresh[mq.topic] = self.route_now(mq.topic)
             except RETRYABLE:
                 return True  # cannot tell now: wait, and classify again at the next batch
             self._set_routes({**self._routes, mq.topic: fresh[mq.topic]})
         route = fresh[mq.topic]
         return route is not None and mq in set(route.read_queues())
+
+    def route_now(self, topic: str) -> TopicRoute | None:
+        """``topic``'s route as the name servers answer now (None: it has none), waited for at most ROUTE_WAIT_S;
+        RETRYABLE when they cannot tell now. The client caches it, but keeps its last route when the topic has
+        none: a verdict that must rest on the newest route takes it from here, never from that cache."""
+        try:
+            return self._in_background(self.client.route, topic, refresh=True)
+        except TopicNotFoundError:
+            return None
 
     def _registered(self, broker: str) -> bool:
         """True only when the name servers say ``broker`` is registered now (False when they cannot tell)."""

@@ -1,8 +1,10 @@
 """The stream driver's verdicts on the queues that left the route (docs/DESIGN.md §10). Only the end offset a master
 answers once the newest route no longer has a queue proves it *drained* (read to its end: it keeps its offset in
 every batch's end, so a topic that grows back resumes it there; RocketMQ keeps the consume queues of a shrunk
-topic) or *lost* (the data-loss rule). A slave's answer (it may lag behind its master) or none proves nothing: the
-queue is unavailable, its offset carried, and its master is asked again every few seconds."""
+topic) or *lost* (the data-loss rule). Only a group the newest route lists is asked (a route read for the verdict,
+never the client's cached one, which may still list a group the topic was deleted from: its answer about a queue it
+no longer has proves nothing). A slave's answer (it may lag behind its master) or none proves nothing: the queue is
+unavailable, its offset carried, and its master is asked again every few seconds."""
 
 from __future__ import annotations
 
@@ -10,8 +12,8 @@ import logging
 from collections.abc import Mapping
 
 from rmq_spark.client.base import Answers, BaseClient
-from rmq_spark.client.errors import RocketMQError
-from rmq_spark.client.model import MessageQueue
+from rmq_spark.client.errors import RETRYABLE, RocketMQError
+from rmq_spark.client.model import MessageQueue, TopicRoute
 from rmq_spark.client.outages import master_of
 from rmq_spark.options import SourceOptions
 from rmq_spark.source.planning import data_loss, reads_queue
@@ -21,6 +23,7 @@ log = logging.getLogger(__name__)
 
 WAITS = "its queues that left the route wait until it tells whether they were read to their end"
 SLAVE = "only a slave answered, which may lag behind its master"
+UNLISTED = "the topic's route does not list it now (the topic was deleted there, or the group is away)"
 
 
 class VanishedQueues:
@@ -51,22 +54,24 @@ class VanishedQueues:
             waiting = {mq for mq in waiting if mq.broker_name not in due}
         judged = drained | waiting
         unavailable, vanished = watch.classify([mq for mq in begin if mq not in judged] if judged else begin)
-        unproven, proven, gone = self._judge(vanished, begin)
+        unproven, proven, gone = self._judge(watch, vanished, begin)
         return unavailable | waiting | unproven, drained | proven, gone
 
     def _judge(
-        self, vanished: set[MessageQueue], begin: Mapping[MessageQueue, int]
+        self, watch: QueueWatch, vanished: set[MessageQueue], begin: Mapping[MessageQueue, int]
     ) -> tuple[set[MessageQueue], set[MessageQueue], set[MessageQueue]]:
-        """(unproven, drained, gone) among ``vanished``, from the end offsets their masters answer now."""
+        """(unproven, drained, gone) among ``vanished``, from the end offsets their masters answer now; only the
+        queues whose group the topic's route read now lists are asked."""
         if not vanished:
             return set(), set(), set()
+        listed = self._listed(watch, vanished)
         try:
-            ends = self.client.max_offsets(sorted(vanished), partial=True)
+            ends = self.client.max_offsets(sorted(listed), partial=True) if listed else Answers()
         except RocketMQError as e:  # e.g. the gRPC gateway refuses a queue outside the route
-            ends = Answers(failed={mq: e for mq in vanished})
+            ends = Answers(failed={mq: e for mq in listed})
         masters = {mq: o for mq, o in ends.items() if mq not in ends.replica}
         unproven = vanished - masters.keys()
-        failed = {mq.broker_name: ends.failed.get(mq, SLAVE) for mq in unproven}
+        failed = {mq.broker_name: ends.failed.get(mq, SLAVE if mq in listed else UNLISTED) for mq in unproven}
         self.client.outages.report((mq.broker_name for mq in vanished), failed, master_of, WAITS)
         self._waiting = (self._waiting - vanished) | unproven
         drained = {mq for mq, o in masters.items() if o == begin[mq]}
@@ -84,3 +89,21 @@ class VanishedQueues:
             )
             data_loss(what, self.options.fail_on_data_loss, remedy="go on without them", action="going on without them")
         return unproven, kept, (drained - kept) | set(lost)
+
+    @staticmethod
+    def _listed(watch: QueueWatch, vanished: set[MessageQueue]) -> set[MessageQueue]:
+        """The queues of ``vanished`` whose group (a logic queue's leader) the route of their topic, read now, lists
+        with an address; none of a topic whose route cannot be read now."""
+        routes: dict[str, TopicRoute | None] = {}
+        for topic in {mq.topic for mq in vanished}:
+            try:
+                routes[topic] = watch.route_now(topic)
+            except RETRYABLE:
+                routes[topic] = None  # cannot tell now: wait
+        listed = set()
+        for mq in vanished:
+            route = routes[mq.topic]
+            broker = route.broker_of(mq) if route is not None else None
+            if broker is not None and broker.addresses:
+                listed.add(mq)
+        return listed
