@@ -198,7 +198,10 @@ OPTIONS: tuple[Option, ...] = (
         Kind.TEXT,
         Scope.READ,
         "`earliest`, `latest` (streaming), `committed`, or offsets "
-        'JSON `{"Orders": {"broker-a/0": 42, "broker-b/3": -2}}` (-2 earliest, -1 latest)',
+        'JSON `{"Orders": {"broker-a/0": 42, "broker-b/3": -2}}` (-2 earliest, -1 latest). Under streaming '
+        "`latest`, a queue that enters later (a new queue, or one whose broker group was away at the start) starts "
+        "at the first offset stored at or after the query's start time, which the checkpoint's offsets keep "
+        "(`$startTime`)",
         shown="batch `earliest`, streaming `latest`",
     ),
     Option(

@@ -15,6 +15,9 @@ from rmq_spark.option_values import OptionError, parse_int
 
 # Where the end of a streaming query's first batch records that batch's start (``offsets.offsets_to_json``).
 START_KEY = "$start"
+# Where every offsets JSON of a startingOffsets=latest stream carries the time (ms) latest was resolved at its
+# start: a queue that enters later starts at the first offset stored at or after it (``entering_spec``).
+START_TIME_KEY = "$startTime"
 
 
 def is_annotation(key: str) -> bool:
@@ -221,10 +224,12 @@ def check_named(spec: OffsetSpec, queues: Iterable[MessageQueue], *, waits: bool
     return away
 
 
-def entering_spec(spec: OffsetSpec) -> OffsetSpec:
+def entering_spec(spec: OffsetSpec, start_time: int | None = None) -> OffsetSpec:
     """Where a stream starts a queue that enters after its start (a new queue, or one whose broker group was away):
     where ``spec`` puts it when it names the queue (offsets or times) or under committed (the group's offset, else
-    startingOffsetsFallback); any other queue at its first offset, as Spark's Kafka source reads new partitions."""
+    startingOffsetsFallback); under latest, at what latest meant at the query's start (``start_time``, ms: the
+    first offset stored at or after it, so a group away at the start is not read from its first message); any
+    other queue at its first offset, as Spark's Kafka source reads new partitions."""
     match spec:
         case Committed():
             return spec
@@ -232,6 +237,8 @@ def entering_spec(spec: OffsetSpec) -> OffsetSpec:
             return replace(spec, default=Edge.EARLIEST)
         case ByTimestamp():
             return replace(spec, default=Edge.EARLIEST, strict=False)  # a new queue may well be empty
+        case Edge.LATEST if start_time is not None:
+            return ByTimestamp("startingOffsets", timestamp=start_time)
         case Edge():
             return Edge.EARLIEST
         case _:

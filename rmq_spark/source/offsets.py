@@ -3,16 +3,18 @@ Spark stores and compares as a string.
 
 The end of a streaming query's first batch also carries that batch's start under ``START_KEY`` (not a legal topic
 name): Spark logs no start for a Python source, and a batch 0 replayed after a crash must read from the start it was
-planned with, not from a start resolved again (docs/DESIGN.md §8)."""
+planned with, not from a start resolved again (docs/DESIGN.md §8). The offsets of a startingOffsets=latest stream
+carry, under ``START_TIME_KEY``, the time its start resolved latest: every batch's end, so a restart keeps it."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from rmq_spark.client.model import MessageQueue, queue_order
-from rmq_spark.source.offset_specs import START_KEY, queue_offsets
+from rmq_spark.source.offset_specs import START_KEY, START_TIME_KEY, queue_offsets
 
 
 @dataclass(frozen=True, order=True)
@@ -65,33 +67,45 @@ def _layout(queues: Collection[MessageQueue]) -> _Layout:
 
 
 def offsets_to_json(
-    offsets: Mapping[MessageQueue, int], *, start: Mapping[MessageQueue, int] | None = None
-) -> dict[str, dict]:
+    offsets: Mapping[MessageQueue, int],
+    *,
+    start: Mapping[MessageQueue, int] | None = None,
+    start_time: int | None = None,
+) -> dict[str, Any]:
     """Per-queue offsets → the nested dict, topics and queue keys in canonical order (sorted by broker, then
     queue id numerically), so equal offsets always serialize to the same JSON string; ``start``, when given, is
-    recorded under ``START_KEY`` (last)."""
+    recorded under ``START_KEY``, then ``start_time`` under ``START_TIME_KEY`` (last)."""
     offset = offsets.__getitem__
-    out: dict[str, dict] = {
+    out: dict[str, Any] = {
         topic: dict(zip(keys, map(offset, mqs), strict=True)) for topic, keys, mqs in _layout(offsets.keys()).topics
     }
     if start is not None:
         out[START_KEY] = offsets_to_json(start)
+    if start_time is not None:
+        out[START_TIME_KEY] = start_time
     return out
 
 
-def _nested(data: Mapping[str, Mapping] | str) -> Mapping[str, Mapping]:
+def _nested(data: Mapping[str, Any] | str) -> Mapping[str, Any]:
     return json.loads(data) if isinstance(data, str) else data
 
 
-def offsets_from_json(data: Mapping[str, Mapping] | str) -> dict[MessageQueue, int]:
+def offsets_from_json(data: Mapping[str, Any] | str) -> dict[MessageQueue, int]:
     """The nested dict (or its JSON text) → per-queue offsets (a recorded start is not among them)."""
     return queue_offsets(_nested(data))
 
 
-def recorded_start(data: Mapping[str, Mapping] | str) -> dict[MessageQueue, int] | None:
+def recorded_start(data: Mapping[str, Any] | str) -> dict[MessageQueue, int] | None:
     """The batch start an end recorded (``offsets_to_json(start=...)``), or None."""
     start = _nested(data).get(START_KEY)
     return None if start is None else queue_offsets(start)
+
+
+def recorded_start_time(data: Mapping[str, Any] | str) -> int | None:
+    """The time (ms) a startingOffsets=latest stream resolved latest at its start, as its offsets carry it; None
+    where they do not (another start, or a checkpoint of a release before they did)."""
+    found = _nested(data).get(START_TIME_KEY)
+    return found if isinstance(found, int) and not isinstance(found, bool) else None
 
 
 def canonical_json(offsets: Mapping[MessageQueue, int]) -> str:

@@ -32,9 +32,9 @@ from rmq_spark.source.batch import partitions_of, read_partition
 from rmq_spark.source.group_check import GroupCheck
 from rmq_spark.source.offset_mirror import OffsetMirror
 from rmq_spark.source.offset_reader import OffsetResolver
-from rmq_spark.source.offset_specs import START_KEY, check_named, entering_spec
+from rmq_spark.source.offset_specs import START_KEY, Edge, check_named, entering_spec
 from rmq_spark.source.offset_store import OffsetStore
-from rmq_spark.source.offsets import offsets_from_json, offsets_to_json, recorded_start
+from rmq_spark.source.offsets import offsets_from_json, offsets_to_json, recorded_start, recorded_start_time
 from rmq_spark.source.planning import plan_ranges, query_topics
 from rmq_spark.source.queue_watch import QueueWatch
 from rmq_spark.source.schema import COLUMNS
@@ -77,6 +77,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._last_batch_at = time.monotonic()
         self._initial: dict | None = None  # the initial offsets this process resolved (never mirrored)
         self._initial_offsets: dict[MessageQueue, int] | None = None  # the same, parsed
+        self._start_time: int | None = None  # when latest was resolved at the query's start (ms), as offsets carry it
         self._group_check: GroupCheck | None = None
         self._unavailable: set[MessageQueue] = set()  # the queues the last planned end waits for
         self._limits = TriggerLimits(
@@ -139,13 +140,15 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     "where the option puts it once the group is back",
                     note,
                 )
+            if self.options.starting is Edge.LATEST:
+                self._start_time = int(time.time() * 1000)  # before the ends are asked: what latest means now
             starts = OffsetResolver(self.client, partial=True).resolve(self.options.starting, self.watch.readable())
             self._log_unresolved(starts.failed)
             if any(o > self.watch.latest.get(mq, o) for mq, o in starts.items()):
                 # messages landed since the watch asked: its ends must not read as a reset below these starts
                 self.watch.poll(force=True)
             self._initial_offsets = dict(starts)
-            self._initial = offsets_to_json(starts)
+            self._initial = offsets_to_json(starts, start_time=self._start_time)
         return self._initial
 
     def getDefaultReadLimit(self) -> ReadLimit:
@@ -167,6 +170,9 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return start
         self._idle = None
         begin, recorded = self._parsed(start), recorded_start(start)
+        start_time = recorded_start_time(start)
+        if start_time is not None:  # (a restart learns it here: the checkpoint's offsets carry it)
+            self._start_time = start_time
         # the start of the query's first batch: the initial offsets this process resolved
         first = recorded is None and begin == self._initial_offsets
         # Spark calls this only once the batch ending at `start` is in its commit log (except for the initial
@@ -188,7 +194,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # The first batch's end records its start, even when nothing moved (Spark runs a first batch anyway): a
         # replay of an uncommitted batch 0 gets a fresh initialOffset(), which may resolve elsewhere by then, and
         # partitions() prefers the recorded start.
-        out = offsets_to_json(end, start=begin if first else None)
+        out = offsets_to_json(end, start=begin if first else None, start_time=self._start_time)
         self._planned = [PlannedEnd(out, end), *self._planned[:1]]
         return out
 
@@ -319,7 +325,8 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _new_queue_starts(self, queues: list[MessageQueue]) -> dict[MessageQueue, int]:
         """Where queues that appear after the start are read from (``entering_spec``)."""
-        starts = OffsetResolver(self.client, partial=True).resolve(entering_spec(self.options.starting), queues)
+        spec = entering_spec(self.options.starting, self._start_time)
+        starts = OffsetResolver(self.client, partial=True).resolve(spec, queues)
         for mq, o in sorted(starts.items()):
             log.info("rocketmq source: new queue %s enters at offset %d", mq, o)
         return dict(starts)
@@ -329,8 +336,9 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if brokers:
             log.warning(
                 "rocketmq source: broker(s) %s did not answer at the start; their queues start once they "
-                "answer: where the starting options name them, else at their first offset (under committed: "
-                "the group's offset, else startingOffsetsFallback)",
+                "answer: where the starting options name them, else at their first offset (under latest: the "
+                "first offset stored since the query started; under committed: the group's offset, else "
+                "startingOffsetsFallback)",
                 ", ".join(brokers),
             )
 
