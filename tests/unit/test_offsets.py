@@ -11,8 +11,15 @@ from hypothesis import strategies as st
 from rmq_spark.client.errors import BrokerUnavailableError
 from rmq_spark.client.model import MessageQueue
 from rmq_spark.options import OptionError, parse_options
-from rmq_spark.source.offset_specs import Committed, Edge, SpecificOffsets, check_named, entering_spec
-from rmq_spark.source.offsets import QueueRange, canonical_json, offsets_from_json, offsets_to_json, recorded_start
+from rmq_spark.source.offset_specs import ByTimestamp, Committed, Edge, SpecificOffsets, check_named, entering_spec
+from rmq_spark.source.offsets import (
+    QueueRange,
+    canonical_json,
+    offsets_from_json,
+    offsets_to_json,
+    recorded_start,
+    recorded_start_time,
+)
 from rmq_spark.source.range_calculator import group_ranges, plan_partitions, split_ranges
 
 
@@ -229,3 +236,12 @@ def test_the_json_of_offsets_follows_their_queues_whichever_sets_came_before():
         out = offsets_to_json(offsets)
         assert json.dumps(out) == json.dumps(expected)
         assert offsets_from_json(json.dumps(out)) == offsets
+
+
+def test_a_latest_stream_carries_its_start_time_and_enters_queues_there():
+    mq = MessageQueue("T", "broker-a", 0)
+    carried = offsets_to_json({mq: 3}, start_time=1_700_000_000_000)
+    assert offsets_from_json(carried) == {mq: 3} and recorded_start_time(carried) == 1_700_000_000_000
+    assert recorded_start_time(offsets_to_json({mq: 3})) is None  # offsets of a release before it
+    assert entering_spec(Edge.LATEST, 1_700_000_000_000) == ByTimestamp("startingOffsets", timestamp=1_700_000_000_000)
+    assert entering_spec(Edge.LATEST, None) is Edge.EARLIEST
