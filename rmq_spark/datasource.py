@@ -14,7 +14,7 @@ from pyspark.sql.types import StructType
 from rmq_spark.client_pool import new_client
 from rmq_spark.options import OptionError, SinkOptions, parse_options, parse_sink_options
 from rmq_spark.sink.columns import check_columns
-from rmq_spark.sink.commit_records import refuse_static_topics
+from rmq_spark.sink.commit_home import refuse_static_topics
 from rmq_spark.sink.message_types import refuse_timers
 from rmq_spark.sink.transaction_check import refuse_unended_transactions
 from rmq_spark.sink.writers import RocketMQStreamWriter, RocketMQWriter

@@ -12,9 +12,11 @@ from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowW
 from rmq_spark.client.errors import RocketMQError
 from rmq_spark.client.model import HalfMessage
 from rmq_spark.client_pool import new_client, shared_client
+from rmq_spark.errors import CommitError
 from rmq_spark.options import OptionError, SinkOptions, check_topic_name
 from rmq_spark.sink.columns import iter_rows
-from rmq_spark.sink.commit_records import CommitRecords, records_topic
+from rmq_spark.sink.commit_log import records_topic
+from rmq_spark.sink.commit_records import CommitRecords
 from rmq_spark.sink.message_types import TopicTypes
 from rmq_spark.sink.routing import Router
 from rmq_spark.sink.row_keys import ROW_KEY_PROPERTY, row_key
@@ -24,6 +26,15 @@ from rmq_spark.sink.transactions import Outcome, commit_batch, end_halves
 
 log = logging.getLogger(__name__)
 BATCH_ID_PROPERTY = "streaming.sql.batchId"  # MicroBatchExecution.BATCH_ID_KEY
+QUERY_ID_PROPERTY = "sql.streaming.queryId"  # StreamExecution.QUERY_ID_KEY: the same across restarts from a checkpoint
+
+
+@dataclass(frozen=True)
+class MicroBatch:
+    """The streaming query (Spark's query id) and micro-batch a task writes."""
+
+    query: str
+    batch_id: int
 
 
 @dataclass(frozen=True)
@@ -34,6 +45,7 @@ class SinkCommit(WriterCommitMessage):
     partition: int
     sent: int
     halves: tuple[tuple[str, HalfMessage], ...] = ()
+    query: str | None = None  # the streaming query of an exactly-once streaming write
 
 
 def _partition() -> int:
@@ -43,21 +55,23 @@ def _partition() -> int:
     return ctx.partitionId() if ctx is not None else 0
 
 
-def _micro_batch() -> int:
-    """The id of the micro-batch this task writes: Spark's MicroBatchExecution sets it as a local property of the
-    batch's jobs, and a replay after a restart runs under the same id."""
+def _micro_batch() -> MicroBatch:
+    """The query and micro-batch this task writes: Spark's MicroBatchExecution sets both as local properties of the
+    batch's jobs, and a replay after a restart from the same checkpoint runs under the same ones."""
     from pyspark import TaskContext
 
     ctx = TaskContext.get()
-    value = ctx.getLocalProperty(BATCH_ID_PROPERTY) if ctx is not None else None
-    if value is None:
+    query = ctx.getLocalProperty(QUERY_ID_PROPERTY) if ctx is not None else None
+    batch = ctx.getLocalProperty(BATCH_ID_PROPERTY) if ctx is not None else None
+    missing = [p for p, v in ((QUERY_ID_PROPERTY, query), (BATCH_ID_PROPERTY, batch)) if v is None]
+    if query is None or batch is None:
         raise RocketMQError(
-            f"the task of a streaming write has no local property {BATCH_ID_PROPERTY}, which "
-            "exactly_once needs to key its rows by micro-batch: this Spark does not set it. Run "
+            f"the task of a streaming write has no local property {' or '.join(missing)}, which "
+            "exactly_once needs to key its rows by query and micro-batch: this Spark does not set it. Run "
             "the query with the micro-batch engine of Spark 4 (not continuous or real-time mode), "
             "or write with deliveryGuarantee=at_least_once"
         )
-    return int(value)
+    return MicroBatch(query, int(batch))
 
 
 # The broker keeps a committed timer message in its timer topic until its time, so the recovery of a streaming
@@ -71,9 +85,12 @@ TIMER_ROWS = RowRule(
 )
 
 
-def write_task(options: SinkOptions, batches: Iterator[pa.RecordBatch], batch_id: int | None = None) -> SinkCommit:
-    """Send one task's rows; in exactly-once mode as half messages, returned for the driver to end. ``batch_id``,
-    the micro-batch of a streaming write, goes into each row's key (a streaming commit's recovery reads them)."""
+def write_task(
+    options: SinkOptions, batches: Iterator[pa.RecordBatch], micro_batch: MicroBatch | None = None
+) -> SinkCommit:
+    """Send one task's rows; in exactly-once mode as half messages, returned for the driver to end. ``micro_batch``,
+    the query and micro-batch of a streaming write, goes into each row's key (a streaming commit's recovery reads
+    them)."""
     partition = _partition()
     eo = options.exactly_once
     with shared_client(options) as client:
@@ -81,7 +98,7 @@ def write_task(options: SinkOptions, batches: Iterator[pa.RecordBatch], batch_id
         sender = Sender(client, options.producer_group, transactional=eo, retry_timeout=options.broker_retry_timeout)
         types = TopicTypes(client, transactional=eo, group=options.producer_group)
         # a streaming exactly-once batch, whose commit a restart may recover: its rows are keyed
-        keyed_batch = batch_id if eo else None
+        keyed_batch = micro_batch if eo else None
         keys: list[str] = []
         rules = (router.named_queues(options.topic), *((TIMER_ROWS,) if keyed_batch is not None else ()))
         for rows in iter_rows(batches, options.topic, partition, rules):
@@ -95,7 +112,8 @@ def write_task(options: SinkOptions, batches: Iterator[pa.RecordBatch], batch_id
                     keys.append(
                         row_key(
                             options.producer_group,
-                            keyed_batch,
+                            keyed_batch.query,
+                            keyed_batch.batch_id,
                             topic,
                             message,
                             None if named[0] is None else (mq.broker_name, mq.queue_id),
@@ -106,7 +124,8 @@ def write_task(options: SinkOptions, batches: Iterator[pa.RecordBatch], batch_id
                     keys.append("")
                 sender.add(mq, message)
         sender.finish()
-    return SinkCommit(partition, sender.sent, tuple(zip(keys, sender.halves(), strict=True)) if eo else ())
+    halves = tuple(zip(keys, sender.halves(), strict=True)) if eo else ()
+    return SinkCommit(partition, sender.sent, halves, None if keyed_batch is None else keyed_batch.query)
 
 
 def _halves(messages: Sequence[WriterCommitMessage | None]) -> list[tuple[str, HalfMessage]]:
@@ -171,16 +190,22 @@ class RocketMQStreamWriter(DataSourceStreamArrowWriter):
         return write_task(self.options, iterator, _micro_batch() if self.options.exactly_once else None)
 
     def commit(self, messages: Sequence[WriterCommitMessage | None], batchId: int) -> None:
-        halves = _halves(messages)
-        if not halves:
-            return
         o = self.options
-        assert o.topic is not None, "halves come from exactly-once writes, which __init__ gave a topic"
+        if not o.exactly_once:
+            return
+        queries = {m.query for m in messages if isinstance(m, SinkCommit) and m.query is not None}
+        if not queries:
+            return  # no task ran: nothing was written
+        if len(queries) > 1:
+            raise CommitError(f"the tasks of batch {batchId} name {len(queries)} streaming queries: {sorted(queries)}")
+        assert o.topic is not None, "__init__ gave exactly-once writes a topic"
+        halves = _halves(messages)
         with new_client(o) as client:  # fresh routes, and reads on masters (no suggestion of a slave kept)
-            outcome = commit_batch(
-                CommitRecords(client, o.producer_group, o.topic), batchId, halves, o.broker_retry_timeout
+            records = CommitRecords(
+                client, o.producer_group, o.topic, queries.pop(), retry_timeout=o.broker_retry_timeout
             )
-        if outcome is not Outcome.COMMITTED:
+            outcome = commit_batch(records, batchId, halves, o.broker_retry_timeout)
+        if outcome in (Outcome.REPLAYED, Outcome.RECOVERED):
             log.warning("rocketmq sink: batch %d was %s (%d half messages)", batchId, outcome.value, len(halves))
 
     def abort(self, messages: Sequence[WriterCommitMessage | None], batchId: int) -> None:

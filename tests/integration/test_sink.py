@@ -9,6 +9,7 @@ import os
 import time
 
 import pytest
+from pyspark.errors import StreamingQueryException
 from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, BinaryType, IntegerType, MapType, StringType, StructField, StructType
 
@@ -163,7 +164,9 @@ def test_a_streaming_exactly_once_write_keys_each_row_by_its_micro_batch(spark, 
     # identical rows of three micro-batches: a recovery of one batch must never take another's rows for its own;
     # the two identical rows of one batch share a key (a recovery counts them)
     assert len(keys) == 6 and sorted(collections.Counter(keys).values()) == [2, 2, 2]
-    assert sorted({k.split("/")[1] for k in keys}) == ["0", "1", "2"] and all(k.startswith(group + "/") for k in keys)
+    # group/query/batch/content: the query's tag is one for the three batches
+    assert sorted({k.split("/")[2] for k in keys}) == ["0", "1", "2"] and len({k.split("/")[1] for k in keys}) == 1
+    assert all(k.startswith(group + "/") for k in keys)
 
 
 @pytest.mark.parametrize(
@@ -219,3 +222,49 @@ def test_a_write_through_the_grpc_gateway_sends_bodies_as_they_are(spark, rocket
     df = spark.createDataFrame([(b,) for b in bodies], "body BINARY")
     df.write.format("rocketmq").mode("append").option("endpoint", rocketmq.gateway).option("topic", topic).save()
     assert sorted(_body(m) for m in rocketmq.consume(topic)) == sorted(bodies)
+
+
+def _copy(spark, rocketmq, source: str, target: str, group: str, checkpoint):
+    """An exactly-once streaming copy of ``source`` into ``target`` under producer group ``group``, to its end."""
+    return (
+        spark.readStream.format("rocketmq")
+        .option("nameServer", rocketmq.name_server)
+        .option("topic", source)
+        .option("startingOffsets", "earliest")
+        .load()
+        .select("body")
+        .writeStream.format("rocketmq")
+        .option("nameServer", rocketmq.name_server)
+        .option("topic", target)
+        .option("deliveryGuarantee", "exactly_once")
+        .option("producerGroup", group)
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+
+
+def test_a_new_checkpoint_on_a_used_producer_group_is_refused_and_loses_nothing(spark, rocketmq, request, tmp_path):
+    # A stream reset: a new checkpoint (a new query id) writes under the producerGroup of a query that finished. Its
+    # batch 0 must not be taken for a replay of the old query's batch 0 (whose halves a replay rolls back).
+    a, b, target = (unique_topic(request) + suffix for suffix in ("a", "b", "t"))
+    for topic in (a, b, target):
+        rocketmq.create_topic(topic, queues=2)
+    rocketmq.produce(a, [{"body": f"a{i}"} for i in range(50)], batch=True)
+    rocketmq.produce(b, [{"body": f"b{i}"} for i in range(50)], batch=True)
+    group = f"pg-{target}"[:60]
+    first = _copy(spark, rocketmq, a, target, group, tmp_path / "first")
+    assert first.awaitTermination(120) and first.exception() is None
+
+    reset = _copy(spark, rocketmq, b, target, group, tmp_path / "reset")
+    refused = rf"ROCKETMQ_COMMIT_FAILED\] producer group '{group}' keeps the commit records of another streaming query"
+    with pytest.raises(StreamingQueryException, match=refused + ".*a producerGroup of its own"):
+        reset.awaitTermination(120)
+    time.sleep(1)
+    assert sorted(_body(m).decode() for m in rocketmq.consume(target)) == sorted(f"a{i}" for i in range(50))
+
+    # the fix the error names: a producerGroup of its own, on the same checkpoint
+    again = _copy(spark, rocketmq, b, target, group + "-2", tmp_path / "reset")
+    assert again.awaitTermination(120) and again.exception() is None
+    bodies = collections.Counter(_body(m).decode() for m in rocketmq.consume(target))
+    assert bodies == collections.Counter([f"a{i}" for i in range(50)] + [f"b{i}" for i in range(50)])

@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import collections
 import itertools
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -17,12 +18,14 @@ import pytest
 
 from rmq_spark.client.model import TopicRoute
 from rmq_spark.client_pool import new_client, shared_client
+from rmq_spark.errors import CommitError
 from rmq_spark.options import SinkOptions, parse_sink_options
 from rmq_spark.sink import writers
-from rmq_spark.sink.commit_records import CommitError, CommitRecord, CommitRecords, Step
+from rmq_spark.sink.commit_log import CommitRecord, CommitStep
+from rmq_spark.sink.commit_records import CommitRecords
 from rmq_spark.sink.routing import java_string_hash
 from rmq_spark.sink.transactions import Outcome, commit_batch
-from rmq_spark.sink.writers import RocketMQStreamWriter, SinkCommit, write_task
+from rmq_spark.sink.writers import MicroBatch, RocketMQStreamWriter, SinkCommit, write_task
 from rmq_spark_testing.embedded import EmbeddedRocketMQ
 from tests.conftest import unique_topic
 
@@ -105,14 +108,14 @@ class _UnrecordedQueues(CommitRecords):
     added to a topic after its commit began)."""
 
     def __init__(self, client, group: str, topic: str, broker: str) -> None:
-        super().__init__(client, group, topic)
+        super().__init__(client, group, topic, QUERY)
         self._broker = broker
 
-    def last(self, home: str) -> CommitRecord | None:
-        record = super().last(home)
-        if record is None or record.step is Step.DONE:
-            return record
-        return replace(record, scan={mq: s for mq, s in record.scan.items() if mq.broker_name != self._broker})
+    def locate(self, topics) -> tuple[str, CommitRecord | None]:
+        home, record = super().locate(topics)
+        if record is None or record.step is CommitStep.DONE:
+            return home, record
+        return home, replace(record, scan={mq: s for mq, s in record.scan.items() if mq.broker_name != self._broker})
 
 
 class _Retention:
@@ -134,16 +137,17 @@ class _Retention:
 
 
 BODIES = [f"s{i}" for i in range(12)] + ["dup", "dup"]
+QUERY = "0c8d1f7e-streaming-query-of-these-tests"  # Spark's query id: one checkpoint's, across its restarts
 
 
-def _options(mq: EmbeddedRocketMQ, topic: str) -> SinkOptions:
+def _options(mq: EmbeddedRocketMQ, topic: str, retry_timeout_ms: int = 3000) -> SinkOptions:
     return parse_sink_options(
         {
             "nameServer": mq.name_server,
             "topic": topic,
             "deliveryGuarantee": "exactly_once",
             "producerGroup": f"pg-{topic}"[:60],
-            "brokerRetryTimeoutMs": "3000",
+            "brokerRetryTimeoutMs": str(retry_timeout_ms),
         }
     )
 
@@ -155,7 +159,11 @@ def _tasks(options: SinkOptions, batch_id: int, bodies: list[str], tasks: int = 
     size = -(-len(bodies) // tasks)
     with mock.patch.object(writers, "_partition", side_effect=itertools.count().__next__):  # Spark's partition ids
         return [
-            write_task(options, iter([pa.RecordBatch.from_pydict({"body": bodies[i : i + size]})]), batch_id)
+            write_task(
+                options,
+                iter([pa.RecordBatch.from_pydict({"body": bodies[i : i + size]})]),
+                MicroBatch(QUERY, batch_id),
+            )
             for i in range(0, len(bodies), size)
         ]
 
@@ -169,7 +177,7 @@ def _crash_inside_commit(options: SinkOptions, batch_id: int, commits: int, late
         seen = _LateRegistration(client, late) if late else client
         with pytest.raises(_Crash):
             commit_batch(
-                CommitRecords(_DiesAfter(seen, commits), options.producer_group, options.topic),
+                CommitRecords(_DiesAfter(seen, commits), options.producer_group, options.topic, QUERY),
                 batch_id,
                 halves,
                 options.broker_retry_timeout,
@@ -219,7 +227,16 @@ def _recover(options: SinkOptions, records_of: Callable[[object], CommitRecords]
 
 def _replay(options: SinkOptions, batch_id: int) -> None:
     """A restarted driver runs batch ``batch_id`` again: its tasks, then the stream writer's commit."""
-    RocketMQStreamWriter(options).commit(_tasks(options, batch_id, BODIES), batch_id)
+    _replay_rows(options, batch_id, BODIES)
+
+
+def _replay_rows(options: SinkOptions, batch_id: int, bodies: list[str]) -> None:
+    """A restarted driver runs batch ``batch_id`` again with ``bodies`` as its rows (none: one task without rows)."""
+    if bodies:
+        tasks = _tasks(options, batch_id, bodies)
+    else:
+        tasks = [write_task(options, iter([]), MicroBatch(QUERY, batch_id))]
+    RocketMQStreamWriter(options).commit(tasks, batch_id)
 
 
 def test_a_cut_commit_waits_for_the_marker_broker_and_completes_once_it_is_back(replicated_pair, request):
@@ -325,4 +342,120 @@ def test_a_recovery_scans_the_queues_of_the_cut_commit_not_of_today(replicated_p
 def test_a_recovery_whose_scan_window_retention_deleted_says_so(replicated_pair, request):
     options = _cut_with_rows_on_broker_b(replicated_pair, request)
     with pytest.raises(CommitError, match=r"retention deleted messages of .*broker-b.* new producerGroup"):
-        _recover(options, lambda c: CommitRecords(_Retention(c, "broker-b"), options.producer_group, options.topic))
+        _recover(
+            options, lambda c: CommitRecords(_Retention(c, "broker-b"), options.producer_group, options.topic, QUERY)
+        )
+
+
+def test_a_pair_added_after_the_first_commit_names_the_home_so_a_replay_waits_for_it(replicated_pair, request):
+    # The topic grows to broker-b after the home (broker-a) was chosen. When broker-a is away at the replay of a cut
+    # commit, broker-b's queue 0 must name the home: a commit that found no home named would choose broker-b, read no
+    # record and commit the rows stored there again.
+    topic = unique_topic(request)
+    replicated_pair.create_topic(topic, queues=2, broker="broker-a")
+    options = _options(replicated_pair, topic)
+    RocketMQStreamWriter(options).commit(_tasks(options, 0, ["r0", "r1"]), 0)  # the home: broker-a
+    replicated_pair.create_topic(topic, queues=2, broker="broker-b")
+    _crash_inside_commit(options, 1, commits=4)
+    _settled(replicated_pair, topic)
+    partial_b = _visible(replicated_pair, topic, "broker-b")
+    assert partial_b, "the cut commit stored nothing on broker-b"
+    with _Outage(replicated_pair, "broker-a") as outage:
+        outage.stop(0)
+        outage.stop(1)  # the home leaves the route
+        with pytest.raises(CommitError, match="keeps the commit records .*recorded by broker-b.* not in the route"):
+            _replay(options, 1)
+        assert _visible(replicated_pair, topic, "broker-b") == partial_b, "a replay committed rows on broker-b"
+    _replay(options, 1)
+    assert _visible(replicated_pair, topic) == collections.Counter(["r0", "r1", *BODIES])
+
+
+def test_a_commit_waits_for_a_topic_whose_only_broker_group_restarts(replicated_pair, request):
+    # While the topic's only broker group is out of the route the name servers answer TOPIC_NOT_EXIST for it: a
+    # commit waits that out as it waits for any broker that is away.
+    topic = unique_topic(request)
+    replicated_pair.create_topic(topic, queues=2, broker="broker-a")
+    options = _options(replicated_pair, topic, retry_timeout_ms=90_000)
+    writer = RocketMQStreamWriter(options)
+    writer.commit(_tasks(options, 0, ["r0"]), 0)
+    batch = _tasks(options, 1, BODIES)
+    for broker_id in (1, 0):
+        replicated_pair.stop_broker("broker-a", broker_id)
+
+    def come_back() -> None:
+        time.sleep(3)
+        for broker_id in (1, 0):
+            replicated_pair.start_broker("broker-a", broker_id)
+
+    back = threading.Thread(target=come_back)
+    back.start()
+    try:
+        writer.commit(batch, 1)
+    finally:
+        back.join()
+    assert _visible(replicated_pair, topic) == collections.Counter(["r0", *BODIES])
+
+
+def test_a_recovery_scans_the_queue_each_half_names_though_the_topic_shrank_before_the_commit(replicated_pair, request):
+    # Halves sent to queues 2 and 3, then the topic shrinks to 2 queues before the commit begins: END_TRANSACTION
+    # still stores each half in its own queue, and a recovery that scanned only the route's queues would commit those
+    # rows again.
+    topic = unique_topic(request)
+    replicated_pair.create_topic(topic, queues=4)
+    options = _options(replicated_pair, topic)
+    halves = [pair for m in _tasks(options, 0, BODIES) for pair in m.halves]
+    assert {h.queue.queue_id for _, h in halves} == {0, 1, 2, 3}
+    replicated_pair.create_topic(topic, queues=2)
+    try:
+        with new_client(options) as client, pytest.raises(_Crash):
+            records = CommitRecords(_DiesAfter(client, len(halves) - 2), options.producer_group, topic, QUERY)
+            commit_batch(records, 0, halves, options.broker_retry_timeout)
+        _settled(replicated_pair, topic)
+        with pytest.raises(CommitError, match=r"/[23] holds messages stored since batch 0's commit began"):
+            _replay(options, 0)
+    finally:
+        replicated_pair.create_topic(topic, queues=4)
+    _replay(options, 0)
+    assert _visible(replicated_pair, topic) == collections.Counter(BODIES)
+
+
+def test_a_replay_with_other_rows_than_the_cut_batch_is_refused_naming_the_cause(replicated_pair, request):
+    options = _cut_with_rows_on_broker_b(replicated_pair, request)
+    before = _visible(replicated_pair, options.topic)
+    with pytest.raises(CommitError, match=r"replay of batch 0 is not the batch whose commit was cut.*deterministic"):
+        _replay_rows(options, 0, [*BODIES[:-1], "changed"])
+    with pytest.raises(CommitError, match=r"replay of batch 0 .*(not the batch|no rows).*deterministic"):
+        _replay_rows(options, 0, [])  # a replay that lost every row must not let the next batch begin over it
+    assert _visible(replicated_pair, options.topic) == before
+    _replay(options, 0)
+    assert _visible(replicated_pair, options.topic) == collections.Counter(BODIES)
+
+
+class _Reads:
+    """A client that records the keyword arguments of its range reads."""
+
+    def __init__(self, client, seen: list) -> None:
+        self._client, self._seen = client, seen
+
+    def __getattr__(self, name: str):
+        return getattr(self._client, name)
+
+    def read_range(self, mq, start, end, **kw):
+        self._seen.append(kw)
+        return self._client.read_range(mq, start, end, **kw)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._client.close()
+
+
+def test_a_recovery_reads_back_within_broker_retry_timeout(replicated_pair, request, monkeypatch):
+    options = _cut_with_rows_on_broker_b(replicated_pair, request)
+    seen: list = []
+    fresh = writers.new_client
+    monkeypatch.setattr(writers, "new_client", lambda o: _Reads(fresh(o), seen))
+    _replay(options, 0)
+    assert seen and all(kw.get("retry_timeout") == options.broker_retry_timeout for kw in seen), seen
+    assert _visible(replicated_pair, options.topic) == collections.Counter(BODIES)

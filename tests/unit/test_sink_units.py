@@ -16,15 +16,16 @@ from rmq_spark.client.model import (
     QueueData,
     TopicRoute,
 )
-from rmq_spark.errors import InvalidRowError
+from rmq_spark.errors import CommitError, InvalidRowError
 from rmq_spark.options import OptionError, parse_sink_options
 from rmq_spark.sink import writers
 from rmq_spark.sink.columns import check_columns, iter_rows, to_rows
-from rmq_spark.sink.commit_records import CommitError, CommitRecord, Step, fingerprint, on_masters
+from rmq_spark.sink.commit_home import fingerprint
+from rmq_spark.sink.commit_log import CommitRecord, CommitStep, on_masters
 from rmq_spark.sink.message_types import TopicTypes
 from rmq_spark.sink.routing import Router, java_string_hash, queue_for_key
-from rmq_spark.sink.row_keys import row_key
-from rmq_spark.sink.transactions import end_halves
+from rmq_spark.sink.row_keys import RowsDigest, content_of, query_tag, row_key, rows_digest
+from rmq_spark.sink.transactions import Action, end_halves, judge
 
 
 # expected values printed by Java 17's String.hashCode (jshell)
@@ -181,32 +182,90 @@ def test_a_topic_takes_messages_of_its_type_a_mixed_one_all_and_an_untyped_one_i
         TopicTypes(client, transactional=True, group="pg").check("F", keyed)
 
 
-def test_row_keys_name_batch_and_content_never_the_task():
+def test_row_keys_name_query_batch_and_content_never_the_task():
     x, y = OutgoingMessage(b"x"), OutgoingMessage(b"y")
-    assert row_key("g", 7, "t", x).startswith("g/7/")
+    assert row_key("g", "q", 7, "t", x).startswith(f"g/{query_tag('q')}/7/")
     # the same row in any task, under any UNIQ_KEY, has one key: a replay with other partitioning finds it again
-    assert row_key("g", 7, "t", x) == row_key("g", 7, "t", OutgoingMessage(b"x", properties={"UNIQ_KEY": "u"}))
+    same = OutgoingMessage(b"x", properties={"UNIQ_KEY": "u"})
+    assert row_key("g", "q", 7, "t", x) == row_key("g", "q", 7, "t", same)
     others = [
-        row_key("g", 8, "t", x),
-        row_key("g", 7, "u", x),
-        row_key("g", 7, "t", y),
-        row_key("g", 7, "t", OutgoingMessage(b"x", sharding_key="k")),
-        row_key("g", 7, "t", x, ("broker-a", 1)),
-        row_key("g", 7, "t", x, ("broker-a", 2)),
+        row_key("g", "q2", 7, "t", x),  # a reset checkpoint's batch 7: never taken for this query's rows
+        row_key("g", "q", 8, "t", x),
+        row_key("g", "q", 7, "u", x),
+        row_key("g", "q", 7, "t", y),
+        row_key("g", "q", 7, "t", OutgoingMessage(b"x", sharding_key="k")),
+        row_key("g", "q", 7, "t", x, ("broker-a", 1)),
+        row_key("g", "q", 7, "t", x, ("broker-a", 2)),
     ]
-    assert len({row_key("g", 7, "t", x), *others}) == 1 + len(others)
+    assert len({row_key("g", "q", 7, "t", x), *others}) == 1 + len(others)
+    # the content hash alone is the same for the same row of any query and batch
+    contents = {content_of(row_key("g", "q", 7, "t", x)), content_of(row_key("g", "q2", 8, "t", x))}
+    assert contents == {content_of(others[0])}
+
+
+def test_a_batch_digest_ignores_order_and_partitioning_and_sees_any_other_row():
+    keys = [row_key("g", "q", 1, "t", OutgoingMessage(b)) for b in (b"a", b"b", b"b", b"c")]
+    assert rows_digest(keys) == rows_digest(reversed(keys)) == rows_digest(keys[2:] + keys[:2])
+    assert rows_digest(keys).count == 4
+    assert rows_digest(keys[:3]) != rows_digest(keys)  # a row missing
+    assert rows_digest([*keys[:3], row_key("g", "q", 1, "t", OutgoingMessage(b"d"))]) != rows_digest(keys)  # changed
 
 
 def test_commit_records_read_back_what_they_wrote_and_refuse_what_they_cannot_read():
     a0, b3 = MessageQueue("t", "broker-a", 0), MessageQueue("u", "broker-b", 3)
-    record = CommitRecord(4, Step.STARTED, frozenset({("t", "broker-a"), ("u", "broker-b")}), {a0: 10, b3: 0})
+    pairs = frozenset({("t", "broker-a"), ("u", "broker-b")})
+    record = CommitRecord(4, CommitStep.STARTED, "q", pairs, {a0: 10, b3: 0}, RowsDigest(3, "ab"))
     assert CommitRecord.decode(record.encode(), "here") == record
-    assert CommitRecord.decode(CommitRecord(4, Step.DONE).encode(), "here") == CommitRecord(4, Step.DONE)
+    done = CommitRecord(4, CommitStep.DONE, "q")
+    assert CommitRecord.decode(done.encode(), "here") == done
+    # an earlier release's record names no query and no rows
+    earlier = b'{"version":1,"batch":4,"step":"started","pairs":[["t","broker-a"]],"scan":[["t","broker-a",0,10]]}'
+    assert CommitRecord.decode(earlier, "here") == CommitRecord(
+        4, CommitStep.STARTED, None, frozenset({("t", "broker-a")}), {a0: 10}
+    )
     with pytest.raises(CommitError, match="at R:b/0/3 is not a commit record of rmq-spark.*is topic 'R' written"):
         CommitRecord.decode(b"hello", "R:b/0/3")
-    newer = record.encode().replace(b'"version":1', b'"version":9')
+    newer = record.encode().replace(b'"version":2', b'"version":9')
     with pytest.raises(CommitError, match="written by a newer rmq-spark"):
         CommitRecord.decode(newer, "here")
+
+
+def _record(batch: int, step: str, query: str | None = "q") -> CommitRecord:
+    return CommitRecord(batch, CommitStep(step), query)
+
+
+@pytest.mark.parametrize(
+    "last, batch, action",
+    [
+        (None, 0, Action.BEGIN),
+        (None, 5, Action.BEGIN),
+        (_record(4, "done"), 5, Action.BEGIN),
+        (_record(5, "done"), 5, Action.ROLL_BACK),
+        (_record(5, "started"), 5, Action.RECOVER),
+        (_record(4, "done", None), 5, Action.BEGIN),  # a query upgraded from an earlier release
+        (_record(5, "started", None), 5, Action.RECOVER),
+    ],
+)
+def test_the_commit_decision_table(last, batch, action):
+    assert judge(last, "q", batch, "g", "R on broker-a") is action
+
+
+@pytest.mark.parametrize(
+    "last, batch, error",
+    [
+        # a new checkpoint (or a second live query) on a used producerGroup, whatever batch either is at
+        (_record(0, "done", "old"), 0, "keeps the commit records of another streaming query.*done.0. of query old"),
+        (_record(7, "started", "old"), 0, "another streaming query.*delete topic 'rmq_spark_commits_g'"),
+        (_record(0, "done", "old"), 3, "another streaming query.*a producerGroup of its own"),
+        (_record(6, "done"), 5, "at batch 6, past this query's batch 5: the checkpoint is older than the records"),
+        (_record(6, "done", None), 5, "another streaming query"),
+        (_record(4, "started"), 5, "commit of batch 4 .* was cut by a crash and never completed"),
+        (_record(5, "done", None), 5, "cannot be told whether this query's batch 5 is a replay"),
+    ],
+)
+def test_the_commit_decision_table_refuses_what_cannot_be_done_once(last, batch, error):
+    with pytest.raises(CommitError, match=error):
+        judge(last, "q", batch, "g", "R on broker-a")
 
 
 class _Ending:
@@ -312,7 +371,7 @@ def test_a_streaming_exactly_once_write_refuses_timer_rows_before_sending(monkey
         "which a streaming query with deliveryGuarantee=exactly_once cannot "
         "write.*at_least_once",
     ):
-        writers.write_task(options, iter([batch]), batch_id=4)
+        writers.write_task(options, iter([batch]), writers.MicroBatch("q", 4))
 
 
 def test_bodies_of_4_kib_or_more_are_compressed_for_remoting_only():

@@ -1,0 +1,187 @@
+"""Where an exactly-once streaming query keeps its commit records: the *home*, one broker group of option ``topic``,
+chosen at the query's first commit (the first by name with a master) and never moved.
+
+While the records topic is in the routes, its route names the home. While it is not, either the query has never
+committed or the home is away. To tell the two apart, every commit writes the home's name, as a *fingerprint* (a
+consumer offset of group ``<producerGroup>_commit_home``), into queue 0 of every (topic, broker group) pair the batch
+writes to and of every broker group of option ``topic``: a commit that finds no records topic and a fingerprint in
+any of those queues waits for the home; one that finds none, where every broker group that may hold one answered,
+is the query's first."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+
+from rmq_spark.client import hints
+from rmq_spark.client.base import BaseClient
+from rmq_spark.client.errors import BrokerUnavailableError, RocketMQError, TopicNotFoundError, UnsupportedError
+from rmq_spark.client.model import MessageQueue
+from rmq_spark.errors import CommitError
+from rmq_spark.sink.commit_log import CommitLog, CommitRecord, CommitStep, Pair, on_masters
+
+HOME_SUFFIX = "_commit_home"  # the group whose consumer offsets are the home's fingerprints
+LEGACY_MARKER_SUFFIX = "_commits"  # releases before the records topic kept the marker as this group's offset
+
+
+def fingerprint(broker_name: str) -> int:
+    """A broker group name as a consumer offset (a non-negative long)."""
+    return int.from_bytes(hashlib.blake2b(broker_name.encode("utf-8"), digest_size=8).digest(), "big") >> 1
+
+
+def fingerprint_queue(pair: Pair) -> MessageQueue:
+    """The queue of a pair whose consumer offset holds the home's fingerprint: its queue 0."""
+    return MessageQueue(pair[0], pair[1], 0)
+
+
+def refuse_static_topics(client: BaseClient, topics: Iterable[str]) -> None:
+    """UnsupportedError naming the first static topic of ``topics``: the records cannot keep its logic queues."""
+    for topic in sorted(set(topics)):
+        try:
+            static = client.route(topic).logic_queues
+        except TopicNotFoundError:
+            continue  # the write itself says what is missing
+        if static:
+            raise UnsupportedError(f"topic {topic!r} is {hints.STATIC_RECORDS}")
+
+
+class CommitHome:
+    """Finds, or at the first commit chooses and creates, the home of producer group ``log.producer_group``'s
+    records among the broker groups of ``topic``."""
+
+    def __init__(self, log: CommitLog, topic: str) -> None:
+        self.log = log
+        self.client = log.client
+        self.producer_group = log.producer_group
+        self.topic = topic
+        self.home_group = self.producer_group + HOME_SUFFIX
+
+    def locate(self, topics: Iterable[str]) -> tuple[str, CommitRecord | None]:
+        """The home and the state a release before the records topic left there, if any (None otherwise). At the
+        first commit the home is chosen and its records topic created. BrokerUnavailableError while the home, or a
+        broker group that may record which one it is, is away. UnsupportedError for a static topic."""
+        refuse_static_topics(self.client, topics)
+        holders = self.holders()
+        if len(holders) > 1:
+            raise CommitError(
+                f"topic {self.log.topic!r}, which keeps the commit records of producer group "
+                f"{self.producer_group!r}, is on {len(holders)} broker groups ({', '.join(holders)}); "
+                "it must be on one: delete it from all but the one that holds messages"
+            )
+        if holders:
+            return holders[0], None
+        brokers = self.pairs({*topics, self.topic})
+        home, legacy = self._recorded(brokers), None
+        if home is None:
+            home = self._first()
+            self.mark(home, brokers, partial=False)
+        else:  # the home is up, and its records topic not in the route: a release before it kept a marker
+            legacy = self._legacy_marker(home)
+        self._create(home)
+        return home, legacy
+
+    def holders(self) -> list[str]:
+        """The broker groups the records topic's route lists (none while it does not exist, or its broker group
+        is away)."""
+        try:
+            route = self.client.route(self.log.topic, refresh=True)
+        except TopicNotFoundError:
+            return []
+        return sorted({q.broker_name for q in route.queues})
+
+    def pairs(self, topics: Iterable[str]) -> set[Pair]:
+        """Every (topic, broker group) of the routes of ``topics`` now (looked up again: a commit waiting for a
+        broker sees it come back), masterless groups included."""
+        return {(t, b.broker_name) for t in sorted(set(topics)) for b in self.client.route(t, refresh=True).brokers}
+
+    def mark(self, home: str, pairs: set[Pair], *, partial: bool = True) -> None:
+        """The home's fingerprint in the queues of ``pairs``. ``partial``: those whose broker group is away are left
+        out (the next commit writes them); otherwise the home's own pair of option ``topic`` must take it."""
+        fp = fingerprint(home)
+        own = (self.topic, home)
+        if not partial and own in pairs:
+            self.client.update_consumer_offsets(self.home_group, {fingerprint_queue(own): fp})
+            pairs = pairs - {own}
+        self.client.update_consumer_offsets(self.home_group, {fingerprint_queue(p): fp for p in pairs}, partial=True)
+
+    def _recorded(self, brokers: set[Pair]) -> str | None:
+        """The home the fingerprints of ``brokers`` (the pairs of the query's topics and option topic) name; None
+        where none does (the query's first commit). BrokerUnavailableError while the recorded home is out of the
+        route, or a broker group that may record it has no master answering."""
+        answers = self.client.query_consumer_offsets(
+            self.home_group, sorted(fingerprint_queue(p) for p in brokers), partial=True
+        )
+        prints = {v for v in answers.values() if v is not None}  # a slave's copy counts: it never changes
+        if len(prints) > 1:
+            raise CommitError(
+                f"the queues of producer group {self.producer_group!r} record {len(prints)} different "
+                "broker groups as the home of its commit records: is the group used by another query?"
+            )
+        if not prints:
+            unsure = {mq.broker_name for mq in (*answers.failed, *answers.replica)}
+            if unsure:
+                raise BrokerUnavailableError(
+                    f"cannot tell which broker group keeps the commit records of producer group "
+                    f"{self.producer_group!r}: {', '.join(sorted(unsure))}, which may record it, have no master "
+                    "answering now"
+                )
+            return None
+        recorded = prints.pop()
+        home = next((b for _, b in sorted(brokers) if fingerprint(b) == recorded), None)
+        if home is None or (self.topic, home) not in brokers:
+            holders = sorted({mq.broker_name for mq, v in answers.items() if v == recorded})
+            raise BrokerUnavailableError(
+                f"the broker group that keeps the commit records of producer group {self.producer_group!r} "
+                f"(recorded by {', '.join(holders)}) is not in the route of topic {self.topic!r} now: it is "
+                "stopped or unreachable. The records never move to another broker group; if that one is gone "
+                "for good, the query can only go on under a new producerGroup, and the batch cut by the crash "
+                "may then be written twice"
+            )
+        return home
+
+    def _first(self) -> str:
+        masters = sorted(b.broker_name for b in self.client.route(self.topic).brokers if b.master_address)
+        if not masters:
+            raise BrokerUnavailableError(
+                f"topic {self.topic!r} has no broker group with a master now to keep "
+                f"the commit records of producer group {self.producer_group!r}"
+            )
+        return masters[0]
+
+    def _create(self, home: str) -> None:
+        """Create the records topic, one queue, on the home's master; wait for the route to show it."""
+        topic = self.log.topic
+        try:
+            self.client.create_topic(topic, 1, broker_names=[home], seed_topic=self.topic)
+        except UnsupportedError as e:
+            raise CommitError(
+                f"{e}: the commit records of deliveryGuarantee=exactly_once need topic {topic!r}, and this "
+                "transport cannot create it"
+            ) from e
+        except RocketMQError as e:
+            if isinstance(e, BrokerUnavailableError):
+                raise
+            raise CommitError(
+                f"creating topic {topic!r} on broker group {home}, which keeps the commit records of "
+                f"producer group {self.producer_group!r}, failed: {e}. Create it yourself with one read and one "
+                f"write queue on that broker group only (mqadmin updateTopic -b <{home}'s master> -t "
+                f"{topic} -r 1 -w 1), or let this user create topics",
+                code=e.code,
+                remark=e.remark,
+            ) from e
+        if self.holders() != [home]:
+            raise BrokerUnavailableError(
+                f"topic {topic!r} was created on {home} and is not in the name servers' route yet"
+            )
+
+    def _legacy_marker(self, home: str) -> CommitRecord | None:
+        """The state the marker of a release before the records topic holds (a consumer offset on the home's
+        queue 0: 2N + 1 while batch N committed, 2N + 2 once done)."""
+        mq = fingerprint_queue((self.topic, home))
+        what = f"reading the commit marker of producer group {self.producer_group!r} on {home}"
+        value = on_masters(
+            what, self.client.query_consumer_offsets(self.producer_group + LEGACY_MARKER_SUFFIX, [mq], partial=True)
+        )[mq]
+        if value is None:
+            return None
+        return CommitRecord((value - 1) // 2, CommitStep.STARTED if value % 2 else CommitStep.DONE)

@@ -1,0 +1,127 @@
+"""Reading back a commit cut by a crash: where each queue a batch may write to ended when its commit began (recorded
+in started(N)), and which of the batch's rows are stored since. The queues are those of the batch's pairs in their
+topics' routes and every queue a half message names, since END_TRANSACTION stores a half in its own queue even where
+the topic has fewer queues now."""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter, defaultdict
+from collections.abc import Iterable
+
+from rmq_spark.client.base import BaseClient
+from rmq_spark.client.errors import BrokerUnavailableError, UnsupportedError
+from rmq_spark.client.model import MessageQueue
+from rmq_spark.errors import CommitError
+from rmq_spark.sink.commit_log import CommitRecord, Pair, on_masters
+from rmq_spark.sink.row_keys import ROW_KEY_PROPERTY, content_of
+
+log = logging.getLogger(__name__)
+
+
+class RecoveryScan:
+    """The scans of producer group ``producer_group``'s commits; reads wait up to ``retry_timeout`` seconds for a
+    broker that goes away."""
+
+    def __init__(self, client: BaseClient, producer_group: str, retry_timeout: float) -> None:
+        self.client = client
+        self.producer_group = producer_group
+        self.retry_timeout = retry_timeout
+
+    def starts(self, pairs: Iterable[Pair], queues: Iterable[MessageQueue] = ()) -> dict[MessageQueue, int]:
+        """Each queue's end now, where a recovery scans from: the queues of ``pairs`` and ``queues``."""
+        every, _ = self.queues(pairs)
+        what = "recording where a recovery scans from"
+        return dict(on_masters(what, self.client.max_offsets(sorted({*every, *queues}), partial=True)))
+
+    def queues(self, pairs: Iterable[Pair]) -> tuple[list[MessageQueue], set[MessageQueue]]:
+        """Every queue of ``pairs`` in their topics' routes (read or write), and those that can be read.
+        BrokerUnavailableError names the pairs whose broker group is not in its topic's route (stopped, or not
+        registered again yet after a restart): their queues cannot be told, and a record or a read-back that left
+        them out would hide their rows from a recovery."""
+        wanted: dict[str, set[str]] = defaultdict(set)
+        for t, b in pairs:
+            wanted[t].add(b)
+        out: set[MessageQueue] = set()
+        readable: set[MessageQueue] = set()
+        missing: list[str] = []
+        for t, brokers in sorted(wanted.items()):
+            route = self.client.route(t)
+            if not brokers <= {q.broker_name for q in route.queues}:
+                route = self.client.route(t, refresh=True)  # the cached route may predate a broker's return
+            missing += [f"{b} ({t})" for b in sorted(brokers - {q.broker_name for q in route.queues})]
+            for q in route.queues:
+                if q.broker_name in brokers:
+                    out.update(
+                        MessageQueue(t, q.broker_name, i) for i in range(max(q.read_queue_nums, q.write_queue_nums))
+                    )
+                    readable.update(MessageQueue(t, q.broker_name, i) for i in range(q.read_queue_nums))
+        if missing:
+            raise BrokerUnavailableError(
+                f"broker group(s) {', '.join(missing)} of the commit of producer group "
+                f"{self.producer_group!r} are not in the topic route now (stopped, or not "
+                "registered again yet after a restart)"
+            )
+        return sorted(out), readable
+
+    def stored(self, record: CommitRecord, prefixes: tuple[str, ...], queues: Iterable[MessageQueue] = ()) -> Counter:
+        """How many times each row content of ``record``'s batch (the rows whose keys start with one of
+        ``prefixes``) is stored since its commit began, in the queues of its pairs and ``queues`` (the replay's
+        halves' own): the recorded queues from their recorded starts, others from their first offset. CommitError
+        where that cannot be told (a queue no longer readable, a scan window deleted by retention, a compaction
+        topic)."""
+        batch_id = record.batch
+        what = f"reading back the rows of batch {batch_id}"
+        self._refuse_compaction(record)
+        every, readable = self.queues(record.pairs)
+        starts = dict(record.scan)
+        unrecorded = sorted({*every, *queues} - set(starts))  # read from their first offset: nothing to lose
+        if unrecorded:
+            log.warning(
+                "rocketmq sink: %s have no recorded scan start; batch %d's rows are looked for in them from "
+                "their first offset",
+                ", ".join(map(str, unrecorded)),
+                batch_id,
+            )
+            starts.update(on_masters(what, self.client.min_offsets(unrecorded, partial=True)))
+        ends = on_masters(what, self.client.max_offsets(sorted(starts), partial=True))
+        moved = [mq for mq in sorted(starts) if ends[mq] > starts[mq]]
+        recorded = [mq for mq in moved if mq in record.scan]
+        firsts = on_masters(what, self.client.min_offsets(recorded, partial=True)) if recorded else {}
+        for mq in moved:
+            if mq not in readable:
+                raise CommitError(
+                    f"{mq} holds messages stored since batch {batch_id}'s commit began (offsets {starts[mq]} to "
+                    f"{ends[mq]}), but topic {mq.topic!r} no longer has it as a readable queue (it shrank): "
+                    f"which rows of the batch were committed cannot be told. Give {mq.topic!r} on {mq.broker_name} "
+                    f"at least {mq.queue_id + 1} read queues again (mqadmin updateTopic -r), then restart the query"
+                )
+            if firsts.get(mq, starts[mq]) > starts[mq]:
+                raise CommitError(
+                    f"the broker's retention deleted messages of {mq} stored since batch {batch_id}'s commit began "
+                    f"(offsets {starts[mq]} to {firsts[mq]}): which rows of the batch were committed cannot be told, "
+                    "and restarting will not change that. To go on, run the query under a new producerGroup, "
+                    f"accepting that batch {batch_id} may be written twice"
+                )
+        contents: Counter = Counter()
+        for mq in moved:
+            for m in self.client.read_range(mq, starts[mq], ends[mq], retry_timeout=self.retry_timeout):
+                key = m.properties.get(ROW_KEY_PROPERTY)
+                if key and key.startswith(prefixes):
+                    contents[content_of(key)] += 1
+        return contents
+
+    def _refuse_compaction(self, record: CommitRecord) -> None:
+        for topic in sorted({t for t, _ in record.pairs}):
+            try:
+                compacted = self.client.is_compacted(topic)
+            except UnsupportedError:
+                compacted = False
+            if compacted:
+                raise CommitError(
+                    f"topic {topic!r} is a compaction topic (cleanup.policy=COMPACTION): the recovery of batch "
+                    f"{record.batch}, cut by a crash, cannot tell which of its rows were committed, since compaction "
+                    "may have removed them. Write compaction topics with deliveryGuarantee=at_least_once (a "
+                    "compaction topic keeps the last message of each key anyway); to go on, run the query under a "
+                    f"new producerGroup, accepting that batch {record.batch} may be written twice"
+                )
