@@ -1,4 +1,4 @@
-"""Where the engine-side CPU of the spark-batch lines goes (issue 28 item 5): Spark's JVM by thread kind and our
+"""Where the engine-side CPU of the spark-batch lines goes: Spark's JVM by thread kind and our
 Python workers by process, per run.
 
     python -m benchmarks.engine_cpu [--messages 1000000] [--repeat 3] [--jfr DIR]

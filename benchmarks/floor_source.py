@@ -1,4 +1,4 @@
-"""Spark's own part of a Python streaming source's driver work (issue 37 item 7), not a product path:
+"""Spark's own part of a Python streaming source's driver work, not a product path:
 ``format("rocketmq-floor")`` is a stand-in source with the connector's offset JSON (the same topics and queue keys)
 whose queues each move by one message every ``every`` seconds, worked out from the clock, with no broker and no
 planning. What its driver-side Python process spends per minute, and Spark's ``latestOffset`` phase, are the floor

@@ -59,13 +59,13 @@ LINE_DOCS = {
 }
 # Only on request (--lines): they build benchmarks/kafka-shim with Maven and start a Kafka node beside RocketMQ.
 KAFKA_LINES = ["spark-kafka", "spark-kafka-tuned", "spark-kafka-narrow"]
-# measured when named (--lines): what the default row's nested columns cost Spark (issue 37 item 5)
+# measured when named (--lines): what the default row's nested columns cost Spark
 ON_REQUEST_LINES = ["spark-batch-scalars"]
 DEFAULT_LINES = [name for name in LINE_DOCS if name not in KAFKA_LINES + ON_REQUEST_LINES]
 SCALING_LINES = ["java-litepull", "java-ceiling", "spark-batch"]
 # The latency lines: ours with a consumer group, and Spark's Kafka source tuned (when the Kafka node runs).
 LATENCY_LINES = ["rocketmq", "spark-kafka-tuned"]
-# on request (--latency-lines): ours through Spark's simple-reader path (issue 37 item 4), and either source into
+# on request (--latency-lines): ours through Spark's simple-reader path, and either source into
 # Spark's foreach sink, which async progress tracking accepts (foreachBatch is refused), with and without it
 LATENCY_VARIANTS = [
     "spark-rate",

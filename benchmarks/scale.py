@@ -1,9 +1,9 @@
-"""The stream driver at scale (issue 28): a streaming query over many queues (default 125 topics x 8 queues on the
+"""The stream driver at scale: a streaming query over many queues (default 125 topics x 8 queues on the
 embedded RocketMQ's 2 brokers) with a trickle of messages and a 1 s trigger (``--trigger``), measured after a
 warm-up for a window of triggers: median and p90 ``latestOffset`` and trigger time (Spark's query progress), the
 requests the brokers receive per second in all and by request code (counted by the brokers themselves, jvm-shim's
 RPC hook; the trickle's sends and the Java clients' heartbeats left out), and the CPU the source's driver-side
-Python process spends per minute. With ``--trickle-every`` (issue 37 item 7) every queue gets a message every few
+Python process spends per minute. With ``--trickle-every`` every queue gets a message every few
 seconds from a process of its own, and the requests are also given per queue and minute, beyond the messages.
 
     .venv/bin/python -m benchmarks.scale [--topics 125] [--queues-per-broker 4] [--seconds 60] [--trickle-every 5]
@@ -292,11 +292,11 @@ def main(argv: list[str] | None = None) -> int:
         "median latestOffset <= 5 ms": (result["latestOffsetMs"]["median"] or 0) <= 5,
         "driver Python CPU <= 0.5 s/min": result["driverPythonCpuSecondsPerMinute"] <= 0.5,
     }
-    if args.trickle_every > 0:  # issue 37 item 7
+    if args.trickle_every > 0:  # a trickle over every queue
         targets["broker requests beyond the messages <= 2 per queue per minute"] = (
             result["requestsBeyondMessagesPerQueuePerMinute"] <= 2
         )
-    else:  # issue 28
+    else:  # a steady load
         targets["broker requests <= 50/s"] = result["brokerRequestsPerSecond"] <= 50
     for target, met in targets.items():
         print(f"{'met    ' if met else 'NOT met'}  {target}")

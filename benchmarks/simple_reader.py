@@ -1,4 +1,4 @@
-"""A measurement of Spark's SimpleDataSourceStreamReader path for the connector (issue 37 item 4), not a product
+"""A measurement of Spark's SimpleDataSourceStreamReader path for the connector, not a product
 path: ``format("rocketmq-simple")`` plans each micro-batch as ``format("rocketmq")`` does, but reads it on the
 driver inside ``latestOffset``; Spark keeps the Arrow batches in its block manager and its task reads them from
 there, with no Python worker. Spark's wrapper of a simple reader takes no read limit and re-reads a replayed batch

@@ -1,5 +1,5 @@
 """CPU per message by process kind, and the connector's Spark lines against their two anchors: the official Java
-client (java-litepull) and Spark's Kafka source, each ratio with its target (issues 28 and 37)."""
+client (java-litepull) and Spark's Kafka source, each ratio with its target."""
 
 from __future__ import annotations
 
@@ -92,7 +92,7 @@ def ratios_md(found: list[dict]) -> str:
 
 
 # percentile -> target: the steady-state latency of ours (with a consumer group) over Spark's Kafka source tuned's,
-# at most the target (issue 37)
+# at most the target
 LATENCY_TARGETS = {"p50": 0.75, "p99": 0.65}
 
 

@@ -33,7 +33,9 @@ if TYPE_CHECKING:  # base.py builds its range readers from this module
 _NO_LIMIT = 1 << 62
 
 
-class _Pending(Protocol):
+class _PullCall(Protocol):
+    """A pull in flight."""
+
     def result(self) -> PullResult: ...
 
     def cancel(self) -> None: ...
@@ -45,7 +47,7 @@ class PullSession(Protocol):
 
     native: bool
 
-    def pull_async(self, offset: int, max_nums: int) -> _Pending: ...
+    def pull_async(self, offset: int, max_nums: int) -> _PullCall: ...
 
     def close(self) -> None: ...
 
@@ -64,7 +66,7 @@ class SharedPulls:
     def __init__(self, client: BaseClient, mq: MessageQueue, *, group: str, expression: FilterExpression) -> None:
         self._client, self._mq, self._group, self._expression = client, mq, group, expression
 
-    def pull_async(self, offset: int, max_nums: int) -> _Pending:
+    def pull_async(self, offset: int, max_nums: int) -> _PullCall:
         return self._client.pull_async(self._mq, offset, max_nums, group=self._group, expression=self._expression)
 
     def close(self) -> None:
@@ -190,7 +192,7 @@ class RangeReader:
     def _python_step(self):
         """A step function over a transport's own calls: one answer a call."""
         cursor = self._cursor
-        pending: dict[int, _Pending] = {}
+        pending: dict[int, _PullCall] = {}
 
         def cancel(tags: list[int]) -> None:
             for tag in tags:

@@ -18,7 +18,7 @@ from rmq_spark.client.base import BaseClient
 from rmq_spark.client.errors import BrokerUnavailableError, RocketMQError, TopicNotFoundError, UnsupportedError
 from rmq_spark.client.model import MessageQueue
 from rmq_spark.errors import CommitError
-from rmq_spark.sink.commit_log import CommitLog, CommitRecord, CommitStep, Pair, on_masters
+from rmq_spark.sink.commit_log import CommitLog, CommitRecord, CommitStep, Pair, from_masters
 
 HOME_SUFFIX = "_commit_home"  # the group whose consumer offsets are the home's fingerprints
 LEGACY_MARKER_SUFFIX = "_commits"  # releases before the records topic kept the marker as this group's offset
@@ -179,7 +179,7 @@ class CommitHome:
         queue 0: 2N + 1 while batch N committed, 2N + 2 once done)."""
         mq = fingerprint_queue((self.topic, home))
         what = f"reading the commit marker of producer group {self.producer_group!r} on {home}"
-        value = on_masters(
+        value = from_masters(
             what, self.client.query_consumer_offsets(self.producer_group + LEGACY_MARKER_SUFFIX, [mq], partial=True)
         )[mq]
         if value is None:

@@ -105,7 +105,7 @@ class CommitRecord:
             ) from e
 
 
-def on_masters(what: str, answers: Answers) -> Answers:
+def from_masters(what: str, answers: Answers) -> Answers:
     """``answers`` when every one came from a master; else BrokerUnavailableError naming the broker groups whose
     master did not answer (a slave's copy may lag behind its master's)."""
     away = sorted({mq.broker_name for mq in (*answers.failed, *answers.replica)})
@@ -132,7 +132,7 @@ class CommitLog:
         """The home's last record, read from its master; None where there is none."""
         mq = self.queue(home)
         what = f"reading the commit records of producer group {self.producer_group!r}"
-        end = on_masters(what, self.client.max_offsets([mq], partial=True))[mq]
+        end = from_masters(what, self.client.max_offsets([mq], partial=True))[mq]
         if end == 0:
             return None
         try:

@@ -13,7 +13,7 @@ from rmq_spark.client.base import BaseClient
 from rmq_spark.client.errors import BrokerUnavailableError, UnsupportedError
 from rmq_spark.client.model import MessageQueue
 from rmq_spark.errors import CommitError
-from rmq_spark.sink.commit_log import CommitRecord, Pair, on_masters
+from rmq_spark.sink.commit_log import CommitRecord, Pair, from_masters
 from rmq_spark.sink.row_keys import ROW_KEY_PROPERTY, content_of
 
 log = logging.getLogger(__name__)
@@ -32,7 +32,7 @@ class RecoveryScan:
         """Each queue's end now, where a recovery scans from: the queues of ``pairs`` and ``queues``."""
         every, _ = self.queues(pairs)
         what = "recording where a recovery scans from"
-        return dict(on_masters(what, self.client.max_offsets(sorted({*every, *queues}), partial=True)))
+        return dict(from_masters(what, self.client.max_offsets(sorted({*every, *queues}), partial=True)))
 
     def queues(self, pairs: Iterable[Pair]) -> tuple[list[MessageQueue], set[MessageQueue]]:
         """Every queue of ``pairs`` in their topics' routes (read or write), and those that can be read.
@@ -83,11 +83,11 @@ class RecoveryScan:
                 ", ".join(map(str, unrecorded)),
                 batch_id,
             )
-            starts.update(on_masters(what, self.client.min_offsets(unrecorded, partial=True)))
-        ends = on_masters(what, self.client.max_offsets(sorted(starts), partial=True))
+            starts.update(from_masters(what, self.client.min_offsets(unrecorded, partial=True)))
+        ends = from_masters(what, self.client.max_offsets(sorted(starts), partial=True))
         moved = [mq for mq in sorted(starts) if ends[mq] > starts[mq]]
         recorded = [mq for mq in moved if mq in record.scan]
-        firsts = on_masters(what, self.client.min_offsets(recorded, partial=True)) if recorded else {}
+        firsts = from_masters(what, self.client.min_offsets(recorded, partial=True)) if recorded else {}
         for mq in moved:
             if mq not in readable:
                 raise CommitError(

@@ -31,7 +31,9 @@ class _Send:
 
 
 @dataclass
-class _Pending:
+class _Batching:
+    """A queue's messages gathered for its next send."""
+
     sys_flag: int
     messages: list[OutgoingMessage] = field(default_factory=list)
     size: int = 0
@@ -55,7 +57,7 @@ class Sender:
         self._transactional = transactional
         self._retry_timeout = retry_timeout
         self._max_in_flight = max_in_flight
-        self._pending: dict[MessageQueue, _Pending] = {}
+        self._pending: dict[MessageQueue, _Batching] = {}
         self._busy: dict[MessageQueue, _Send] = {}  # at most one send in flight per queue keeps its order
         self._inflight: deque[_Send] = deque()
         self._halves: list[tuple[int, HalfMessage]] = []
@@ -82,7 +84,7 @@ class Sender:
             self._launch(_Send(mq, [message], sys_flag))
             return
         if pending is None:
-            pending = self._pending[mq] = _Pending(sys_flag)
+            pending = self._pending[mq] = _Batching(sys_flag)
         pending.messages.append(message)
         pending.size += len(message.body)
 

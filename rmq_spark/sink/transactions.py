@@ -99,7 +99,7 @@ def end_halves(
                 del position[mq]
 
 
-def patiently(what: str, step: Callable[[], T], retry_timeout: float) -> T:
+def retry_while_away(what: str, step: Callable[[], T], retry_timeout: float) -> T:
     """``step()``, tried again with backoff while a broker is away or busy, or a route is missing, for up to
     ``retry_timeout`` seconds; then CommitError (a restart of the query completes the batch once the broker is
     back)."""
@@ -182,7 +182,7 @@ def _refuse_other_rows(records: CommitRecords, last: CommitRecord, keys: Sequenc
 
 def _commit_nothing(records: CommitRecords, batch_id: int, retry_timeout: float) -> Outcome:
     """A batch without rows: nothing to commit, unless it is the replay of a batch whose commit was cut."""
-    last = patiently(f"reading the commit records at batch {batch_id}", records.current, retry_timeout)
+    last = retry_while_away(f"reading the commit records at batch {batch_id}", records.current, retry_timeout)
     if judge(last, records.query, batch_id, records.producer_group, records.records_topic) is Action.RECOVER:
         assert last is not None
         if last.rows is None:
@@ -206,7 +206,7 @@ def commit_batch(
     handles = [h for _, h in halves]
     queues = {h.queue for h in handles}
     pairs = pairs_of(queues)
-    home, last = patiently(
+    home, last = retry_while_away(
         f"finding the commit records of batch {batch_id}", lambda: records.locate({t for t, _ in pairs}), retry_timeout
     )
     reach(CommitPoint.LOCATED, batch_id)
@@ -228,13 +228,13 @@ def commit_batch(
         new_pairs = pairs - record.pairs
         if new_pairs:  # queues of the record's pairs without a scan start are read from their first offset
             new_queues = {mq for mq in queues if (mq.topic, mq.broker_name) in new_pairs}
-            record = patiently(
+            record = retry_while_away(
                 f"recording the new targets of batch {batch_id}",
                 lambda: records.extend(home, last, new_pairs, new_queues),
                 retry_timeout,
             )
         reach(CommitPoint.STARTED, batch_id)
-        stored = patiently(
+        stored = retry_while_away(
             f"reading back the rows of batch {batch_id}", lambda: records.stored(record, queues), retry_timeout
         )
         handles, stored_again = [], []
@@ -248,7 +248,7 @@ def commit_batch(
         end_halves(records.client, stored_again, commit=False, group=group, retry_timeout=retry_timeout)
         outcome = Outcome.RECOVERED
     else:
-        patiently(
+        retry_while_away(
             f"starting the commit of batch {batch_id}",
             lambda: records.begin(home, batch_id, pairs, queues, rows_digest(keys)),
             retry_timeout,
@@ -264,6 +264,6 @@ def commit_batch(
         midway=lambda: reach(CommitPoint.COMMITTING, batch_id),
     )
     reach(CommitPoint.COMMITTED, batch_id)
-    patiently(f"marking batch {batch_id} committed", lambda: records.finish(home, batch_id), retry_timeout)
+    retry_while_away(f"marking batch {batch_id} committed", lambda: records.finish(home, batch_id), retry_timeout)
     reach(CommitPoint.DONE, batch_id)
     return outcome

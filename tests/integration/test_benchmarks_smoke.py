@@ -91,7 +91,7 @@ def test_the_scale_profile_measures_a_small_query(tmp_path):
 
 def test_the_kafka_ratios_compare_engine_cpu_per_message_against_their_targets():
     """Pure arithmetic, no broker: the wall-clock ratios carry no target; engine CPU (Spark's JVM + Python
-    workers) per message of ours over Kafka's is checked against issue 28's targets."""
+    workers) per message of ours over Kafka's is checked against its targets (benchmarks/README.md)."""
     from benchmarks.versus_kafka import cpu_per_million, ratios
 
     def row(line, msgs_per_s, spark, workers, broker_label):
@@ -120,7 +120,7 @@ def test_the_kafka_ratios_compare_engine_cpu_per_message_against_their_targets()
 
 def test_the_latency_ratios_compare_steady_percentiles_against_their_targets():
     """Pure arithmetic, no broker: ours (with a consumer group) over Spark's Kafka source tuned per percentile,
-    against issue 37's targets (p50 <= 0.75, p99 <= 0.65); a line that failed or measured no steady state gives
+    against its targets (p50 <= 0.75, p99 <= 0.65); a line that failed or measured no steady state gives
     none. The report's one table of ratios holds both anchors' with their targets."""
     from benchmarks.versus_kafka import all_ratios, latency_md, latency_ratios, ratios_md
 

@@ -115,7 +115,7 @@ def test_pipelined_and_single_pull_reads_are_identical(rocketmq, client, topic):
 
 def test_small_range_reads_one_after_another_share_one_connection(rocketmq, topic, monkeypatch):
     """A task of a trickling stream reads thousands of one-message ranges: each must not open (and the broker
-    accept) a connection of its own (issue 37 item 7, 5,000 queues)."""
+    accept) a connection of its own (5,000 queues)."""
     import rmq_spark.client.remoting.connection as connection
 
     rocketmq.produce(topic, [{"body": f"m{i}", "broker": "broker-a", "queueId": 0} for i in range(20)])

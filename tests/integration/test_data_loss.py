@@ -83,7 +83,7 @@ def test_a_stream_reports_the_messages_it_skipped_in_its_progress(spark, shrunk,
 
 
 def test_a_stream_task_names_the_loss_as_planning_did(spark, shrunk, tmp_path):
-    """A micro-batch is planned without GET_MIN_OFFSET (issue 37 item 3): its task finds the loss when it pulls, and
+    """A micro-batch is planned without GET_MIN_OFFSET: its task finds the loss when it pulls, and
     its error names what planning's did (the queue, the offsets gone, the first one held, failOnDataLoss);
     failOnDataLoss=false skips to the first held offset."""
     mq, low, high = shrunk

@@ -1,5 +1,5 @@
 """The stream driver's discovery of new messages on the real broker: held pulls ring when a message arrives, and an
-idle watch asks no broker for offsets on a clock (issue 28)."""
+idle watch asks no broker for offsets on a clock."""
 
 from __future__ import annotations
 
@@ -78,7 +78,7 @@ def test_the_logic_queues_of_a_static_topic_are_held_at_their_leaders(rocketmq):
 
 
 def test_holds_over_plain_tcp_are_held_again_by_the_compiled_core_at_each_new_end(rocketmq, topic):
-    """A thousand trickling queues must cost no Python per message (issue 37 item 7): over plain TCP the hold line
+    """A thousand trickling queues must cost no Python per message: over plain TCP the hold line
     judges each answer and sends the hold again at the master's new end itself; Python reads one record per end."""
     client = RemotingClient(rocketmq.name_server)
     holds = client.holds(f"g-{uuid.uuid4().hex[:8]}", 20_000)

@@ -314,14 +314,14 @@ def test_a_recovery_reads_a_queue_without_a_recorded_scan_start_from_its_first_o
 
 
 def test_a_cut_batch_replayed_with_other_partitioning_is_committed_once(replicated_pair, request):
-    # issue 34 item 4: row keys named the task's partition, so a replay split otherwise committed rows again
+    # row keys must not name the task's partition: a replay split otherwise would commit rows again
     options = _cut_with_rows_on_broker_b(replicated_pair, request)
     RocketMQStreamWriter(options).commit(_tasks(options, 0, BODIES, tasks=len(BODIES)), 0)  # a row a task
     assert _visible(replicated_pair, options.topic) == collections.Counter(BODIES)
 
 
 def test_a_recovery_scans_the_queues_of_the_cut_commit_not_of_today(replicated_pair, request):
-    # issue 34 item 5: broker-b's topic shrank from 2 queues to 1 between the cut and the recovery; the rows the cut
+    # broker-b's topic shrank from 2 queues to 1 between the cut and the recovery; the rows the cut
     # commit stored in its queue 1 must not be committed again
     options = _cut_with_rows_on_broker_b(replicated_pair, request)
     assert _visible(replicated_pair, options.topic, "broker-b")

@@ -1,4 +1,4 @@
-"""topicPattern on the real RocketMQ (issue 34 items 6 and 7): a pattern never reads the cluster's system topics
+"""topicPattern on the real RocketMQ: a pattern never reads the cluster's system topics
 (uncommitted transactional halves among them), nor this connector's internal ones."""
 
 from __future__ import annotations

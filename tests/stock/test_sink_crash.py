@@ -1,4 +1,4 @@
-"""Issue 34 item 1: an exactly-once streaming copy keeps "every message once" when the broker process that holds its
+"""An exactly-once streaming copy keeps "every message once" when the broker process that holds its
 commit records is SIGKILLed inside a commit and restarted."""
 
 from __future__ import annotations

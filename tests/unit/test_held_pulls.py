@@ -227,7 +227,7 @@ def _a_held_on_a_fake_clock(monkeypatch) -> tuple[list[float], _Client, HeldPull
 
 
 def test_an_answer_after_a_long_quiet_hold_stands_for_the_end_for_as_long(monkeypatch):
-    """A trickle (issue 37 item 7): a queue quiet for seconds before its message is taken to be quiet for as long
+    """A trickle: a queue quiet for seconds before its message is taken to be quiet for as long
     after it, so a batch every second asks no GET_MAX_OFFSET for it; a message that came meanwhile ends the hold
     armed at the answered end at once, and the next poll sees it."""
     now, client, holds = _a_held_on_a_fake_clock(monkeypatch)
@@ -263,7 +263,7 @@ def _a_rang_and_b_ended_quietly() -> tuple[_Client, HeldPulls]:
 
 
 def test_a_hold_that_rang_or_ended_quietly_is_armed_again_off_the_thread_that_asks_what_rang():
-    """Spark's thread only reads what the holds learned (issue 37 item 7): the hold at a queue's new end, and the
+    """Spark's thread only reads what the holds learned: the hold at a queue's new end, and the
     one again where a quiet hold was, are sent by the arming thread."""
     client, holds = _a_rang_and_b_ended_quietly()
     assert holds.rung() == {A: 9}
@@ -324,7 +324,7 @@ def test_a_hold_the_arming_thread_cannot_send_hands_its_queue_back(monkeypatch):
 
 
 def test_the_holds_that_end_within_a_round_are_armed_again_in_one_burst():
-    """One write per broker for the holds a trickle ends (issue 37 item 7), not one per hold."""
+    """One write per broker for the holds a trickle ends, not one per hold."""
     client, holds = _a_rang_and_b_ended_quietly()
     again = client.settled(4)[2:]
     assert client.bursts == [again]

@@ -1,4 +1,4 @@
-"""Held pulls over plain TCP, kept in the compiled core's hold lines (issue 37 item 7): a quiet answer and a
+"""Held pulls over plain TCP, kept in the compiled core's hold lines: a quiet answer and a
 master's new end are held again by the core, without Python; what ended a hold the core does not hold again reaches
 Python as the error or result it means. Against a scripted broker (RocketMQ itself: tests/integration)."""
 

@@ -1,4 +1,4 @@
-"""The consumer-group mirror off Spark's batch path (issue 37 item 2): ``commit()`` hands the end Spark committed to
+"""The consumer-group mirror off Spark's batch path: ``commit()`` hands the end Spark committed to
 a thread of its own and returns; the brokers get only ends Spark handed over, the newest when commits queue up;
 ``stop()`` flushes what is pending within a deadline and says so in the log when it cannot; an outage is tried
 again on the outage clock without a new commit."""

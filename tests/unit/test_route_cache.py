@@ -1,4 +1,4 @@
-"""Route reads while the name servers take requests and never answer (issue 34 item 12): the client's cached route
+"""Route reads while the name servers take requests and never answer: the client's cached route
 past its TTL is looked up in the background, and a caller waits at most ROUTE_WAIT_S; the stream driver's forced
 poll and its lookups for a queue missing from the route wait no longer either, and its consumer-group check takes
 the topics the watch read."""

@@ -1,4 +1,4 @@
-"""The stream driver's route poll asks the routes of all its topics at once (issue 37 item 7: 125 topics read one
+"""The stream driver's route poll asks the routes of all its topics at once (125 topics read one
 after another cost a send and a wake-up each): one write to the name server that answered last, a topic it does not
 answer asked of the others, a topic it does not know told as such, and a name server that is down keeps the routes
 last read."""

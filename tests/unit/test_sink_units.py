@@ -21,7 +21,7 @@ from rmq_spark.options import OptionError, parse_sink_options
 from rmq_spark.sink import writers
 from rmq_spark.sink.columns import check_columns, iter_rows, to_rows
 from rmq_spark.sink.commit_home import fingerprint
-from rmq_spark.sink.commit_log import CommitRecord, CommitStep, on_masters
+from rmq_spark.sink.commit_log import CommitRecord, CommitStep, from_masters
 from rmq_spark.sink.message_types import TopicTypes
 from rmq_spark.sink.routing import Router, java_string_hash, queue_for_key
 from rmq_spark.sink.row_keys import RowsDigest, content_of, query_tag, row_key, rows_digest
@@ -326,11 +326,11 @@ def test_the_home_is_a_long_a_broker_keeps_and_only_masters_answer_records():
     assert all(0 <= fingerprint(n) < 1 << 63 for n in ("broker-a", "", "ü" * 300))
     assert fingerprint("broker-a") != fingerprint("broker-b")
     a, b = MessageQueue("t", "broker-a", 0), MessageQueue("t", "broker-b", 0)
-    assert on_masters("x", Answers({a: 1, b: None})) == {a: 1, b: None}
+    assert from_masters("x", Answers({a: 1, b: None})) == {a: 1, b: None}
     with pytest.raises(BrokerUnavailableError, match="reading: broker group.s. broker-b have no master answering"):
-        on_masters("reading", Answers({a: 1, b: 2}, replica=[b]))
+        from_masters("reading", Answers({a: 1, b: 2}, replica=[b]))
     with pytest.raises(BrokerUnavailableError, match="broker-a, broker-b"):
-        on_masters("reading", Answers({b: 2}, failed={a: BrokerUnavailableError("gone")}, replica=[b]))
+        from_masters("reading", Answers({b: 2}, failed={a: BrokerUnavailableError("gone")}, replica=[b]))
 
 
 def test_sink_options():

@@ -246,7 +246,7 @@ def test_the_reported_latest_offsets_are_the_brokers_ends_also_when_a_read_limit
 
 
 def test_planning_a_batch_asks_no_broker_for_first_offsets_but_a_reset_queue_does():
-    """The early data-loss check is off the batch's path (issue 37 item 3): the task checks when it pulls. Only a
+    """The early data-loss check is off the batch's path: the task checks when it pulls. Only a
     queue whose end fell below its offset (reset) asks where it now starts."""
     cluster = _Cluster({A: 2}, {mq(0): 5, mq(1): 5})
     reader = _reader(cluster)

@@ -1,4 +1,4 @@
-"""topicPattern's topics (issue 34 items 6 and 7): which names are system or connector topics, the pattern's match
+"""topicPattern's topics: which names are system or connector topics, the pattern's match
 over a name server's list, and a listed topic that has no route."""
 
 from __future__ import annotations
