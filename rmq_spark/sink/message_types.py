@@ -5,6 +5,7 @@ reached over remoting store them, so the sink refuses them itself, naming the to
 from __future__ import annotations
 
 from rmq_spark.client.base import BaseClient
+from rmq_spark.client.defaults import DEFAULT_RETRY_TIMEOUT
 from rmq_spark.client.lite_topics import lite_refusal
 from rmq_spark.client.model import MessageType, OutgoingMessage
 from rmq_spark.options import OptionError
@@ -42,12 +43,16 @@ def refuse_timers(client: BaseClient, topic: str) -> None:
 
 class TopicTypes:
     """The message.type of each topic a task writes to, asked once per topic (None where the broker has none:
-    nothing to check); in a transactional write (of ``group``), also whether the topic's servers end transactions."""
+    nothing to check); in a transactional write (of ``group``), also whether the topic's servers end transactions
+    (asked for up to ``retry_timeout`` seconds, option brokerRetryTimeoutMs; a check that gave up is not kept)."""
 
-    def __init__(self, client: BaseClient, *, transactional: bool, group: str) -> None:
+    def __init__(
+        self, client: BaseClient, *, transactional: bool, group: str, retry_timeout: float = DEFAULT_RETRY_TIMEOUT
+    ) -> None:
         self._client = client
         self._transactional = transactional
         self._group = group
+        self._retry_timeout = retry_timeout
         self._types: dict[str, MessageType | None] = {}
         self._taken: set[tuple[str, MessageType]] = set()
 
@@ -71,5 +76,5 @@ class TopicTypes:
                 f"{other}"
             )
         if kind is MessageType.TRANSACTION:
-            refuse_unended_transactions(self._client, topic, self._group)
+            refuse_unended_transactions(self._client, topic, self._group, self._retry_timeout)
         self._taken.add((topic, kind))
