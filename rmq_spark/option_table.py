@@ -394,6 +394,135 @@ KAFKA_NAMES: dict[str, str] = {
 }
 
 
+class Across(enum.Enum):
+    """How a rule ties its options together."""
+
+    ONE_OF = "exactly one of"  # exactly one is set
+    TOGETHER = "all or none of"  # all are set, or none
+    REQUIRES = "requires"  # where the first holds, the others are set
+    EXCLUDES = "excludes"  # where the first holds, none of the others is set
+    REFUSED = "refused"  # none of them holds in this mode
+    NOT_ABOVE = "not above"  # the first's value is at most the second's
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A rule across options, checked when the options are parsed (``rmq_spark.options``) and listed in the
+    reference. ``value``: the first option's value the rule is about (None: the option is set at all). ``error`` is
+    the OptionError's text (``{got}``: the options set among those named); ``missing`` that of ONE_OF when none is
+    set."""
+
+    scope: Scope
+    across: Across
+    options: tuple[str, ...]
+    error: str
+    value: str | None = None
+    missing: str | None = None
+
+    def describe(self) -> str:
+        """The rule as the reference states it."""
+        first = f"`{self.options[0]}`" if self.value is None else f"`{self.options[0]}={self.value}`"
+        rest = ", ".join(f"`{o}`" for o in self.options[1:])
+        if self.across in (Across.ONE_OF, Across.TOGETHER):
+            return f"{self.across.value} " + ", ".join(f"`{o}`" for o in self.options)
+        if self.across is Across.REFUSED:
+            return (", ".join(f"`{o}`" for o in self.options) if self.value is None else first) + " refused"
+        return f"{first} {self.across.value} {rest}"
+
+
+_TLS_FILES = ("tlsCaFile", "tlsServerName", "tlsCertFile", "tlsKeyFile")
+
+# Checked in this order, before the options' own values (the first broken rule is the error).
+RULES: tuple[Rule, ...] = (
+    Rule(
+        Scope.ALL,
+        Across.ONE_OF,
+        ("nameServer", "endpoint"),
+        "set option nameServer (remoting) or option endpoint (gRPC pull gateway), not both",
+        missing="option nameServer is required: the name server addresses, host:port[;host:port] (or option "
+        "endpoint, the host:port of a gRPC pull gateway)",
+    ),
+    Rule(
+        Scope.ALL,
+        Across.TOGETHER,
+        ("accessKey", "secretKey"),
+        "options accessKey and secretKey go together: set both or neither",
+    ),
+    Rule(
+        Scope.ALL,
+        Across.TOGETHER,
+        ("tlsCertFile", "tlsKeyFile"),
+        "options tlsCertFile and tlsKeyFile go together (a client certificate and its key): set both or neither",
+    ),
+    Rule(
+        Scope.ALL,
+        Across.EXCLUDES,
+        ("tls", *_TLS_FILES),
+        "option tls=false contradicts {got}: remove tls=false to connect with TLS, or remove those options",
+        value="false",
+    ),
+    Rule(
+        Scope.READ,
+        Across.ONE_OF,
+        ("topic", "topics", "topicPattern", "assign"),
+        "set exactly one of the options topic, topics, topicPattern, assign (got {got})",
+        missing="set exactly one of the options topic, topics, topicPattern, assign",
+    ),
+    Rule(
+        Scope.READ,
+        Across.EXCLUDES,
+        ("topicPattern", "endpoint"),
+        "option topicPattern needs the name server's topic list, which the gRPC API of option endpoint does not "
+        "offer: name the topics with topic or topics, or use nameServer",
+    ),
+    Rule(
+        Scope.STREAM_READ,
+        Across.REFUSED,
+        ("endingOffsets", "endingTimestamp", "endingOffsetsByTimestamp"),
+        "option {got} is for batch queries only; a streaming query has no end",
+    ),
+    Rule(
+        Scope.BATCH_READ,
+        Across.REFUSED,
+        ("startingOffsets",),
+        "option startingOffsets=latest is for streaming queries; a batch query from latest would be empty (use "
+        "earliest, committed, JSON offsets or a timestamp)",
+        value="latest",
+    ),
+    Rule(
+        Scope.STREAM_READ,
+        Across.NOT_ABOVE,
+        ("minMessagesPerTrigger", "maxMessagesPerTrigger"),
+        "option minMessagesPerTrigger ({low}) is above maxMessagesPerTrigger ({high}): a batch could never hold "
+        "what it waits for; lower the first or raise the second",
+    ),
+    Rule(
+        Scope.READ,
+        Across.REQUIRES,
+        ("commitOffsetsToBroker", "consumerGroup"),
+        "option commitOffsetsToBroker=true needs option consumerGroup",
+        value="true",
+    ),
+    Rule(
+        Scope.WRITE,
+        Across.EXCLUDES,
+        ("deliveryGuarantee", "endpoint"),
+        "option deliveryGuarantee=exactly_once needs transactional messages, which the gRPC pull gateway of "
+        "option endpoint does not offer: use option nameServer",
+        value="exactly_once",
+    ),
+    Rule(
+        Scope.WRITE,
+        Across.REQUIRES,
+        ("deliveryGuarantee", "producerGroup"),
+        "option deliveryGuarantee=exactly_once needs option producerGroup, one per query and kept across its "
+        "restarts: a streaming query keeps its commit records under that group, and refuses a group that holds "
+        "another query's (the default group would be everyone's)",
+        value="exactly_once",
+    ),
+)
+
+
 def options_for(scope: Scope) -> dict[str, Option]:
     """The options that apply somewhere in ``scope`` (the source: Scope.READ; the sink: Scope.WRITE), by name."""
     return {o.name: o for o in OPTIONS if o.scope & scope}
@@ -441,6 +570,18 @@ def reference_markdown() -> str:
         kind += f", >= {o.minimum}" if o.minimum is not None else ""
         text = o.help.replace("|", "\\|")
         lines.append(f"| `{o.name}` | {kind} | {_shown(o)} | {_where(o.scope)} | {text} |")
+    lines += [
+        "",
+        "## Rules across options",
+        "",
+        "Checked before a query starts; the first broken one fails it with `[ROCKETMQ_INVALID_OPTION]` and this text.",
+        "",
+        "| rule | applies to | error |",
+        "|---|---|---|",
+    ]
+    for r in RULES:
+        shown = r.error.replace("{got}", "...").replace("{low}", "n").replace("{high}", "m").replace("|", "\\|")
+        lines.append(f"| {r.describe()} | {_where(r.scope)} | {shown} |")
     return "\n".join(lines) + "\n"
 
 

@@ -19,7 +19,7 @@ from rmq_spark.client.model import DEFAULT_GROUP, DEFAULT_PRODUCER_GROUP, EVERY_
 from rmq_spark.client.namespaces import VALID_NAME, Namespace
 from rmq_spark.client.tls import TlsConfig
 from rmq_spark.errors import OptionError  # the modules that parse options import it from here too
-from rmq_spark.option_table import KAFKA_NAMES, OPTIONS, Kind, Option, Scope, default, options_for
+from rmq_spark.option_table import KAFKA_NAMES, OPTIONS, RULES, Across, Kind, Option, Scope, default, options_for
 from rmq_spark.option_values import choice, parse_bool, parse_duration_ms, parse_int
 from rmq_spark.source.offset_specs import (
     ByTimestamp,
@@ -221,36 +221,60 @@ def _warn_elsewhere(opts: Mapping[str, str], known: Mapping[str, Option], mode: 
             log.warning("rocketmq: option %s does not apply to a %s; it is ignored", name, what)
 
 
+def _given(opts: Mapping[str, str], name: str) -> bool:
+    return bool(opts.get(name, "").strip())
+
+
+def _holds(opts: Mapping[str, str], name: str, value: str | None) -> bool:
+    """Whether option ``name`` is set (to ``value``, read as the parsers read it: any case, ``-`` as ``_``)."""
+    if not _given(opts, name):
+        return False
+    return value is None or opts[name].strip().lower().replace("-", "_") == value
+
+
+def _check_rules(opts: Mapping[str, str], mode: Scope) -> None:
+    """OptionError for the first rule across options (``option_table.RULES``) that ``opts`` break in ``mode``."""
+    for rule in RULES:
+        if not rule.scope & mode:
+            continue
+        names, first = rule.options, rule.options[0]
+        got = [n for n in names if _given(opts, n)]
+        broken, shown = False, got
+        if rule.across is Across.ONE_OF:
+            if not got:
+                raise OptionError(rule.missing or rule.error.format(got=""))
+            broken = len(got) > 1
+        elif rule.across is Across.TOGETHER:
+            broken = 0 < len(got) < len(names)
+        elif rule.across is Across.REQUIRES:
+            shown = [n for n in names[1:] if not _given(opts, n)]
+            broken = _holds(opts, first, rule.value) and bool(shown)
+        elif rule.across is Across.EXCLUDES:
+            shown = [n for n in names[1:] if _given(opts, n)]
+            broken = _holds(opts, first, rule.value) and bool(shown)
+        elif rule.across is Across.REFUSED:
+            shown = [n for n in names if _holds(opts, n, rule.value)]
+            broken = bool(shown)
+        elif rule.across is Across.NOT_ABOVE:
+            if len(got) == 2:
+                low, high = (parse_int(n, opts[n]) for n in names)
+                if low > high:
+                    raise OptionError(rule.error.format(low=low, high=high))
+        if broken:
+            raise OptionError(rule.error.format(got=", ".join(shown[:1] if rule.across is Across.REFUSED else shown)))
+
+
 def _connection(opts: Mapping[str, str]) -> dict[str, Any]:
     """The ConnectionOptions fields from ``opts``, validated (transport, address, credentials, TLS, timeouts)."""
     name_server = opts.get("nameServer", "").strip() or None
     endpoint = opts.get("endpoint", "").strip() or None
-    if name_server and endpoint:
-        raise OptionError("set option nameServer (remoting) or option endpoint (gRPC pull gateway), not both")
-    if not name_server and not endpoint:
-        raise OptionError(
-            "option nameServer is required: the name server addresses, host:port[;host:port] "
-            "(or option endpoint, the host:port of a gRPC pull gateway)"
-        )
     if endpoint and (";" in endpoint or "," in endpoint):
         raise OptionError(f"option endpoint takes one host:port (the gateway), not a list: {endpoint!r}")
     try:
         address_list(name_server, "option nameServer:") if name_server else host_port(endpoint or "", "option endpoint")
     except AddressError as e:
         raise OptionError(str(e)) from None
-    if ("accessKey" in opts) != ("secretKey" in opts):
-        raise OptionError("options accessKey and secretKey go together: set both or neither")
     tls_files = {attr: opts[name].strip() for name, attr in _TLS_FILE_OPTIONS.items() if opts.get(name, "").strip()}
-    if ("tls_cert_file" in tls_files) != ("tls_key_file" in tls_files):
-        raise OptionError(
-            "options tlsCertFile and tlsKeyFile go together (a client certificate and its key): set both or neither"
-        )
-    if tls_files and opts.get("tls", "").strip().lower() == "false":
-        raise OptionError(
-            "option tls=false contradicts "
-            + ", ".join(n for n in _TLS_FILE_OPTIONS if n in opts)
-            + ": remove tls=false to connect with TLS, or remove those options"
-        )
     namespace = opts.get("namespace", "").strip() or None
     if namespace is not None and not VALID_NAME.match(namespace):
         raise OptionError(
@@ -282,15 +306,10 @@ def check_topic_name(option: str, topic: str) -> str:
 def parse_options(raw: Mapping[str, str], *, streaming: bool = False) -> SourceOptions:
     """Validate Spark's (case-insensitive) option map; raise OptionError on the first problem."""
     opts = _canonical(raw, SOURCE_OPTIONS, "source")
+    _check_rules(opts, Scope.STREAM_READ if streaming else Scope.BATCH_READ)
     connection = _connection(opts)
-    endpoint = connection["endpoint"]
 
-    chosen = [k for k in ("topic", "topics", "topicPattern", "assign") if opts.get(k, "").strip()]
-    if len(chosen) != 1:
-        raise OptionError(
-            "set exactly one of the options topic, topics, topicPattern, assign"
-            + (f" (got {', '.join(chosen)})" if chosen else "")
-        )
+    chosen = [k for k in ("topic", "topics", "topicPattern", "assign") if _given(opts, k)]
     topics: tuple[str, ...] = ()
     pattern = None
     assign = None
@@ -298,11 +317,6 @@ def parse_options(raw: Mapping[str, str], *, streaming: bool = False) -> SourceO
         assign = parse_assign(opts["assign"])
         topics = tuple(sorted({mq.topic for mq in assign}))
     elif chosen[0] == "topicPattern":
-        if endpoint:
-            raise OptionError(
-                "option topicPattern needs the name server's topic list, which the gRPC API of option "
-                "endpoint does not offer: name the topics with topic or topics, or use nameServer"
-            )
         pattern = opts["topicPattern"].strip()
         try:
             re.compile(pattern)
@@ -320,10 +334,6 @@ def parse_options(raw: Mapping[str, str], *, streaming: bool = False) -> SourceO
         assign = frozenset(replace(mq, topic=ns.unwrap(mq.topic)) for mq in assign) if assign is not None else None
 
     consumer_group = ns.unwrap(opts.get("consumerGroup", "").strip()) or None
-    if streaming:
-        for name in ("endingOffsets", "endingTimestamp", "endingOffsetsByTimestamp"):
-            if name in opts:
-                raise OptionError(f"option {name} is for batch queries only; a streaming query has no end")
     _warn_elsewhere(
         opts,
         SOURCE_OPTIONS,
@@ -351,19 +361,8 @@ def parse_options(raw: Mapping[str, str], *, streaming: bool = False) -> SourceO
                     f"option {option} names queues that option assign does not: "
                     f"{', '.join(map(str, sorted(outside)))}; name only assigned queues"
                 )
-    if starting is Edge.LATEST and not streaming:
-        raise OptionError(
-            "option startingOffsets=latest is for streaming queries; a batch query from latest "
-            "would be empty (use earliest, committed, JSON offsets or a timestamp)"
-        )
 
     values = _typed_values(opts, SOURCE_OPTIONS)
-    low, high = values.get("min_messages_per_trigger"), values.get("max_messages_per_trigger")
-    if streaming and low is not None and high is not None and low > high:
-        raise OptionError(
-            f"option minMessagesPerTrigger ({low}) is above maxMessagesPerTrigger ({high}): a batch "
-            "could never hold what it waits for; lower the first or raise the second"
-        )
     commit = opts.get("commitOffsetsToBroker")
     parsed = SourceOptions(
         topics=topics,
@@ -378,14 +377,13 @@ def parse_options(raw: Mapping[str, str], *, streaming: bool = False) -> SourceO
         ),
         **{**connection, **values},
     )
-    if parsed.commit_offsets_to_broker and not consumer_group:
-        raise OptionError("option commitOffsetsToBroker=true needs option consumerGroup")
     return parsed
 
 
 def parse_sink_options(raw: Mapping[str, str]) -> SinkOptions:
     """Validate the sink's (case-insensitive) option map; raise OptionError on the first problem."""
     opts = _canonical(raw, SINK_OPTIONS, "sink")
+    _check_rules(opts, Scope.WRITE)
     connection = _connection(opts)
     ns = Namespace(connection["namespace"] or "")
     topic = ns.unwrap(opts.get("topic", "").strip()) or None
@@ -393,18 +391,6 @@ def parse_sink_options(raw: Mapping[str, str]) -> SinkOptions:
         check_topic_name("topic", topic)
     group = ns.unwrap(opts.get("producerGroup", "").strip())
     guarantee = DeliveryGuarantee(choice(SINK_OPTIONS["deliveryGuarantee"], opts, dashes=True))
-    if guarantee is DeliveryGuarantee.EXACTLY_ONCE and connection["endpoint"]:
-        raise OptionError(
-            "option deliveryGuarantee=exactly_once needs transactional messages, which the gRPC pull "
-            "gateway of option endpoint does not offer: use option nameServer"
-        )
-    if guarantee is DeliveryGuarantee.EXACTLY_ONCE and not group:
-        raise OptionError(
-            "option deliveryGuarantee=exactly_once needs option producerGroup, one per query and kept "
-            "across its restarts: a streaming query keeps its commit marker under that group, so two "
-            "queries sharing one (the default, for one) would take each other's commits for their own "
-            "and roll back each other's rows"
-        )
     return SinkOptions(
         topic=topic,
         producer_group=group or DEFAULT_PRODUCER_GROUP,

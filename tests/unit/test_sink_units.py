@@ -345,7 +345,7 @@ def test_sink_options():
     )
     assert o.exactly_once and o.topic == "t" and o.producer_group == "totals"
     assert parse_sink_options({"nameServer": "h:1"}).producer_group == "rmq_spark_producer"
-    with pytest.raises(OptionError, match="exactly_once needs option producerGroup.*one per query.*roll back"):
+    with pytest.raises(OptionError, match="exactly_once needs option producerGroup.*one per query.*refuses a group that holds another"):
         parse_sink_options({"nameServer": "h:1", "deliveryGuarantee": "exactly_once", "producerGroup": " "})
     with pytest.raises(OptionError, match="gRPC pull gateway"):
         parse_sink_options({"endpoint": "h:1", "deliveryGuarantee": "exactly_once"})
