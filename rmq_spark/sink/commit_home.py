@@ -4,9 +4,10 @@ chosen at the query's first commit (the first by name with a master) and never m
 While the records topic is in the routes, its route names the home. While it is not, either the query has never
 committed or the home is away. To tell the two apart, every commit writes the home's name, as a *fingerprint* (a
 consumer offset of group ``<producerGroup>_commit_home``), into queue 0 of every (topic, broker group) pair the batch
-writes to and of every broker group of option ``topic``: a commit that finds no records topic and a fingerprint in
-any of those queues waits for the home; one that finds none, where every broker group that may hold one answered,
-is the query's first."""
+writes to, of every broker group of option ``topic``, and of the topic every live broker group is named after (each
+broker registers one), so that a broker group the query's topics spread to after its last commit knows the home
+too: a commit that finds no records topic and a fingerprint in any of those queues waits for the home; one that
+finds none, where every broker group that may hold one answered, is the query's first."""
 
 from __future__ import annotations
 
@@ -71,10 +72,10 @@ class CommitHome:
         if holders:
             return holders[0], None
         brokers = self.pairs({*topics, self.topic})
-        home, legacy = self._recorded(brokers), None
+        home, legacy = self._recorded(brokers | self.named_after_groups()), None
         if home is None:
             home = self._first()
-            self.mark(home, brokers, partial=False)
+            self.mark(home, brokers | self.named_after_groups(), partial=False)
         else:  # the home is up, and its records topic not in the route: a release before it kept a marker
             legacy = self._legacy_marker(home)
         self._create(home)
@@ -93,6 +94,23 @@ class CommitHome:
         """Every (topic, broker group) of the routes of ``topics`` now (looked up again: a commit waiting for a
         broker sees it come back), masterless groups included."""
         return {(t, b.broker_name) for t in sorted(set(topics)) for b in self.client.route(t, refresh=True).brokers}
+
+    def named_after_groups(self) -> set[Pair]:
+        """(topic, broker group) of the topic each live broker group is named after, where it has one
+        (``brokerTopicEnable``, on by default; none in a namespace, whose names would be wrapped)."""
+        try:
+            names = self.client.live_brokers()
+        except UnsupportedError:
+            return set()
+        out: set[Pair] = set()
+        for name in sorted(names):
+            try:
+                route = self.client.route(name)
+            except TopicNotFoundError:
+                continue
+            if any(q.broker_name == name for q in route.queues):
+                out.add((name, name))
+        return out
 
     def mark(self, home: str, pairs: set[Pair], *, partial: bool = True) -> None:
         """The home's fingerprint in the queues of ``pairs``. ``partial``: those whose broker group is away are left

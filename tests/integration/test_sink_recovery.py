@@ -459,3 +459,24 @@ def test_a_recovery_reads_back_within_broker_retry_timeout(replicated_pair, requ
     _replay(options, 0)
     assert seen and all(kw.get("retry_timeout") == options.broker_retry_timeout for kw in seen), seen
     assert _visible(replicated_pair, options.topic) == collections.Counter(BODIES)
+
+
+def test_a_replay_finds_the_home_through_a_broker_group_the_topic_reached_after_the_last_commit(
+    replicated_pair, request
+):
+    # Batch 0 was committed, and the driver died before Spark logged it. The topic then spread to broker-b, and the
+    # home (broker-a) is away when the batch is replayed, all of it to broker-b: broker-b never held a pair of the
+    # query, but its own topic's queue 0 names the home, so the replay waits instead of choosing a new home.
+    topic = unique_topic(request)
+    replicated_pair.create_topic(topic, queues=2, broker="broker-a")
+    options = _options(replicated_pair, topic)
+    RocketMQStreamWriter(options).commit(_tasks(options, 0, BODIES), 0)
+    replicated_pair.create_topic(topic, queues=2, broker="broker-b")
+    with _Outage(replicated_pair, "broker-a") as outage:
+        outage.stop(0)
+        outage.stop(1)
+        with pytest.raises(CommitError, match="keeps the commit records .*recorded by broker-b.* not in the route"):
+            _replay(options, 0)
+        assert not _visible(replicated_pair, topic, "broker-b"), "a replay committed the batch again"
+    _replay(options, 0)
+    assert _visible(replicated_pair, topic) == collections.Counter(BODIES)

@@ -74,7 +74,8 @@ class BrokerModel:
 
     def __init__(self, topics: dict[str, dict[str, int]]) -> None:
         """``topics``: per broker group name, its topics and their queue counts."""
-        self.brokers = {name: Broker(name, dict(t)) for name, t in sorted(topics.items())}
+        # every broker also registers a topic named after itself (RocketMQ's brokerTopicEnable, on by default)
+        self.brokers = {name: Broker(name, {name: 1, **t}) for name, t in sorted(topics.items())}
         self.clock = 1000.0
         self._serial = itertools.count(1)
         self.committed_halves: Counter[str] = Counter()  # END_TRANSACTION commits applied, by half msg_id
