@@ -11,6 +11,7 @@ import pyarrow as pa
 from rmq_spark.client.model import PROPERTY_UNIQ_KEY, OutgoingMessage
 from rmq_spark.client.unique_ids import new_unique_id
 from rmq_spark.options import OptionError
+from rmq_spark.sink.row_keys import ROW_KEY_PROPERTY
 from rmq_spark.sink.row_rules import COLUMN_RULES, RowRule, check_rows
 
 # column -> the Spark types it accepts (simpleString)
@@ -30,9 +31,12 @@ WRITABLE = {
 # ignore what a user may think is written.
 STORED_ONLY = ("queueOffset", "msgId", "bornTimestamp", "storeTimestamp", "bornHost", "storeHost", "reconsumeTimes")
 # Property names RocketMQ reserves (MessageConst): they describe a stored copy or steer the broker, so a
-# ``properties`` value never sets them (a frame read by the source carries UNIQ_KEY, CLUSTER, MIN_OFFSET...).
+# ``properties`` value never sets them (a frame read by the source carries UNIQ_KEY, CLUSTER, MIN_OFFSET...). The
+# key of an exactly-once streaming write's rows is reserved too: only that write sets it, and a row read from a topic
+# it filled and written again must not carry a key a recovery of its producer group would count as its own.
 RESERVED_PROPERTIES = frozenset(
     {
+        ROW_KEY_PROPERTY,
         "1ST_POP_TIME",
         "ARRIVE_TIME",
         "BORN_TIMESTAMP",
