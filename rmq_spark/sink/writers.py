@@ -96,7 +96,9 @@ def write_task(
     with shared_client(options) as client:
         router = Router(client, start=partition)
         sender = Sender(client, options.producer_group, transactional=eo, retry_timeout=options.broker_retry_timeout)
-        types = TopicTypes(client, transactional=eo, group=options.producer_group)
+        types = TopicTypes(
+            client, transactional=eo, group=options.producer_group, retry_timeout=options.broker_retry_timeout
+        )
         # a streaming exactly-once batch, whose commit a restart may recover: its rows are keyed
         keyed_batch = micro_batch if eo else None
         keys: list[str] = []
