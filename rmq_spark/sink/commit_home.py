@@ -12,6 +12,7 @@ finds none, where every broker group that may hold one answered, is the query's 
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import Iterable
 
 from rmq_spark.client import hints
@@ -21,6 +22,7 @@ from rmq_spark.client.model import MessageQueue
 from rmq_spark.errors import CommitError
 from rmq_spark.sink.commit_log import CommitLog, CommitRecord, CommitStep, Pair, from_masters
 
+log = logging.getLogger(__name__)
 HOME_SUFFIX = "_commit_home"  # the group whose consumer offsets are the home's fingerprints
 LEGACY_MARKER_SUFFIX = "_commits"  # releases before the records topic kept the marker as this group's offset
 
@@ -72,10 +74,10 @@ class CommitHome:
         if holders:
             return holders[0], None
         brokers = self.pairs({*topics, self.topic})
-        home, legacy = self._recorded(brokers | self.named_after_groups()), None
+        home, legacy = self._recorded(brokers), None
         if home is None:
             home = self._first()
-            self.mark(home, brokers | self.named_after_groups(), partial=False)
+            self.mark(home, brokers, partial=False)
         else:  # the home is up, and its records topic not in the route: a release before it kept a marker
             legacy = self._legacy_marker(home)
         self._create(home)
@@ -113,14 +115,22 @@ class CommitHome:
         return out
 
     def mark(self, home: str, pairs: set[Pair], *, partial: bool = True) -> None:
-        """The home's fingerprint in the queues of ``pairs``. ``partial``: those whose broker group is away are left
-        out (the next commit writes them); otherwise the home's own pair of option ``topic`` must take it."""
+        """The home's fingerprint in the queues of ``pairs`` and of the named-after topics. ``partial``: those whose
+        broker group is away are left out (the next commit writes them); otherwise the home's own pair of option
+        ``topic`` must take it. A named-after topic that refuses it (an ACL without that topic) is left out."""
         fp = fingerprint(home)
         own = (self.topic, home)
         if not partial and own in pairs:
             self.client.update_consumer_offsets(self.home_group, {fingerprint_queue(own): fp})
             pairs = pairs - {own}
         self.client.update_consumer_offsets(self.home_group, {fingerprint_queue(p): fp for p in pairs}, partial=True)
+        extra = self.named_after_groups() - pairs
+        try:
+            self.client.update_consumer_offsets(
+                self.home_group, {fingerprint_queue(p): fp for p in extra}, partial=True
+            )
+        except RocketMQError as e:
+            log.info("rocketmq sink: the home's fingerprint is not kept on the named-after topics: %s", e)
 
     def _recorded(self, brokers: set[Pair]) -> str | None:
         """The home the fingerprints of ``brokers`` (the pairs of the query's topics and option topic) name; None
@@ -129,6 +139,11 @@ class CommitHome:
         answers = self.client.query_consumer_offsets(
             self.home_group, sorted(fingerprint_queue(p) for p in brokers), partial=True
         )
+        try:  # where a named-after topic refuses (an ACL without it), its answer is only missing
+            extra = sorted(fingerprint_queue(p) for p in self.named_after_groups() - brokers)
+            answers = answers.merge(self.client.query_consumer_offsets(self.home_group, extra, partial=True))
+        except RocketMQError as e:
+            log.info("rocketmq sink: the named-after topics do not tell the home's fingerprint: %s", e)
         prints = {v for v in answers.values() if v is not None}  # a slave's copy counts: it never changes
         if len(prints) > 1:
             raise CommitError(

@@ -63,8 +63,7 @@ class CommitRecords:
     ) -> CommitRecord:
         """The home's fingerprint where a later commit may look for it, then started(N) over ``pairs`` and the
         halves' ``queues``, with their ends now as the scan starts and the batch's ``rows``."""
-        own = {(self.topic, b.broker_name) for b in self.client.route(self.topic).brokers}
-        self.home.mark(home, pairs | own | self.home.named_after_groups())
+        self.home.mark(home, pairs | {(self.topic, b.broker_name) for b in self.client.route(self.topic).brokers})
         record = CommitRecord(
             batch_id, CommitStep.STARTED, self.query, frozenset(pairs), self.scan.starts(pairs, queues), rows
         )
