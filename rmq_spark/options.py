@@ -118,6 +118,7 @@ class SourceOptions(ConnectionOptions):
     commit_offsets_to_broker: bool = False
     poll_name_server_interval_ms: int = default("pollNameServerIntervalMs")
     push_filters: bool = default("pushFilters")
+    include_properties: bool = default("includeProperties")
     allow_shared_consumer_group: bool = default("allowSharedConsumerGroup")
 
     @property
@@ -301,6 +302,13 @@ def check_topic_name(option: str, topic: str) -> str:
             "(letters, digits, %, |, _ and -, at most 127 characters)"
         )
     return topic
+
+
+def include_properties(raw: Mapping[str, str]) -> bool:
+    """Option includeProperties of Spark's (case-insensitive) option map, read alone: Spark asks for the default
+    schema before any reader, also for a write and for a catalog table, whose options it does not pass."""
+    given = [value for key, value in raw.items() if str(key).lower() == "includeproperties"]
+    return parse_bool("includeProperties", given[0]) if given else default("includeProperties")
 
 
 def parse_options(raw: Mapping[str, str], *, streaming: bool = False) -> SourceOptions:

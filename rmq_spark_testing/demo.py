@@ -232,19 +232,9 @@ def run(batches: int) -> None:
                 print(f"   offset {r['queueOffset']}: tag {r['tags']:<8} keys {r['keys']} {bytes(r['body']).decode()}")
 
             print(f"== The same topic through the gRPC transport (option endpoint={mq.gateway}, the v2 pull gateway):")
-            over_grpc = (
-                spark.read.format("rocketmq")
-                .option("endpoint", mq.gateway)
-                .option("topic", TOPIC)
-                .load()
-                .drop("properties")
-            )
+            over_grpc = spark.read.format("rocketmq").option("endpoint", mq.gateway).option("topic", TOPIC).load()
             over_remoting = (
-                spark.read.format("rocketmq")
-                .option("nameServer", mq.name_server)
-                .option("topic", TOPIC)
-                .load()
-                .drop("properties")
+                spark.read.format("rocketmq").option("nameServer", mq.name_server).option("topic", TOPIC).load()
             )
             n_grpc, differ = over_grpc.count(), over_grpc.exceptAll(over_remoting).count()
             print(

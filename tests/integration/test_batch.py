@@ -72,7 +72,7 @@ def _java_keys(messages):
 
 def test_reads_every_message_with_every_column(spark, rocketmq, transport, loaded):
     topic, java, _ = loaded
-    df = _read(spark, rocketmq, transport, topic)
+    df = _read(spark, rocketmq, transport, topic, includeProperties="true")
     assert df.schema.simpleString() == spark.createDataFrame([], SCHEMA_DDL).schema.simpleString()
     rows = df.collect()
     assert _keys(rows) == _java_keys(java)
@@ -89,6 +89,18 @@ def test_reads_every_message_with_every_column(spark, rocketmq, transport, loade
     assert df.rdd.getNumPartitions() == 1  # the small ranges of the 8 queues are read by one task
     each = _read(spark, rocketmq, transport, topic, minMessagesPerPartition="0")
     assert each.rdd.getNumPartitions() == 8 and _keys(each.collect()) == _java_keys(java)
+
+
+def test_the_default_row_leaves_properties_out_as_kafka_leaves_headers(spark, rocketmq, transport, loaded):
+    """Without includeProperties=true the row has every column but the properties map; a schema that names it
+    reads it without the option."""
+    topic, java, _ = loaded
+    default = _read(spark, rocketmq, transport, topic)
+    full = _read(spark, rocketmq, transport, topic, includeProperties="true")
+    assert full.columns == [*default.columns, "properties"]
+    assert _keys(default.collect()) == _java_keys(java)
+    named = _read(spark, rocketmq, transport, topic, schema="queueOffset BIGINT, properties MAP<STRING, STRING>")
+    assert sorted(r["properties"]["n"] for r in named.collect()) == sorted(m["properties"]["n"] for m in java)
 
 
 def test_json_offsets_select_exact_ranges(spark, rocketmq, transport, loaded):
@@ -109,7 +121,8 @@ def test_json_offsets_select_exact_ranges(spark, rocketmq, transport, loaded):
 
 def test_timestamps_select_by_store_time(spark, rocketmq, transport, loaded):
     topic, java, between = loaded
-    later = _read(spark, rocketmq, transport, topic, startingTimestamp=str(between)).collect()
+    later = _read(spark, rocketmq, transport, topic, startingTimestamp=str(between), includeProperties="true")
+    later = later.collect()
     assert _keys(later) == _java_keys([m for m in java if m["storeTimestamp"] >= between])
     assert {r["properties"]["round"] for r in later} == {"1"}
     earlier = _read(spark, rocketmq, transport, topic, endingTimestamp=str(between)).collect()
@@ -268,7 +281,7 @@ def test_both_transports_give_identical_rows(spark, rocketmq, loaded):
     topic, java, _ = loaded
 
     def rows(transport, **options):
-        df = _read(spark, rocketmq, transport, topic, **options)
+        df = _read(spark, rocketmq, transport, topic, includeProperties="true", **options)
         return sorted((tuple(r.asDict().items()) for r in df.collect()), key=lambda r: (r[1], r[2], r[3]))
 
     for options in (

@@ -1,7 +1,8 @@
 """A streaming checkpoint written by a released rmq-spark (tests/fixtures/checkpoints/, made by
 release_checkpoint.py on that release's checkout) restarts under the current code: the query goes on from the
 offsets the release committed, reading every later message once and none before; a batch the release planned but
-did not commit is replayed from the offsets it logged (batch 0 from the start its end recorded)."""
+did not commit is replayed from the offsets it logged (batch 0 from the start its end recorded). Its rows are the
+current release's: the properties map only with includeProperties=true (0.1.0 always had it)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from pyspark.sql import Row
 
 from tests.fixtures.checkpoints import release_checkpoint as release
 from tests.support.checkpoints import committed_offsets, logged
@@ -26,6 +28,22 @@ def filled(rocketmq) -> str:
     return release.TOPIC
 
 
+def _restart(spark, rocketmq, topic: str, checkpoint: Path, **options: str) -> list[Row]:
+    """The rows of a Trigger.AvailableNow query of ``topic`` restarted from ``checkpoint``, once it has finished."""
+    rows: list[Row] = []
+    reader = spark.readStream.format("rocketmq").option("nameServer", rocketmq.name_server).option("topic", topic)
+    df = reader.option("startingOffsets", "earliest").options(**options).load()
+    query = (
+        df.writeStream.foreachBatch(lambda d, _: rows.extend(d.collect()))
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    assert query.awaitTermination(180), "the restarted query did not finish"
+    assert query.exception() is None
+    return rows
+
+
 @pytest.mark.parametrize("saved", RELEASES, ids=lambda p: p.name)
 @pytest.mark.parametrize("committed", [2, 1, 0], ids=["both-committed", "batch-1-planned", "batch-0-planned"])
 def test_a_release_checkpoint_restarts_where_it_committed(spark, rocketmq, filled, saved, committed, tmp_path):
@@ -39,24 +57,24 @@ def test_a_release_checkpoint_restarts_where_it_committed(spark, rocketmq, fille
     assert committed_offsets(checkpoint).get(filled) == (
         {f"{b}/{q}": done for b, q in release.queues()} if committed else None
     )
-    rows = []
-    df = (
-        spark.readStream.format("rocketmq")
-        .option("nameServer", rocketmq.name_server)
-        .option("topic", filled)
-        .option("startingOffsets", "earliest")
-        .load()
-    )
-    query = (
-        df.writeStream.foreachBatch(lambda d, _: rows.extend(d.select("body", "queueOffset").collect()))
-        .option("checkpointLocation", str(checkpoint))
-        .trigger(availableNow=True)
-        .start()
-    )
-    assert query.awaitTermination(180), "the restarted query did not finish"
-    assert query.exception() is None
+    rows = _restart(spark, rocketmq, filled, checkpoint)
     got = sorted(bytes(r["body"]).decode() for r in rows)
     end = release.FIRST + release.SECOND + LATER
     assert got == sorted(f"{b}/{q}@{o}" for b, q in release.queues() for o in range(done, end))
     assert logged(checkpoint, "commits")[-1] >= max(committed, 1)
     assert committed_offsets(checkpoint).get(filled) == {f"{b}/{q}": end for b, q in release.queues()}
+
+
+@pytest.mark.parametrize("saved", RELEASES, ids=lambda p: p.name)
+def test_a_restarted_stream_has_the_properties_map_only_when_asked(spark, rocketmq, filled, saved, tmp_path):
+    """The offsets JSON carries no columns: a checkpoint of any release restarts with the current default row, and
+    includeProperties=true brings the properties map back."""
+    end = release.FIRST + release.SECOND + LATER
+    for options, has_map in (({}, False), ({"includeProperties": "true"}, True)):
+        checkpoint = tmp_path / f"checkpoint-{has_map}"
+        shutil.copytree(saved, checkpoint)
+        rows = _restart(spark, rocketmq, filled, checkpoint, **options)
+        assert len(rows) == LATER * len(release.queues())
+        assert ("properties" in rows[0].asDict()) is has_map
+        assert all(not has_map or r["properties"]["UNIQ_KEY"] == r["msgId"] for r in rows)
+        assert committed_offsets(checkpoint).get(filled) == {f"{b}/{q}": end for b, q in release.queues()}

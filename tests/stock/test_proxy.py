@@ -81,7 +81,8 @@ class _ByBatch(Collect):
 
 def test_a_batch_read_through_the_proxy_returns_what_the_java_consumer_reads(spark, stock, proxy_topic):
     sent = send_numbered(stock.proxy_address, proxy_topic, PER_QUEUE)  # the client's sends through the proxy
-    rows = _read(spark, stock, proxy_topic).select("brokerName", "queueId", "queueOffset", "properties").collect()
+    rows = _read(spark, stock, proxy_topic, includeProperties="true")
+    rows = rows.select("brokerName", "queueId", "queueOffset", "properties").collect()
     java = sorted((m["brokerName"], m["queueId"], m["queueOffset"]) for m in stock.consume(proxy_topic))
     assert len(rows) == sent == 4 * PER_QUEUE
     assert sorted((r[0], r[1], r[2]) for r in rows) == java

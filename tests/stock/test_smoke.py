@@ -56,7 +56,8 @@ def _read(spark, stock: StockCluster, topic: str, **options: str):
 
 def test_a_batch_read_returns_what_the_java_consumer_reads(spark, stock, smoke_topic):
     sent = send_numbered(stock.name_server, smoke_topic, PER_QUEUE)
-    rows = _read(spark, stock, smoke_topic).select("brokerName", "queueId", "queueOffset", "properties").collect()
+    rows = _read(spark, stock, smoke_topic, includeProperties="true")
+    rows = rows.select("brokerName", "queueId", "queueOffset", "properties").collect()
     java = sorted((m["brokerName"], m["queueId"], m["queueOffset"]) for m in stock.consume(smoke_topic))
     assert len(rows) == sent == 20
     assert sorted((r[0], r[1], r[2]) for r in rows) == java
@@ -173,6 +174,7 @@ def test_an_exactly_once_streaming_write_is_read_back_by_the_java_consumer(spark
         .option("topic", source)
         .option("startingOffsets", "earliest")
         .option("maxMessagesPerTrigger", "8")
+        .option("includeProperties", "true")
         .load()
         .selectExpr("body", "properties['n'] AS tags")
     )

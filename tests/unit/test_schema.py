@@ -16,7 +16,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from rmq_spark.datasource import _columns
+from rmq_spark.datasource import RocketMQDataSource, _columns
 from rmq_spark.options import OptionError
 from rmq_spark.source.schema import COLUMNS, arrow_schema, projection
 
@@ -65,3 +65,29 @@ def test_a_wrong_schema_names_the_column_and_lists_the_valid_ones(fields, words)
 
 def test_types_compare_without_case_or_spaces():
     assert projection([("properties", "MAP<STRING,STRING>"), ("keys", "array<string>")]) == ("properties", "keys")
+
+
+def _source_ddl(**options: str) -> str:
+    """The schema the source gives a query that names none, as Spark asks for it (options lower-cased)."""
+    given = {"nameserver": "localhost:9876", "topic": "T", **{k.lower(): v for k, v in options.items()}}
+    return RocketMQDataSource(given).schema()
+
+
+def test_the_default_row_leaves_properties_out():
+    assert "properties" not in _source_ddl()
+    assert _source_ddl(includeProperties="false") == _source_ddl()
+    assert "properties" not in RocketMQDataSource({}).schema()  # a catalog table's schema: Spark passes no options
+
+
+def test_include_properties_adds_the_map_as_the_last_column():
+    assert _source_ddl(includeProperties="TRUE") == _source_ddl() + ", properties MAP<STRING, STRING>"
+
+
+def test_include_properties_is_true_or_false():
+    with pytest.raises(OptionError, match="option includeProperties must be true or false, not 'yes'"):
+        _source_ddl(includeProperties="yes")
+
+
+def test_a_user_schema_that_names_properties_keeps_it_without_the_option():
+    got = _columns(schema(("queueOffset", LongType()), ("properties", MapType(StringType(), StringType()))))
+    assert got == ("queueOffset", "properties")
