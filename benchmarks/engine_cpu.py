@@ -2,7 +2,7 @@
 Python workers by process, per run.
 
     python -m benchmarks.engine_cpu [--messages 1000000] [--repeat 3] [--jfr DIR]
-                                    [--lines spark-batch,spark-batch-narrow,spark-batch-scalars]
+                                    [--lines spark-batch,spark-batch-narrow,spark-batch-scalars,spark-batch-properties]
 
 One embedded RocketMQ and one topic as ``benchmarks.run``'s, one SparkSession; after a warm-up of each line the lines
 run in alternation ``--repeat`` times. Each run reports CPU seconds (user + system, from /proc) of Spark's JVM split
@@ -162,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
 
     from benchmarks.run import BENCH_JVM_FLAGS, TAGS
-    from benchmarks.spark_lines import NARROW_SCHEMA, SCALAR_SCHEMA, batch_noop
+    from benchmarks.spark_lines import FULL_ROW, NARROW_SCHEMA, SCALAR_SCHEMA, batch_noop
     from rmq_spark_testing.embedded import EmbeddedRocketMQ
 
     if args.jfr:
@@ -192,7 +192,8 @@ def main(argv: list[str] | None = None) -> int:
                 schema = schemas.get(line)
                 before = Snapshot(spark_pid, mq.pid)
                 recorder = _perf(args.perf, f"{line}-{i}", before) if args.perf and i >= args.warmup else None
-                r = batch_noop(spark, source, topic, options, schema=schema)
+                line_options = {**options, **(FULL_ROW if line == "spark-batch-properties" else {})}
+                r = batch_noop(spark, source, topic, line_options, schema=schema)
                 if recorder is not None:
                     recorder.send_signal(signal.SIGINT)
                     recorder.wait()

@@ -48,9 +48,10 @@ LINE_DOCS = {
     "client-2proc": "RemotingClient.read_range, 2 processes x 4 queues, depth 8",
     "client-raw": "RangeReader only (pulled blocks walked, no columns), 1 process, depth 8",
     "client-arrow": "partition_reader.read_ranges (the executor path: Arrow batches), 1 process, no Spark",
-    "spark-batch": "spark.read.format('rocketmq') -> write.format('noop'), local[*]",
+    "spark-batch": "spark.read.format('rocketmq') -> write.format('noop'), local[*] (the default row, no properties)",
     "spark-batch-narrow": "spark-batch with the user schema 'queueOffset BIGINT, body BINARY' (column projection)",
-    "spark-batch-scalars": "spark-batch with the default row's 13 scalar columns (keys and properties left out)",
+    "spark-batch-scalars": "spark-batch with the default row's 13 scalar columns (keys left out)",
+    "spark-batch-properties": "spark-batch with includeProperties=true: the full row with the properties map",
     "spark-batch-grpc": "spark-batch with option endpoint: the gRPC transport through the v2 pull gateway",
     "spark-stream": "readStream, Trigger.AvailableNow, earliest -> noop sink, local[*]",
     "spark-kafka": "Spark's Kafka source (spark-sql-kafka 4.2.0) on a KRaft Kafka 4.1.1 node, default options",
@@ -59,8 +60,8 @@ LINE_DOCS = {
 }
 # Only on request (--lines): they build benchmarks/kafka-shim with Maven and start a Kafka node beside RocketMQ.
 KAFKA_LINES = ["spark-kafka", "spark-kafka-tuned", "spark-kafka-narrow"]
-# measured when named (--lines): what the default row's nested columns cost Spark
-ON_REQUEST_LINES = ["spark-batch-scalars"]
+# measured when named (--lines): what the nested columns, keys and the properties map, cost Spark
+ON_REQUEST_LINES = ["spark-batch-scalars", "spark-batch-properties"]
 DEFAULT_LINES = [name for name in LINE_DOCS if name not in KAFKA_LINES + ON_REQUEST_LINES]
 SCALING_LINES = ["java-litepull", "java-ceiling", "spark-batch"]
 # The latency lines: ours with a consumer group, and Spark's Kafka source tuned (when the Kafka node runs).
@@ -250,13 +251,20 @@ class Harness:
                 return lambda: cr.read_in_process(ns, topic, ranges, depth=8, mode="raw")
             if name == "client-arrow":
                 return lambda: cr.read_in_process(ns, topic, ranges, depth=8, mode="arrow")
-        if name in ("spark-batch", "spark-batch-narrow", "spark-batch-scalars", "spark-batch-grpc"):
-            from benchmarks.spark_lines import NARROW_SCHEMA, SCALAR_SCHEMA, batch_noop
+        if name in (
+            "spark-batch",
+            "spark-batch-narrow",
+            "spark-batch-scalars",
+            "spark-batch-properties",
+            "spark-batch-grpc",
+        ):
+            from benchmarks.spark_lines import FULL_ROW, NARROW_SCHEMA, SCALAR_SCHEMA, batch_noop
 
             spark = self.get_spark()
             source = gw if name == "spark-batch-grpc" else ns
             schema = {"spark-batch-narrow": NARROW_SCHEMA, "spark-batch-scalars": SCALAR_SCHEMA}.get(name)
-            return lambda: batch_noop(spark, source, topic, schema=schema)
+            options = FULL_ROW if name == "spark-batch-properties" else {}
+            return lambda: batch_noop(spark, source, topic, options, schema=schema)
         if name in KAFKA_LINES:
             from benchmarks.spark_lines import KAFKA_NARROW, KAFKA_TUNED, kafka_batch_noop
 

@@ -40,8 +40,10 @@ def new_session(master: str = "local[*]", driver_memory: str = "2g", jars: list[
 
 
 NARROW_SCHEMA = "queueOffset BIGINT, body BINARY"
-# the default row without its two nested columns (keys, properties): what the full row costs Spark for them
+# the default row without its one nested column (keys): the 13 scalars, Kafka's row has 7
 SCALAR_SCHEMA = ", ".join(f"{name} {ddl}" for name, ddl in COLUMN_TYPES if name not in ("keys", "properties"))
+# the full row, the default before 0.2.0: every column, the properties map too
+FULL_ROW = {"includeProperties": "true"}
 
 
 def _reader(

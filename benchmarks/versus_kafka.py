@@ -13,10 +13,10 @@ WALL_PAIRS = [
     ("spark-batch-narrow", "spark-kafka-narrow"),
 ]
 # (ours, theirs, target): engine-side CPU per message (Spark's JVM + Python workers) of ours over theirs, at most
-# the target
-CPU_TARGETS = [("spark-batch-narrow", "spark-kafka-narrow", 0.7), ("spark-batch", "spark-kafka-tuned", 1.3)]
+# the target (spark-batch reads the default row, without the properties map, as Kafka's has no headers)
+CPU_TARGETS = [("spark-batch-narrow", "spark-kafka-narrow", 0.7), ("spark-batch", "spark-kafka-tuned", 1.2)]
 # (ours, anchor, target): msgs/s of ours over the anchor's, at least the target
-LITEPULL_TARGETS = [("spark-batch", "java-litepull", 1.2)]
+LITEPULL_TARGETS = [("spark-batch", "java-litepull", 1.25)]
 
 
 def cpu_per_million(cpu_seconds: dict[str, float], messages: int, broker: str) -> dict[str, float]:
