@@ -182,13 +182,10 @@ class StockCluster:
             (self._home / "conf").mkdir(parents=True, exist_ok=True)
             for name in ("logback_namesrv.xml", "logback_broker.xml", "logback_tools.xml"):
                 (self._home / "conf" / name).write_text(_LOGBACK)
-            self._launch(self.namesrv, NAMESRV_MAIN, {"listenPort": str(self.namesrv.port)})
+            self._launch(self.namesrv, NAMESRV_MAIN, self._namesrv_config())
             self._client = RemotingClient(self.name_server, request_timeout=5.0, connect_timeout=2.0)
             self._wait(self._answers, f"name server {self.name_server} to answer", self.namesrv)
-            for broker in self.brokers.values():
-                self._start_broker(broker)
-            for name in self.brokers:
-                self.wait_registered(name)
+            self._start_brokers()
             if self.proxy is not None:
                 self._start_proxy()
         except BaseException:
@@ -196,9 +193,28 @@ class StockCluster:
             raise
         return self
 
+    def _namesrv_config(self) -> dict[str, str]:
+        """namesrv.conf's entries."""
+        return {"listenPort": str(self.namesrv.port)}
+
+    def _start_brokers(self) -> None:
+        """Start every broker group's master and wait until each is registered."""
+        for broker in self.brokers.values():
+            self._start_broker(broker)
+        for name in self.brokers:
+            self.wait_registered(name)
+
+    def _processes(self) -> list[StockProcess]:
+        """Every broker process of the cluster."""
+        return list(self.brokers.values())
+
+    def _groups(self) -> list[str]:
+        """The broker groups a topic is created on: those whose master runs."""
+        return [name for name, b in self.brokers.items() if b.running]
+
     def close(self) -> None:
         """SIGKILL every process of the cluster (their stores are the test's) and wait until none runs."""
-        for p in [*([self.proxy] if self.proxy else []), *self.brokers.values(), self.namesrv]:
+        for p in [*([self.proxy] if self.proxy else []), *self._processes(), self.namesrv]:
             if p.proc is not None:
                 kill_group(p.proc)
                 p.proc = None
@@ -254,9 +270,8 @@ class StockCluster:
         """Create ``topic`` with ``queues`` read and write queues on every running master: the request that
         ``mqadmin updateTopic -c`` sends (UPDATE_AND_CREATE_TOPIC), from the project's client without a JVM's
         start; then wait until the route shows it."""
-        for name, b in self.brokers.items():
-            if b.running:  # each through the route of the topic named after it: no autoCreateTopicEnable needed
-                self._client.create_topic(topic, queues, seed_topic=name)
+        for name in self._groups():  # each through the route of the topic named after it: no autoCreateTopicEnable
+            self._client.create_topic(topic, queues, seed_topic=name)
         self.wait_topic(topic, queues)
 
     def wait_topic(self, topic: str, queues: int, timeout: float = 30.0) -> None:
@@ -268,7 +283,7 @@ class StockCluster:
             except TopicNotFoundError:
                 return False
             counts = {q.broker_name: (q.read_queue_nums, q.write_queue_nums) for q in route.queues}
-            return all(counts.get(name) == (queues, queues) for name, b in self.brokers.items() if b.running)
+            return all(counts.get(name) == (queues, queues) for name in self._groups())
 
         self._wait(shown, f"topic {topic} with {queues} queues on every running broker", self.namesrv, timeout)
 
