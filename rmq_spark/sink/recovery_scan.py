@@ -15,6 +15,7 @@ from rmq_spark.client.model import MessageQueue
 from rmq_spark.errors import CommitError
 from rmq_spark.sink.commit_log import CommitRecord, Pair, from_masters
 from rmq_spark.sink.row_keys import ROW_KEY_PROPERTY, content_of
+from rmq_spark.source.planning import PREVENTION
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +86,7 @@ class RecoveryScan:
             )
             starts.update(from_masters(what, self.client.min_offsets(unrecorded, partial=True)))
         ends = from_masters(what, self.client.max_offsets(sorted(starts), partial=True))
+        self._refuse_cut(record, starts, ends)
         moved = [mq for mq in sorted(starts) if ends[mq] > starts[mq]]
         recorded = [mq for mq in moved if mq in record.scan]
         firsts = from_masters(what, self.client.min_offsets(recorded, partial=True)) if recorded else {}
@@ -110,6 +112,19 @@ class RecoveryScan:
                 if key and key.startswith(prefixes):
                     contents[content_of(key)] += 1
         return contents
+
+    def _refuse_cut(self, record: CommitRecord, starts: dict[MessageQueue, int], ends: dict[MessageQueue, int]) -> None:
+        """CommitError naming a recorded queue whose end is below its scan start now: an election cut its tail
+        (a replica that lagged became the master), so rows of the batch committed before the cut may be gone."""
+        for mq in sorted(record.scan):
+            if ends.get(mq, starts[mq]) < starts[mq]:
+                raise CommitError(
+                    f"{mq}: its end offset {ends[mq]} is below offset {starts[mq]}, where batch {record.batch}'s "
+                    "commit began: its tail was cut, as when a replica that lagged behind its master is elected "
+                    "(asynchronous replication), so rows of the batch committed before the cut may be gone from "
+                    f"the target, and which ones cannot be told. {PREVENTION}. To go on, run the query under a new "
+                    f"producerGroup, accepting that rows of batch {record.batch} may be missing or written twice"
+                )
 
     def _refuse_compaction(self, record: CommitRecord) -> None:
         for topic in sorted({t for t, _ in record.pairs}):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 
 from rmq_spark.client.base import BaseClient, outside
 from rmq_spark.client.errors import (
@@ -207,19 +207,39 @@ def check_data_loss(queue: MessageQueue, requested: int, available: int, fail: b
     return available
 
 
-def check_reset(queue: MessageQueue, reached: int, end: int, first: int | None, fail: bool) -> int:
-    """The start for a queue whose end offset ``end`` fell below the offset ``reached``: the queue was reset (the
-    topic deleted and recreated, or the broker lost its tail). DataLossError, or under failOnDataLoss=false the
-    queue's first offset ``first`` (0 when unknown), logged."""
-    start = first if first is not None else 0
+# What keeps an election from cutting a queue's tail, for the data-loss texts.
+PREVENTION = (
+    "allAckInSyncStateSet=true on the brokers of a RocketMQ 5 Controller-mode group, or brokerRole=SYNC_MASTER on "
+    "4.x master-slave groups, makes every acknowledged message a replica's too"
+)
+
+
+def check_cut(queue: MessageQueue, reached: int, end: int, first: int | None, recreated: bool, fail: bool) -> int:
+    """The start for a queue whose end offset ``end`` fell below the offset ``reached`` (``source.cut_queues``):
+    a recreated queue (the topic deleted and recreated) is read from its first offset ``first`` (0 when unknown);
+    any other had its tail cut (an election of a replica that lagged) and is read on from ``end``, the cut
+    ``[end, reached)`` lost. DataLossError naming the cause under failOnDataLoss=true, else logged."""
+    below = f"{queue}: the broker's end offset {end} is below offset {reached}, which this query had reached"
+    if recreated:
+        start = first if first is not None else 0
+        data_loss(
+            f"{below}, and its first message was stored after the query last read it: the topic was deleted and "
+            "recreated, and the messages it holds now are new",
+            fail,
+            remedy=f"read the recreated queue from its first offset {start}",
+            action=f"reading the recreated queue from its first offset {start}",
+        )
+        return start
     data_loss(
-        f"{queue}: the broker's end offset {end} is below offset {reached}, which this query had reached: the "
-        "queue was reset (the topic deleted and recreated?), so what it holds now is not what was read",
+        f"{below}: its tail was cut, as when a replica that lagged behind its master is elected (a Controller-mode "
+        "election or a DLedger leader change under asynchronous replication, or a slave promoted by hand); "
+        f"messages [{end}, {reached}) are gone from the broker, the new ones are stored from offset {end} on. "
+        f"{PREVENTION}",
         fail,
-        remedy="read the queue again from its first offset",
-        action=f"reading it again from offset {start}",
+        remedy=f"count the cut range as skipped and read on from the new end offset {end}",
+        action=f"reading on from offset {end} ({reached - end} offsets counted as skipped)",
     )
-    return start
+    return end
 
 
 def plan_ranges(
@@ -230,18 +250,19 @@ def plan_ranges(
     fail_on_data_loss: bool,
     sparse_topics: frozenset[str] = frozenset(),
     gaps: Mapping[MessageQueue, Sequence[tuple[int, int]]] | None = None,
+    recreated: Collection[MessageQueue] = (),
 ) -> list[QueueRange]:
     """One range ``[start, end)`` per queue of ``ends`` that has something to read, under the one data-loss rule:
-    an end below the start is a reset queue (``check_reset``), a start below the queue's first offset is data loss
-    (``check_data_loss``). A queue missing from ``mins`` (its broker did not answer) is checked by its task when it
-    pulls. ``gaps``: offsets of a queue that hold no message by design (a remapped logic queue's,
-    ``remapping_gaps``), left out of its ranges: neither read nor lost."""
+    an end below the start is a cut queue, read on from its end unless it is among ``recreated`` (``check_cut``),
+    a start below the queue's first offset is data loss (``check_data_loss``). A queue missing from ``mins`` (its
+    broker did not answer) is checked by its task when it pulls. ``gaps``: offsets of a queue that hold no message
+    by design (a remapped logic queue's, ``remapping_gaps``), left out of its ranges: neither read nor lost."""
     ranges = []
     for mq in sorted(ends, key=queue_order):
         end = ends[mq]
         start = starts.get(mq, end)
         if end < start:
-            start = check_reset(mq, start, end, mins.get(mq), fail_on_data_loss)
+            start = check_cut(mq, start, end, mins.get(mq), mq in recreated, fail_on_data_loss)
         elif mq in mins:
             start = check_data_loss(mq, start, mins[mq], fail_on_data_loss)
         skipped = gaps.get(mq) if gaps else None

@@ -1,4 +1,5 @@
-"""The messages a stream skipped under failOnDataLoss=false (deleted by retention before they were read), counted by
+"""The messages a stream skipped under failOnDataLoss=false (deleted by retention before they were read, or cut from a
+queue's tail by an election after they were read), counted by
 the driver when it plans a batch: logged, and reported with the brokers' latest offsets, so they reach the query's
 progress (``rmq_spark.source.progress.query_skipped``)."""
 
@@ -32,8 +33,10 @@ class SkippedMessages:
         gaps: Mapping[MessageQueue, Sequence[tuple[int, int]]] | None = None,
     ) -> int:
         """Add what planning skipped of a batch: per queue of ``ends`` read from ``begin``, the offsets before its
-        planned range's start (all of them when no range is left). A reset queue (end below its start) skips
-        nothing known; ``gaps`` (a remapped logic queue's offsets that hold no message) are not skipped messages.
+        planned range's start (all of them when no range is left). A cut queue (end below its start) read on from
+        its end skips the cut offsets [end, start); one read again from its first offset (recreated: a range is
+        planned) skips nothing known. ``gaps`` (a remapped logic queue's offsets that hold no message) are not
+        skipped messages.
         Returns the batch's count, logged when not 0."""
         starts: dict[MessageQueue, int] = {}
         for r in ranges:
@@ -41,10 +44,13 @@ class SkippedMessages:
         skipped = 0
         for mq, end in ends.items():
             b = begin.get(mq)
-            if b is None or end < b:
+            if b is None or (end < b and mq in starts):
                 continue
-            first = min(starts.get(mq, end), end)
-            n = first - b - sum(max(0, min(high, first) - max(low, b)) for low, high in (gaps or {}).get(mq, ()))
+            if end < b:
+                n = b - end
+            else:
+                first = min(starts.get(mq, end), end)
+                n = first - b - sum(max(0, min(high, first) - max(low, b)) for low, high in (gaps or {}).get(mq, ()))
             if n > 0:
                 self._counts[mq] = self._counts.get(mq, 0) + n
                 skipped += n
@@ -52,7 +58,7 @@ class SkippedMessages:
             self.version += 1
             log.warning(
                 "rocketmq source: %d messages were skipped planning this batch (deleted before they were "
-                "read, failOnDataLoss=false), %d since the query started",
+                "read, or cut by an election, failOnDataLoss=false), %d since the query started",
                 skipped,
                 sum(self._counts.values()),
             )

@@ -29,6 +29,7 @@ from rmq_spark.client_pool import new_client
 from rmq_spark.options import SourceOptions
 from rmq_spark.source.admission import TriggerLimits, admit, capped
 from rmq_spark.source.batch import partitions_of, read_partition
+from rmq_spark.source.cut_queues import ReadTimes, recreated
 from rmq_spark.source.group_check import GroupCheck
 from rmq_spark.source.offset_mirror import OffsetMirror
 from rmq_spark.source.offset_reader import OffsetResolver
@@ -85,6 +86,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         )
         self._idle: Answered | None = None  # the last start with nothing to read: the same start, the same answer
         self._skipped = SkippedMessages()
+        self._read_times = ReadTimes()  # before when each queue's delivered messages were stored
         self._reported: Answered | None = None  # reportLatestOffset's last answer
         # the last two ends returned: Spark hands them back as the next start, to partitions() and to commit()
         self._planned: list[PlannedEnd] = []
@@ -94,6 +96,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def client(self) -> BaseClient:
         if self._client is None:
             self._client = new_client(self.options)
+            self._client.pull_group = self.options.pull_group
         return self._client
 
     @property
@@ -181,6 +184,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._mirror(begin, recorded)
         end = self._end(begin, limit)
         if end != begin:
+            self._read_times.note(begin, end)
             self._last_batch_at = time.monotonic()
             self._log_lag(end, watch.latest)
         elif not first:
@@ -243,9 +247,11 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         started = begin.get
         moved = {mq: o for mq, o in finish.items() if started(mq, o) != o}
         # No GET_MIN_OFFSET on the batch's path by default: each task checks for data loss when it pulls, and names
-        # the queue, the offsets gone and failOnDataLoss as planning would. A reset queue asks where it starts now;
-        # under failOnDataLoss=false every queue does, so that the driver counts what is skipped (skipped.py).
-        asked = [mq for mq, o in moved.items() if o < begin[mq] or not self.options.fail_on_data_loss]
+        # the queue, the offsets gone and failOnDataLoss as planning would. A cut queue (its end below its offset)
+        # asks where it starts now and whether it was recreated (cut_queues.py); under failOnDataLoss=false every
+        # queue asks, so that the driver counts what is skipped (skipped.py).
+        cut = [mq for mq, o in moved.items() if o < begin[mq]]
+        asked = cut if self.options.fail_on_data_loss else list(moved)
         mins = self.client.min_offsets(asked, partial=True) if asked else {}
         gaps = self._gaps(moved)
         ranges = plan_ranges(
@@ -255,6 +261,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             fail_on_data_loss=self.options.fail_on_data_loss,
             sparse_topics=self.watch.sparse_topics,
             gaps=gaps,
+            recreated=recreated(self.client, cut, mins, moved, self._read_times) if cut else (),
         )
         if not self.options.fail_on_data_loss:  # (under true, planning skips nothing: it raises)
             self._skipped.count(begin, moved, ranges, gaps)
@@ -296,7 +303,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _targets(self, begin: dict[MessageQueue, int]) -> dict[MessageQueue, int]:
         """The furthest each queue may be read to now. Unavailable queues, and those that left the route after
         they were read to their end, keep their offset; other vanished ones follow the data-loss rule; a queue
-        whose end answered by its master fell below its offset is a reset queue (its end passes through below the
+        whose end answered by its master fell below its offset is a cut queue (its end passes through below the
         start, for planning's data-loss rule); new queues enter at their start offset and are read from the next
         batch on, so every start is in Spark's offset log."""
         watch = self.watch

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
+import types
 from concurrent.futures import Future
 
 import pytest
@@ -47,6 +48,7 @@ class _Cluster:
         self.slave_ends: dict[MessageQueue, int] | None = None
         self.committed: dict[MessageQueue, int] = {}
         self.mins: dict[MessageQueue, int] = {}  # first offsets above 0: retention deleted the messages below
+        self.stored_at: dict[MessageQueue, int] = {}  # the store time (ms) of each queue's messages
         self.min_asked: list[MessageQueue] = []
         self.outages = OutageLog(logging.getLogger("test"))
 
@@ -89,6 +91,13 @@ class _Cluster:
             {m: BrokerUnavailableError("no answer") for m in mqs if m not in self.slave_ends},
             replica=[m for m in mqs if m in self.slave_ends],
         )
+
+    def read_range(self, mq, start, end, **kw):
+        """One message per offset, stored at ``stored_at[mq]`` (none where it is not set)."""
+        if mq in self.stored_at:
+            yield from (
+                types.SimpleNamespace(queue_offset=o, store_timestamp=self.stored_at[mq]) for o in range(start, end)
+            )
 
     def min_offsets(self, mqs, partial=False) -> Answers:
         mqs = list(mqs)
@@ -262,11 +271,30 @@ def test_planning_a_batch_asks_no_broker_for_first_offsets_but_a_reset_queue_doe
     ]
     assert [(r.queue, r.start, r.end) for p in reader.partitions(end, later) for r in p.ranges] == [(mq(1), 5, 9)]
     assert cluster.min_asked[asked:] == []
-    cluster.ends[mq(0)] = 2  # queue 0 was recreated
+    cluster.ends[mq(0)] = 2  # queue 0 was cut by an election
     reader.watch.poll(force=True)
-    with pytest.raises(DataLossError, match=r"broker's end offset 2 is below offset 5"):
+    with pytest.raises(DataLossError, match=r"broker's end offset 2 is below offset 5.*its tail was cut"):
         reader.partitions(later, reader.latestOffset(later, ALL))
     assert cluster.min_asked[asked:] == [mq(0)]
+
+
+@pytest.mark.parametrize("recreated", [False, True], ids=["cut by an election", "recreated"])
+def test_a_queue_whose_end_fell_below_its_offset_reads_on_from_its_end_unless_its_messages_are_all_new(recreated):
+    """An election that cuts a read tail leaves the first messages, which the query delivered: the queue is read on
+    from its new end, the cut counted as skipped. A recreated queue's first message was stored after the query last
+    read it: the queue is read again from its first offset."""
+    cluster = _Cluster({A: 1}, {mq(0): 10})
+    reader = _reader(cluster, failOnDataLoss="false")
+    first = reader.initialOffset()
+    end = reader.latestOffset(first, ALL)
+    reader.partitions(first, end)
+    cluster.ends[mq(0)] = 4
+    cluster.stored_at[mq(0)] = int(time.time() * 1000) + (60_000 if recreated else -60_000)
+    reader.watch.poll(force=True)
+    later = reader.latestOffset(end, ALL)
+    planned = [(r.start, r.end) for p in reader.partitions(end, later) for r in p.ranges]
+    assert planned == ([(0, 4)] if recreated else [])
+    assert reader.reportLatestOffset().get("$skipped", {}) == ({} if recreated else {TOPIC: {f"{A}/0": 6}})
 
 
 def test_a_message_that_arrives_while_latest_starting_offsets_resolve_is_no_reset():
