@@ -17,7 +17,14 @@ from typing import Any, Protocol
 
 from rmq_spark.client import hints
 from rmq_spark.client.defaults import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_PULL_DEPTH, DEFAULT_RETRY_TIMEOUT
-from rmq_spark.client.errors import RETRYABLE, BrokerError, BrokerUnavailableError, RocketMQError, UnsupportedError
+from rmq_spark.client.errors import (
+    RETRYABLE,
+    AuthError,
+    BrokerError,
+    BrokerUnavailableError,
+    RocketMQError,
+    UnsupportedError,
+)
 from rmq_spark.client.gathering import MessageCollector
 from rmq_spark.client.holds import CallHolds, Holds
 from rmq_spark.client.model import (
@@ -50,6 +57,9 @@ ROUTE_RETRY_S = 1.0
 # milliseconds when they are well; one that takes packets and never answers must not hold up the caller (Spark's
 # thread asks latestOffset every few milliseconds) for a request timeout.
 ROUTE_WAIT_S = 0.5
+# A topic whose Get requests (first and end offsets) the brokers refused this user has its offsets learnt from pulls'
+# answers; the Get requests are tried again this long after the refusal (a permission granted since).
+GET_RETRY_S = 300.0
 
 
 class Call(Protocol):
@@ -125,6 +135,39 @@ def outside(gaps: Sequence[tuple[int, int]], start: int, end: int) -> list[tuple
     return [(a, b) for a, b in out if b > a]
 
 
+class _Probe:
+    """A pull as ``group`` asked for a queue's first or end offset (``edge``, a PullResult field) in place of a Get
+    request the broker refused (``refusal``); notes the queue's end in ``ends``, where its next probe pulls."""
+
+    def __init__(
+        self, pull: Call, mq: MessageQueue, edge: str, group: str, ends: dict[MessageQueue, int], refusal: AuthError
+    ) -> None:
+        self.pull, self.mq, self.edge, self.group, self.ends, self.refusal = pull, mq, edge, group, ends, refusal
+        self.replica = pull.replica
+
+    def result(self) -> int:
+        topic, group = self.mq.topic, self.group
+        try:
+            r = self.pull.result()
+        except AuthError as e:
+            raise AuthError(
+                f"{self.edge.replace('_', ' ')} of {self.mq}: the user may neither ask it (permission `Get` on "
+                f"`Topic:{topic}`) nor pull it (`Sub` on `Topic:{topic}` and `Group:{group}`): grant one of them "
+                f"(mqadmin createAcl or updateAcl), or set consumerGroup to a group the user has `Sub` on",
+                code=e.code,
+                remark=e.remark,
+            ) from e
+        if r.max_offset >= 0:
+            self.ends[self.mq] = r.max_offset
+        value = getattr(r, self.edge)
+        if value < 0:  # a transport whose pulls do not report it
+            raise self.refusal
+        return value
+
+    def cancel(self) -> None:
+        self.pull.cancel()
+
+
 class BaseClient:
     """The transport-neutral half of a RocketMQ client. Holds live connections, so it is never pickled: each
     process (driver, executor task) builds its own from the same settings."""
@@ -146,6 +189,10 @@ class BaseClient:
         self._lookups: dict[str, Future] = {}  # the background route lookups under way, by topic
         self._lookup_pool: ThreadPoolExecutor | None = None
         self.outages = OutageLog(log)
+        # the group pulls for offsets name, where the Get requests are refused (the reader's pull group)
+        self.pull_group = DEFAULT_GROUP
+        self._get_refused: dict[str, tuple[float, AuthError]] = {}  # topic: when, and the refusal
+        self._probe_at: dict[MessageQueue, int] = {}  # where the next pull for a queue's offsets pulls: its end
 
     def __reduce__(self):
         raise TypeError(f"{type(self).__name__} holds connections and cannot be pickled; build one where it is used")
@@ -455,11 +502,45 @@ class BaseClient:
 
     def min_offsets(self, mqs: Iterable[MessageQueue], *, partial: bool = False) -> Answers:
         """The first offset still held by the broker, per queue."""
-        return self._gather("min offsets", mqs, self._min_offset_call, partial=partial)
+        return self._edges("min offsets", mqs, self._min_offset_call, "min_offset", partial)
 
     def max_offsets(self, mqs: Iterable[MessageQueue], *, partial: bool = False) -> Answers:
         """The offset after the last message (exclusive end), per queue."""
-        return self._gather("max offsets", mqs, self._max_offset_call, partial=partial)
+        return self._edges("max offsets", mqs, self._max_offset_call, "max_offset", partial)
+
+    def _edges(
+        self, what: str, mqs: Iterable[MessageQueue], make: Callable[[MessageQueue], Call], edge: str, partial: bool
+    ) -> Answers:
+        """The first or end offsets (``edge``) of ``mqs``. A user refused the Get requests they take (ACL 2.0 grants
+        RocketMQ's consumers ``Sub`` only) learns them from the header of a pull as ``pull_group``, which carries
+        both: the queues of a topic refused once are asked that way until GET_RETRY_S has passed."""
+        mqs = list(mqs)
+        now = time.monotonic()
+        refused = {t for t, (at, _) in self._get_refused.items() if now - at < GET_RETRY_S}
+        asked = [mq for mq in mqs if mq.topic not in refused]
+        try:
+            out = self._gather(what, asked, make, partial=partial)
+        except AuthError as e:
+            if not self.refuses_permission(e):
+                raise
+            for topic in {mq.topic for mq in asked}:
+                self._get_refused[topic] = (now, e)
+            out, asked = Answers(), []
+        pulled = [mq for mq in mqs if mq not in asked]
+        if not pulled:
+            return out
+        return out.merge(self._gather(what, pulled, lambda mq: self._probe_call(mq, edge), partial=partial))
+
+    def _probe_call(self, mq: MessageQueue, edge: str) -> Call:
+        """A pull of one message at the queue's last known end (no message comes back unless one came since),
+        answering the ``edge`` offset its header carries."""
+        pull = self.pull_async(mq, self._probe_at.get(mq, 0), 1, group=self.pull_group)
+        return _Probe(pull, mq, edge, self.pull_group, self._probe_at, self._get_refused[mq.topic][1])
+
+    def refuses_permission(self, e: AuthError) -> bool:
+        """Whether ``e`` is the server refusing this user a permission (not its credentials). This default: no
+        transport's refusal is told apart."""
+        return False
 
     def search_offsets(
         self, mqs: Iterable[MessageQueue], timestamp: int, boundary: Boundary = Boundary.LOWER, *, partial: bool = False
@@ -467,12 +548,25 @@ class BaseClient:
         """Per queue, the offset of the first (``LOWER``) or last (``UPPER``) message stored at or after / at or
         before ``timestamp`` ms, as the broker's SEARCH_OFFSET_BY_TIMESTAMP defines it."""
         boundary = Boundary(boundary)
-        answers = self._gather(
-            "offsets by timestamp",
-            mqs,
-            lambda mq: self._search_offset_call(mq, int(timestamp), boundary),
-            partial=partial,
-        )
+        mqs = list(mqs)
+        try:
+            answers = self._gather(
+                "offsets by timestamp",
+                mqs,
+                lambda mq: self._search_offset_call(mq, int(timestamp), boundary),
+                partial=partial,
+            )
+        except AuthError as e:
+            if not self.refuses_permission(e):
+                raise
+            grants = " and ".join(f"`Get` on `Topic:{t}`" for t in sorted({mq.topic for mq in mqs}))
+            raise AuthError(
+                f"a start or end by timestamp searches the queues by time, which needs permission {grants} "
+                f"({e}): grant it (mqadmin createAcl or updateAcl with -a Get), or start by offsets "
+                "(startingOffsets earliest, latest or committed need only `Sub`)",
+                code=e.code,
+                remark=e.remark,
+            ) from e
         near = sorted(mq for mq, v in answers.items() if isinstance(v, NearOffset))
         if not near:
             return answers

@@ -118,5 +118,16 @@ class DataLossError(RocketMQError, condition="ROCKETMQ_DATA_LOSS"):
     """Messages that a planned range asked for are no longer on the broker."""
 
 
+def with_note(e: RocketMQError, note: str) -> RocketMQError:
+    """``e`` told with ``note`` after its text: an error of the same class with the same code and remark (``e``
+    itself when it is of a class with fields of its own, or already has the note)."""
+    detail = str(e.args[0]) if e.args else ""
+    if note in detail or type(e).__init__ is not RocketMQError.__init__:
+        return e
+    noted = type(e)(f"{detail}; {note}")
+    noted.code, noted.remark = e.code, e.remark
+    return noted
+
+
 # Failures that say "not now" rather than "never": a caller may retry them (with backoff, up to a deadline).
 RETRYABLE = (ConnectionLostError, RequestTimeoutError, BrokerBusyError)

@@ -81,6 +81,7 @@ class RocketMQBatchReader(DataSourceReader):
         if n.empty:
             return []
         with new_client(o) as client:
+            client.pull_group = o.pull_group
             found = resolve_queues(client, o)
             for spec in (o.starting, o.ending):
                 check_named(spec, found, waits=False)

@@ -34,6 +34,7 @@ def read_ranges(
     if not ranges:
         return
     with shared_client(options) as client:
+        client.pull_group = options.pull_group
         ahead = RangePrefetch(
             client,
             [(qr.queue, qr.start, qr.end) for qr in ranges if not qr.sparse],

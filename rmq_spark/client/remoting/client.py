@@ -21,6 +21,7 @@ from rmq_spark.client.errors import (
     ConnectionLostError,
     RocketMQError,
     TopicNotFoundError,
+    with_note,
 )
 from rmq_spark.client.holds import Holds
 from rmq_spark.client.model import (
@@ -104,9 +105,13 @@ class RemotingCall(Generic[P]):
     def result(self):
         try:
             return self._parse(self._pending.result(), self._address)
-        except ConnectionLostError as e:
-            self._client.reroute(self._topic, e)
-            raise
+        except RocketMQError as e:
+            if isinstance(e, ConnectionLostError):
+                self._client.reroute(self._topic, e)
+            noted = self._client.routed(e, self._address)
+            if noted is e:
+                raise
+            raise noted from e
 
     def cancel(self) -> None:
         self._pending.cancel()
@@ -237,6 +242,7 @@ class RemotingClient(BaseClient):
             signer=functools.partial(acl.sign, credentials) if credentials else None,
         )
         self._namesrv = NameServerClient(self._pool, addresses, timeout=request_timeout)
+        self._name_servers = addresses
         # the broker id each queue's broker last suggested for its next pull (PullAPIWrapper.pullFromWhichNodeTable)
         self._suggested: dict[MessageQueue, int] = {}
         # topic -> (when asked, known attributes): planning's checks of a new topic share one GET_TOPIC_CONFIG
@@ -292,6 +298,25 @@ class RemotingClient(BaseClient):
         raise BrokerUnavailableError(
             f"broker {mq.broker_name!r} is not in the route of topic {mq.topic!r} now: it "
             "is stopped, restarting or unreachable from the name servers"
+        )
+
+    def refuses_permission(self, e: AuthError) -> bool:
+        """See BaseClient: the broker's NO_PERMISSION (ACL 2.0's answer to a user without the policy)."""
+        return e.code == codes.NO_PERMISSION
+
+    def routed(self, e: RocketMQError, address: str) -> RocketMQError:
+        """``e``, raised at broker ``address``, telling where that address came from when the user did not give
+        it: behind RocketMQ 5's proxy the routes name the address the proxy advertises, not the one in option
+        nameServer."""
+        if address in self._name_servers:
+            return e
+        given = ", ".join(self._name_servers)
+        return with_note(
+            e,
+            f"{address} is the broker address that name server {given} (option nameServer) routed to; behind "
+            "RocketMQ 5's proxy it is the address the proxy advertises (its remotingAccessAddr, by default its "
+            "host's own IP), which must be reachable from Spark: set remotingAccessAddr in the proxy's "
+            "rmq-proxy.json to an address Spark reaches",
         )
 
     def broker_address(self, topic: str, broker_name: str) -> str:
@@ -355,9 +380,12 @@ class RemotingClient(BaseClient):
             address, replica = self._read_address(mq)
         try:
             pending = self._pool.send(address, cmd, self.request_timeout if timeout is None else timeout)
-        except ConnectionLostError:
+        except ConnectionLostError as e:
             self.invalidate_route(mq.topic)
-            raise
+            noted = self.routed(e, address)
+            if noted is e:
+                raise
+            raise noted from e
         return RemotingCall(self, mq.topic, pending, parse, address, replica)
 
     # -- per-queue requests (the fan-out is BaseClient's) ----------------------------------------------------
