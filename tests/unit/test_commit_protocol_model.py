@@ -16,7 +16,8 @@ The invariant: each row of every batch whose commit returned is stored exactly o
 queue, readable or not); no row of any batch is stored more often than the batch has it; a commit that raises
 raises a RocketMQError saying what happened, and one refused with nothing going wrong commits none of its halves.
 
-RMQ_SPARK_MODEL_EXAMPLES sets how many runs hypothesis explores (a long exploration: 5000 or more)."""
+RMQ_SPARK_MODEL_EXAMPLES sets how many runs hypothesis explores (a long exploration: 5000 or more, about 15 a
+second, with no time limit)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 import hypothesis.strategies as st
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, invariant, rule
 
@@ -49,6 +51,8 @@ TOPIC = "t0"  # option topic of every query: the home of its records is one of i
 TOPICS = (TOPIC, "t1")
 RETRY_TIMEOUT = 3.0  # model seconds a commit waits for a broker that is away
 EXAMPLES = int(os.environ.get("RMQ_SPARK_MODEL_EXAMPLES", "300"))
+if "RMQ_SPARK_MODEL_EXAMPLES" in os.environ:
+    pytestmark = pytest.mark.timeout(0)  # a long exploration runs past the suite's 10 minutes a test
 
 
 def new_records(client: ModelClient, group: str, topic: str, query: str) -> CommitRecords:
