@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -53,7 +53,8 @@ POLICIES: dict[str, list[tuple[str, str]]] = {
 
 @pytest.fixture(scope="module")
 def acl2(tmp_path_factory) -> Iterator[StockCluster]:
-    """A 5.5.0 cluster with ACL 2.0 on, its users and policies made by mqadmin, topics Reads and Writes."""
+    """A 5.5.0 cluster with ACL 2.0 on and topics Reads (with messages), Writes and EoWrites; mqadmin signs as the
+    SUPER user (conf/tools.yml)."""
     root = tmp_path_factory.mktemp("rocketmq-acl2")
     conf = root / "rocketmq-home" / "conf"
     conf.mkdir(parents=True)
@@ -65,16 +66,26 @@ def acl2(tmp_path_factory) -> Iterator[StockCluster]:
                 cluster.wait_topic(topic, QUEUES)
             for mq in admin.queues("Reads", refresh=True):
                 admin.send(mq, [OutgoingMessage(body=f"{mq.queue_id}/{i}".encode()) for i in range(PER_QUEUE)])
-        for user, policies in POLICIES.items():
-            _mqadmin(cluster, "createUser", "-c", CLUSTER, "-u", user, "-p", SECRET)
-            for resources, actions in policies:
+        yield cluster
+
+
+@pytest.fixture(scope="module")
+def user(acl2) -> Callable[[str], str]:
+    """Makes a user of POLICIES as operators do (mqadmin createUser, then createAcl per policy), once per module, in
+    the first test that needs it (each mqadmin is a JVM's start: tens of seconds on a busy machine); its name."""
+    made: set[str] = set()
+
+    def make(name: str) -> str:
+        if name not in made:
+            _mqadmin(acl2, "createUser", "-c", CLUSTER, "-u", name, "-p", SECRET)
+            for resources, actions in POLICIES[name]:
                 _mqadmin(
-                    cluster,
+                    acl2,
                     "createAcl",
                     "-c",
                     CLUSTER,
                     "-s",
-                    f"User:{user}",
+                    f"User:{name}",
                     "-r",
                     resources,
                     "-a",
@@ -82,7 +93,10 @@ def acl2(tmp_path_factory) -> Iterator[StockCluster]:
                     "-d",
                     "Allow",
                 )
-        yield cluster
+            made.add(name)
+        return name
+
+    return make
 
 
 def _mqadmin(cluster: StockCluster, *args: str) -> None:
@@ -106,25 +120,27 @@ def _read(spark, cluster: StockCluster, user: str, topic: str, **options: str):
     return reader.load()
 
 
-def test_sub_on_the_topic_and_the_group_reads_from_the_first_offset(spark, acl2):
-    rows = _read(spark, acl2, "reader", "Reads", consumerGroup="readers").select("body").collect()
+def test_sub_on_the_topic_and_the_group_reads_from_the_first_offset(spark, acl2, user):
+    rows = _read(spark, acl2, user("reader"), "Reads", consumerGroup="readers").select("body").collect()
     assert sorted(r[0] for r in rows) == sorted(f"{q}/{i}".encode() for q in range(QUEUES) for i in range(PER_QUEUE))
 
 
-def test_a_timestamp_start_needs_get_and_says_so(spark, acl2):
+def test_a_timestamp_start_needs_get_and_says_so(spark, acl2, user):
     since = str(int(time.time() * 1000) - 3_600_000)
     with pytest.raises(Exception, match=r"`Get` on `Topic:Reads`") as refused:
-        _read(spark, acl2, "reader", "Reads", consumerGroup="readers", startingTimestamp=since).count()
+        _read(spark, acl2, user("reader"), "Reads", consumerGroup="readers", startingTimestamp=since).count()
     assert "mqadmin" in str(refused.value)
-    assert _read(spark, acl2, "getter", "Reads", consumerGroup="readers", startingTimestamp=since).count() == 10
+    assert _read(spark, acl2, user("getter"), "Reads", consumerGroup="readers", startingTimestamp=since).count() == 10
 
 
-def test_sub_streams_from_committed_offsets_and_mirrors_them_to_the_group(spark, acl2, tmp_path: Path):
+def test_sub_streams_from_committed_offsets_and_mirrors_them_to_the_group(spark, acl2, user, tmp_path: Path):
     """A stream of a Sub-only user: started at the group's committed offsets (earliest without them), its ends
     learnt without GET_MAX_OFFSET, its offsets stored on the brokers for the group."""
     sink = Collect()
     reader = spark.readStream.format("rocketmq")
-    for k, v in _options(acl2, "reader", topic="Reads", consumerGroup="readers", startingOffsets="committed").items():
+    for k, v in _options(
+        acl2, user("reader"), topic="Reads", consumerGroup="readers", startingOffsets="committed"
+    ).items():
         reader = reader.option(k, v)
     query = (
         reader.load()
@@ -158,22 +174,24 @@ def _bodies(cluster: StockCluster, topic: str) -> list[bytes]:
         return sorted(m.body for mq in queues for m in admin.read_range(mq, 0, admin.max_offset(mq)))
 
 
-def test_pub_writes_at_least_once(spark, acl2):
+def test_pub_writes_at_least_once(spark, acl2, user):
     rows = spark.createDataFrame([(f"w{i}",) for i in range(4)], "body STRING")
     writer = rows.write.format("rocketmq").mode("append")
-    for k, v in _options(acl2, "writer", topic="Writes").items():
+    for k, v in _options(acl2, user("writer"), topic="Writes").items():
         writer = writer.option(k, v)
     writer.save()
     assert _bodies(acl2, "Writes") == [f"w{i}".encode() for i in range(4)]
 
 
-def test_exactly_once_needs_pub_and_sub_and_its_records_topic_and_home_group(spark, acl2, tmp_path: Path):
+def test_exactly_once_needs_pub_and_sub_and_its_records_topic_and_home_group(spark, acl2, user, tmp_path: Path):
     reader = spark.readStream.format("rocketmq")
-    for k, v in _options(acl2, "reader", topic="Reads", consumerGroup="readers", startingOffsets="earliest").items():
+    for k, v in _options(
+        acl2, user("reader"), topic="Reads", consumerGroup="readers", startingOffsets="earliest"
+    ).items():
         reader = reader.option(k, v)
     writer = reader.load().select("body").writeStream.format("rocketmq")
     for k, v in _options(
-        acl2, "eo", topic="EoWrites", deliveryGuarantee="exactly_once", producerGroup=PRODUCER_GROUP
+        acl2, user("eo"), topic="EoWrites", deliveryGuarantee="exactly_once", producerGroup=PRODUCER_GROUP
     ).items():
         writer = writer.option(k, v)
     query = writer.option("checkpointLocation", str(tmp_path / "checkpoint")).trigger(availableNow=True).start()
