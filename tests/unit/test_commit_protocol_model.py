@@ -334,3 +334,18 @@ def test_a_replay_after_every_broker_group_was_killed_waits_for_the_home() -> No
     state.broker_back(broker="broker-c")
     state.commit(query=query, fault=None, spark_logs=True, **ONE_ROW)
     state.each_row_is_stored_once()
+
+
+def test_a_replay_on_a_broker_group_that_missed_the_last_commit_waits_for_the_home() -> None:
+    """broker-c was stopped during the commit, so it holds no fingerprint; the topic spreads to it, and at the replay
+    it is the only broker group up."""
+    state = CommitProtocol()
+    query = state.start_query(group="g1")
+    state.broker_away(broker="broker-c", how="stop")
+    state.commit(query=query, fault=None, spark_logs=False, **ONE_ROW)
+    state.broker_back(broker="broker-c")
+    state.broker_away(broker="broker-b", how="stop")
+    state.broker_away(broker="broker-a", how="stop")
+    state.set_queues(topic=TOPIC, broker="broker-c", queues=1)
+    state.commit(query=query, fault=None, spark_logs=True, **ONE_ROW)
+    state.each_row_is_stored_once()
