@@ -331,6 +331,15 @@ class BaseClient:
         """The names of the broker groups registered with the name servers now (at least one member up)."""
         raise UnsupportedError(f"{type(self).__name__} cannot list the cluster's brokers")
 
+    def put_name_server_value(self, namespace: str, key: str, value: str) -> list[str]:
+        """``key`` = ``value`` in ``namespace`` of the name servers' KV config (kept on their disks): the name
+        servers that stored it."""
+        raise UnsupportedError(f"{type(self).__name__} has no name servers' KV config")
+
+    def name_server_values(self, namespace: str, key: str) -> dict[str, str | None]:
+        """Each answering name server's value of ``key`` in ``namespace`` of its KV config (None: none)."""
+        raise UnsupportedError(f"{type(self).__name__} has no name servers' KV config")
+
     def cluster_topics(self) -> set[str]:
         """The topics the brokers of the cluster create under their cluster's and their own names (system topics
         that the topic list shows beside the users' ones)."""

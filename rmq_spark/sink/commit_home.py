@@ -6,8 +6,11 @@ committed or the home is away. To tell the two apart, every commit writes the ho
 consumer offset of group ``<producerGroup>_commit_home``), into queue 0 of every (topic, broker group) pair the batch
 writes to, of every broker group of option ``topic``, and of the topic every live broker group is named after (each
 broker registers one), so that a broker group the query's topics spread to after its last commit knows the home
-too: a commit that finds no records topic and a fingerprint in any of those queues waits for the home; one that
-finds none, where every broker group that may hold one answered, is the query's first."""
+too. A broker keeps consumer offsets in memory and writes them to disk every few seconds, so a broker process killed
+just after a commit forgets them: the home's name is also kept in the name servers' KV config (namespace
+``rmq_spark_commit_home``, key the producer group), which each name server writes to its disk at once. A commit
+that finds no records topic and the home named anywhere waits for the home; one that finds it named nowhere, where
+every broker group that may name it answered, is the query's first."""
 
 from __future__ import annotations
 
@@ -24,6 +27,7 @@ from rmq_spark.sink.commit_log import CommitLog, CommitRecord, CommitStep, Pair,
 
 log = logging.getLogger(__name__)
 HOME_SUFFIX = "_commit_home"  # the group whose consumer offsets are the home's fingerprints
+HOME_KV_NAMESPACE = "rmq_spark_commit_home"  # the name servers' KV config namespace of the homes, by producer group
 LEGACY_MARKER_SUFFIX = "_commits"  # releases before the records topic kept the marker as this group's offset
 
 
@@ -118,6 +122,7 @@ class CommitHome:
         """The home's fingerprint in the queues of ``pairs`` and of the named-after topics. ``partial``: those whose
         broker group is away are left out (the next commit writes them); otherwise the home's own pair of option
         ``topic`` must take it. A named-after topic that refuses it (an ACL without that topic) is left out."""
+        self._keep_on_name_servers(home)
         fp = fingerprint(home)
         own = (self.topic, home)
         if not partial and own in pairs:
@@ -132,6 +137,26 @@ class CommitHome:
         except RocketMQError as e:
             log.info("rocketmq sink: the home's fingerprint is not kept on the named-after topics: %s", e)
 
+    def _on_name_servers(self) -> dict[str, str | None]:
+        """The home each answering name server names (None: none); empty where the transport has no name servers
+        or they refuse."""
+        try:
+            return self.client.name_server_values(HOME_KV_NAMESPACE, self.producer_group)
+        except RocketMQError as e:
+            log.info("rocketmq sink: the name servers do not tell the home of the commit records: %s", e)
+            return {}
+
+    def _keep_on_name_servers(self, home: str) -> None:
+        """The home's name on every name server that lacks it (a put only where one lacks it: each put rewrites the
+        name server's KV file)."""
+        named = self._on_name_servers()
+        if named and all(v == home for v in named.values()):
+            return
+        try:
+            self.client.put_name_server_value(HOME_KV_NAMESPACE, self.producer_group, home)
+        except RocketMQError as e:
+            log.info("rocketmq sink: the home of the commit records is not kept on the name servers: %s", e)
+
     def _recorded(self, brokers: set[Pair]) -> str | None:
         """The home the fingerprints of ``brokers`` (the pairs of the query's topics and option topic) name; None
         where none does (the query's first commit). BrokerUnavailableError while the recorded home is out of the
@@ -145,6 +170,8 @@ class CommitHome:
         except RocketMQError as e:
             log.info("rocketmq sink: the named-after topics do not tell the home's fingerprint: %s", e)
         prints = {v for v in answers.values() if v is not None}  # a slave's copy counts: it never changes
+        named = {v for v in self._on_name_servers().values() if v is not None}
+        prints |= {fingerprint(v) for v in named}
         if len(prints) > 1:
             raise CommitError(
                 f"the queues of producer group {self.producer_group!r} record {len(prints)} different "
@@ -163,6 +190,7 @@ class CommitHome:
         home = next((b for _, b in sorted(brokers) if fingerprint(b) == recorded), None)
         if home is None or (self.topic, home) not in brokers:
             holders = sorted({mq.broker_name for mq, v in answers.items() if v == recorded})
+            holders += ["the name servers"] if named else []
             raise BrokerUnavailableError(
                 f"the broker group that keeps the commit records of producer group {self.producer_group!r} "
                 f"(recorded by {', '.join(holders)}) is not in the route of topic {self.topic!r} now: it is "

@@ -21,6 +21,7 @@ from rmq_spark.client_pool import new_client, shared_client
 from rmq_spark.errors import CommitError
 from rmq_spark.options import SinkOptions, parse_sink_options
 from rmq_spark.sink import writers
+from rmq_spark.sink.commit_home import HOME_KV_NAMESPACE
 from rmq_spark.sink.commit_log import CommitRecord, CommitStep
 from rmq_spark.sink.commit_records import CommitRecords
 from rmq_spark.sink.routing import java_string_hash
@@ -480,3 +481,17 @@ def test_a_replay_finds_the_home_through_a_broker_group_the_topic_reached_after_
         assert not _visible(replicated_pair, topic, "broker-b"), "a replay committed the batch again"
     _replay(options, 0)
     assert _visible(replicated_pair, topic) == collections.Counter(BODIES)
+
+
+def test_the_home_is_kept_on_the_name_servers_which_write_it_to_disk_at_once(replicated_pair, request):
+    # Consumer offsets are flushed every few seconds; a broker killed just after a commit forgets the fingerprints.
+    # The name servers' KV config is written to disk at each put.
+    topic = unique_topic(request)
+    replicated_pair.create_topic(topic, queues=2)
+    options = _options(replicated_pair, topic)
+    RocketMQStreamWriter(options).commit(_tasks(options, 0, ["r0", "r1"]), 0)
+    with new_client(options) as client:
+        assert client.name_server_values(HOME_KV_NAMESPACE, options.producer_group) == {
+            replicated_pair.name_server: "broker-a"
+        }
+        assert client.name_server_values(HOME_KV_NAMESPACE, "no-such-group") == {replicated_pair.name_server: None}

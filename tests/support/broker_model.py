@@ -51,6 +51,9 @@ AWAY = "away"  # out of the route: every request fails
 PRODUCER_GROUP_PROPERTY = "PGROUP"
 
 
+NAME_SERVER = "127.0.0.1:9876"  # the model's one name server
+
+
 class DriverCrash(BaseException):
     """The driver process died at this request (injected). A BaseException: no code of a dying process runs on."""
 
@@ -79,6 +82,8 @@ class BrokerModel:
         self.clock = 1000.0
         self._serial = itertools.count(1)
         self.committed_halves: Counter[str] = Counter()  # END_TRANSACTION commits applied, by half msg_id
+        # the name servers' KV config, which each writes to its disk at once: no broker crash loses it
+        self.name_server_kv: dict[tuple[str, str], str] = {}
 
     # -- the cluster's state -------------------------------------------------------------------------------
     def route(self, topic: str) -> TopicRoute:
@@ -335,6 +340,13 @@ class ModelClient(BaseClient):
 
     def live_brokers(self) -> set[str]:
         return {b.name for b in self.model.brokers.values() if b.state != AWAY}
+
+    def put_name_server_value(self, namespace: str, key: str, value: str) -> list[str]:
+        self.model.name_server_kv[namespace, key] = value
+        return [NAME_SERVER]
+
+    def name_server_values(self, namespace: str, key: str) -> dict[str, str | None]:
+        return {NAME_SERVER: self.model.name_server_kv.get((namespace, key))}
 
     def topics(self) -> list[str]:
         return sorted({t for b in self.model.brokers.values() if b.state != AWAY for t in b.topics})

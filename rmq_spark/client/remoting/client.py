@@ -277,6 +277,12 @@ class RemotingClient(BaseClient):
     def live_brokers(self) -> set[str]:
         return self._namesrv.live_brokers()
 
+    def put_name_server_value(self, namespace: str, key: str, value: str) -> list[str]:
+        return self._namesrv.put_value(namespace, key, value)
+
+    def name_server_values(self, namespace: str, key: str) -> dict[str, str | None]:
+        return self._namesrv.values(namespace, key)
+
     def cluster_topics(self) -> set[str]:
         """See BaseClient; none in a namespace (the topic list shows only the namespace's topics)."""
         return set() if self.namespace else cluster_topics(self._namesrv.clusters())

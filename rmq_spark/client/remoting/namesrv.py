@@ -158,6 +158,44 @@ class NameServerClient:
                 )
         return out
 
+    def put_value(self, namespace: str, key: str, value: str) -> list[str]:
+        """``key`` = ``value`` in ``namespace`` of every name server's KV config, which each writes to its disk at
+        once (KVConfigManager): the addresses that stored it. An unreachable name server is left out; a refusal
+        raises."""
+        return [a for a, answer in self._ask_all(codes.PUT_KV_CONFIG, namespace, key, value).items() if answer]
+
+    def values(self, namespace: str, key: str) -> dict[str, str | None]:
+        """Each answering name server's value of ``key`` in ``namespace`` (None: it has none)."""
+        return {a: answer or None for a, answer in self._ask_all(codes.GET_KV_CONFIG, namespace, key).items()}
+
+    def _ask_all(self, code: int, namespace: str, key: str, value: str | None = None) -> dict[str, str]:
+        """A KV config request to every name server at once: per address that answered, the value (a put's: its
+        own ``value``; a get that found none: empty)."""
+        fields = {"namespace": namespace, "key": key, **({"value": value} if value is not None else {})}
+        calls: dict[str, PendingRequest] = {}
+        with burst():
+            for address in self._addresses:
+                try:
+                    calls[address] = self._pool.send(
+                        address, RemotingCommand(code=code, ext_fields=fields), self._timeout
+                    )
+                except (ConnectionLostError, RequestTimeoutError):
+                    continue
+        out: dict[str, str] = {}
+        for address, call in calls.items():
+            try:
+                response = call.result()
+            except (ConnectionLostError, RequestTimeoutError):
+                continue
+            check(response, f"KV config {namespace}/{key}", address, codes.QUERY_NOT_FOUND)
+            if code == codes.PUT_KV_CONFIG:
+                out[address] = value or ""
+            elif response.code == codes.SUCCESS:
+                out[address] = response.ext_fields.get("value", "")
+            else:
+                out[address] = ""
+        return out
+
     def _cluster_info(self) -> tuple[dict, dict]:
         """GET_BROKER_CLUSTER_INFO: (brokerAddrTable, clusterAddrTable)."""
         response, address = self._request(lambda: RemotingCommand(code=codes.GET_BROKER_CLUSTER_INFO), "cluster info")
