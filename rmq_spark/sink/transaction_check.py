@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from rmq_spark.client.base import BaseClient
 from rmq_spark.client.defaults import DEFAULT_RETRY_TIMEOUT
-from rmq_spark.client.errors import RETRYABLE, BrokerError
+from rmq_spark.client.errors import RETRYABLE, BrokerError, BrokerUnavailableError
 from rmq_spark.client.model import HalfMessage, MessageQueue
 from rmq_spark.client.remoting import codes
 from rmq_spark.options import OptionError
@@ -46,6 +46,8 @@ def _probe(client: BaseClient, mq: MessageQueue, address: str, group: str, retri
     while True:
         try:
             client.end_transaction_async(probe, commit=False, group=group).result()
+        except BrokerUnavailableError:
+            return  # its group left the route, or has no master now: away, as a group the route had no master of
         except RETRYABLE as e:
             try:
                 retries.wait(e, what)
