@@ -14,18 +14,11 @@ CLIENT = Path(__file__).resolve().parents[2] / "rmq_spark" / "client"
 
 def _imports(package: Path) -> dict[str, set[str]]:
     """The rmq_spark modules each source file of ``package`` imports (generated protobuf modules left out)."""
-    found = {}
-    for path in sorted(package.rglob("*.py")):
-        if path.name.endswith("_pb2.py"):
-            continue
-        names = set()
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if isinstance(node, ast.ImportFrom) and node.module:
-                names.add(node.module)
-            elif isinstance(node, ast.Import):
-                names.update(alias.name for alias in node.names)
-        found[str(path.relative_to(CLIENT))] = {n for n in names if n.startswith("rmq_spark.")}
-    return found
+    return {
+        str(path.relative_to(CLIENT)): {n for n in _imported(path) if n.startswith("rmq_spark.")}
+        for path in sorted(package.rglob("*.py"))
+        if not path.name.endswith("_pb2.py")
+    }
 
 
 @pytest.mark.parametrize("package, other", [("grpc", "remoting"), ("remoting", "grpc")])
@@ -89,6 +82,7 @@ def _sources() -> list[Path]:
 
 
 def _imported(path: Path) -> set[str]:
+    """Every module ``path`` imports (from ... import and import)."""
     names = set()
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.ImportFrom) and node.module:
