@@ -277,3 +277,26 @@ class RangeCursor:
         timeout: float,
         suggested: int,
     ) -> Step: ...
+
+class SendEncoder:
+    """The sink's encoder of SEND_BATCH_MESSAGE bodies per target queue (native/src/sends.rs)."""
+
+    def __init__(
+        self,
+        *,
+        reserved: list[str],
+        transient_prefix: str,
+        max_messages: int,
+        max_bytes: int,
+        compress_from: int,
+        level: int,
+        id_prefix: str,
+        month_start_ms: int,
+    ) -> None: ...
+    def set_ids(self, id_prefix: str, month_start_ms: int) -> None: ...
+    def add(
+        self, rows: int, columns: dict[str, Any], topics: list[tuple[int, list[tuple[str, int]]]], turn: int
+    ) -> tuple[list[tuple[int, int, int, int, bytes]], int]: ...
+    def finish(self) -> list[tuple[int, int, int, int, bytes]]: ...
+
+def unique_ids_at(prefix: str, month_start_ms: int, times: list[int]) -> list[str]: ...

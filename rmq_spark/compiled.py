@@ -25,6 +25,7 @@ try:
         RangeCursor,
         RefusedError,
         RequestTemplate,
+        SendEncoder,
         Step,
         UnavailableError,
         UnreadableError,
@@ -36,6 +37,7 @@ try:
         first_offset,
         next_hold,
         pull_status,
+        unique_ids_at,
         v2_queue_offset,
     )
 except ImportError as e:  # pragma: no cover - the set-up script builds it
@@ -66,6 +68,7 @@ __all__ = [
     "RangeCursor",
     "RefusedError",
     "RequestTemplate",
+    "SendEncoder",
     "Step",
     "UnavailableError",
     "UnreadableError",
@@ -77,5 +80,6 @@ __all__ = [
     "first_offset",
     "next_hold",
     "pull_status",
+    "unique_ids_at",
     "v2_queue_offset",
 ]

@@ -40,28 +40,28 @@ impl Column {
 
 #[repr(C)]
 pub struct ArrowSchema {
-    format: *const c_char,
+    pub(crate) format: *const c_char,
     name: *const c_char,
     metadata: *const c_char,
     flags: i64,
-    n_children: i64,
-    children: *mut *mut ArrowSchema,
+    pub(crate) n_children: i64,
+    pub(crate) children: *mut *mut ArrowSchema,
     dictionary: *mut ArrowSchema,
-    release: Option<unsafe extern "C" fn(*mut ArrowSchema)>,
+    pub(crate) release: Option<unsafe extern "C" fn(*mut ArrowSchema)>,
     private_data: *mut c_void,
 }
 
 #[repr(C)]
 pub struct ArrowArray {
-    length: i64,
+    pub(crate) length: i64,
     null_count: i64,
-    offset: i64,
-    n_buffers: i64,
-    n_children: i64,
-    buffers: *mut *const c_void,
-    children: *mut *mut ArrowArray,
+    pub(crate) offset: i64,
+    pub(crate) n_buffers: i64,
+    pub(crate) n_children: i64,
+    pub(crate) buffers: *mut *const c_void,
+    pub(crate) children: *mut *mut ArrowArray,
     dictionary: *mut ArrowArray,
-    release: Option<unsafe extern "C" fn(*mut ArrowArray)>,
+    pub(crate) release: Option<unsafe extern "C" fn(*mut ArrowArray)>,
     private_data: *mut c_void,
 }
 

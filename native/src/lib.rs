@@ -7,6 +7,7 @@
 //! without an interpreter.
 
 pub mod arrow;
+pub mod arrow_in;
 pub mod columns;
 pub mod cursor;
 pub mod decompress;
@@ -16,6 +17,8 @@ pub mod json_header;
 pub mod pipe;
 pub mod pulls;
 pub mod records;
+pub mod sends;
+pub mod unique_ids;
 pub mod v2;
 
 #[cfg(feature = "python")]

@@ -10,6 +10,8 @@ use pyo3::exceptions::{PyBaseException, PyException, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyCapsule, PyDict, PyString};
 
+use crate::arrow::{ArrowArray, ArrowSchema};
+use crate::arrow_in::{Ints, Lent, StrLists, StrMaps, Strs};
 use crate::arrow::{export_array, export_schema, release_unclaimed_array, release_unclaimed_schema, Column};
 use crate::columns::{AddError, Gathered, Wanted};
 use crate::cursor::{self, Answer, Cursor, Fault, Settings, Status, Verdict};
@@ -17,6 +19,8 @@ use crate::frame::{self, Command, Header, Template};
 use crate::holds;
 use crate::pulls::{self, Limits};
 use crate::pipe::{Pipe, PipeError, Response};
+use crate::sends::{self, Columns, EncodeError, Keys};
+use crate::unique_ids::{self, UniqueIds};
 
 create_exception!(rmq_spark._native, CoreError, PyException, "An error of the compiled core.");
 create_exception!(
@@ -714,6 +718,153 @@ impl RangeCursor {
     }
 }
 
+/// The sink's encoder of SEND_BATCH_MESSAGE bodies per target queue (`sends.rs`).
+#[pyclass(module = "rmq_spark._native")]
+struct SendEncoder {
+    encoder: sends::Encoder,
+}
+
+type SendTuple = (u32, i32, i32, u32, Py<PyBytes>);
+
+fn send_tuples(py: Python<'_>, sends: Vec<sends::Send>) -> Vec<SendTuple> {
+    sends.into_iter().map(|s| (s.queue, s.sys_flag, s.flag, s.count, PyBytes::new(py, &s.body).unbind())).collect()
+}
+
+fn encode_error(e: EncodeError) -> PyErr {
+    match e {
+        EncodeError::Property(text) | EncodeError::Malformed(text) => MalformedError::new_err(text),
+    }
+}
+
+fn new_ids(prefix: &str, month_start_ms: i64) -> PyResult<UniqueIds> {
+    UniqueIds::new(prefix, month_start_ms).map_err(PyValueError::new_err)
+}
+
+/// The capsules of `array.__arrow_c_array__()`: kept alive while the encoder reads through their pointers.
+fn lend<'py>(array: &Bound<'py, PyAny>) -> PyResult<(Bound<'py, PyCapsule>, Bound<'py, PyCapsule>)> {
+    let pair = array.call_method0("__arrow_c_array__")?;
+    Ok((pair.get_item(0)?.cast_into::<PyCapsule>()?, pair.get_item(1)?.cast_into::<PyCapsule>()?))
+}
+
+fn lent<'a>(capsules: &'a (Bound<'_, PyCapsule>, Bound<'_, PyCapsule>)) -> PyResult<Lent<'a>> {
+    let schema = capsules.0.pointer() as *const ArrowSchema;
+    let array = capsules.1.pointer() as *const ArrowArray;
+    unsafe { Lent::new(array, schema) }.map_err(MalformedError::new_err)
+}
+
+#[pymethods]
+impl SendEncoder {
+    /// `reserved`: property names a row's `properties` never set, nor those starting with `transient_prefix`;
+    /// a send holds up to `max_messages` messages and `max_bytes` body bytes; bodies of `compress_from` bytes or
+    /// more are zlib-compressed at `level`; UNIQ_KEYs start with `id_prefix`, their month at `month_start_ms`.
+    #[new]
+    #[pyo3(signature = (*, reserved, transient_prefix, max_messages, max_bytes, compress_from, level, id_prefix, month_start_ms))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        reserved: Vec<String>,
+        transient_prefix: &str,
+        max_messages: u32,
+        max_bytes: usize,
+        compress_from: usize,
+        level: u32,
+        id_prefix: &str,
+        month_start_ms: i64,
+    ) -> PyResult<Self> {
+        let limits = sends::Limits { messages: max_messages, bytes: max_bytes, compress_from, level };
+        let reserved = reserved.into_iter().map(String::into_bytes);
+        let ids = new_ids(id_prefix, month_start_ms)?;
+        Ok(SendEncoder { encoder: sends::Encoder::new(limits, reserved, transient_prefix.as_bytes(), ids) })
+    }
+
+    /// UNIQ_KEYs from here on start with `id_prefix`, their month at `month_start_ms`.
+    fn set_ids(&mut self, id_prefix: &str, month_start_ms: i64) -> PyResult<()> {
+        self.encoder.set_ids(new_ids(id_prefix, month_start_ms)?);
+        Ok(())
+    }
+
+    /// Encodes `rows` rows of `columns` (name: pyarrow array of the sink's canonical type; `topic` as int32
+    /// indices into `topics`, each (first queue's number, [(broker name, queue id)...])); `turn` is the round-robin
+    /// position. Returns the full sends, each (queue number, sysFlag, flag, count, body), and the next turn.
+    /// MalformedError for a row the wire cannot carry (a separator in a property, too many property bytes).
+    fn add(
+        &mut self,
+        py: Python<'_>,
+        rows: usize,
+        columns: &Bound<'_, PyDict>,
+        topics: Vec<(u32, Vec<(String, i32)>)>,
+        turn: u64,
+    ) -> PyResult<(Vec<SendTuple>, u64)> {
+        let mut held = Vec::new();
+        let mut names = Vec::new();
+        for (name, array) in columns.iter() {
+            names.push(name.extract::<String>()?);
+            held.push(lend(&array)?);
+        }
+        let get = |name: &str| -> PyResult<Option<Lent<'_>>> {
+            match names.iter().position(|n| n == name) {
+                Some(k) => Ok(Some(lent(&held[k])?)),
+                None => Ok(None),
+            }
+        };
+        let err = MalformedError::new_err;
+        let strs = |name: &str| -> PyResult<Option<Strs<'_>>> {
+            get(name)?.map(|a| Strs::of(a, name)).transpose().map_err(err)
+        };
+        let body = strs("body")?.ok_or_else(|| PyValueError::new_err("no body column"))?;
+        let keys = match get("keys")? {
+            None => None,
+            Some(a) if a.format() == b"+l" => Some(Keys::List(StrLists::of(a, "keys").map_err(err)?)),
+            Some(a) => Some(Keys::Text(Strs::of(a, "keys").map_err(err)?)),
+        };
+        let c = Columns {
+            rows,
+            body,
+            topic: get("topic")?.map(|a| Ints::of(a, b"i", "topic")).transpose().map_err(err)?,
+            tags: strs("tags")?,
+            keys,
+            properties: get("properties")?.map(|a| StrMaps::of(a, "properties")).transpose().map_err(err)?,
+            flag: get("flag")?.map(|a| Ints::of(a, b"i", "flag")).transpose().map_err(err)?,
+            sharding: strs("shardingKey")?,
+            broker: strs("brokerName")?,
+            queue_id: get("queueId")?.map(|a| Ints::of(a, b"i", "queueId")).transpose().map_err(err)?,
+        };
+        let short = [Some(body.len()), c.topic.map(|x| x.len()), c.flag.map(|x| x.len())];
+        if short.iter().flatten().any(|&n| n < rows) {
+            return Err(PyValueError::new_err(format!("a column shorter than the batch's {rows} rows")));
+        }
+        let topics: Vec<sends::Topic> = topics
+            .into_iter()
+            .map(|(base, queues)| sends::Topic { base, queues: queues.into_iter().map(|(b, q)| (b.into_bytes(), q)).collect() })
+            .collect();
+        let encoder = &mut self.encoder;
+        let mut turn = turn;
+        let sends = py.detach(|| encoder.add(&c, &topics, &mut turn, &mut unique_ids::now_ms)).map_err(encode_error)?;
+        Ok((send_tuples(py, sends), turn))
+    }
+
+    /// Every send still gathering, as `add` returns them.
+    fn finish(&mut self, py: Python<'_>) -> Vec<SendTuple> {
+        let sends = self.encoder.finish();
+        send_tuples(py, sends)
+    }
+}
+
+/// The UNIQ_KEYs a generator with `prefix` and `month_start_ms` makes at `times` (ms since the epoch), as
+/// `SendEncoder` makes them: for the differential test against `rmq_spark.client.unique_ids`.
+#[pyfunction]
+fn unique_ids_at(prefix: &str, month_start_ms: i64, times: Vec<i64>) -> PyResult<Vec<String>> {
+    let mut ids = new_ids(prefix, month_start_ms)?;
+    let mut out = Vec::new();
+    Ok(times
+        .into_iter()
+        .map(|t| {
+            out.clear();
+            ids.push_next(t, &mut out);
+            String::from_utf8_lossy(&out).into_owned()
+        })
+        .collect())
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
@@ -727,6 +878,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<RangeCursor>()?;
     m.add_class::<Step>()?;
     m.add_class::<Status>()?;
+    m.add_class::<SendEncoder>()?;
     m.add("CoreError", py.get_type::<CoreError>())?;
     m.add("UnreadableError", py.get_type::<UnreadableError>())?;
     m.add("BodyTooLargeError", py.get_type::<BodyTooLargeError>())?;
@@ -750,5 +902,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(v2_queue_offset, m)?)?;
     m.add_function(wrap_pyfunction!(encode_frame, m)?)?;
     m.add_function(wrap_pyfunction!(decode_frame, m)?)?;
+    m.add_function(wrap_pyfunction!(unique_ids_at, m)?)?;
     Ok(())
 }

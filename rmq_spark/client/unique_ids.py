@@ -7,6 +7,24 @@ import os
 import threading
 
 
+def now_ms() -> int:
+    """Milliseconds since the epoch now."""
+    return int(datetime.datetime.now().timestamp() * 1000)
+
+
+def month_bounds(at_ms: int) -> tuple[int, int]:
+    """When the month (local time) of ``at_ms`` began and when the next begins, in ms since the epoch."""
+    now = datetime.datetime.fromtimestamp(at_ms / 1000)
+    start = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    nxt = start.replace(year=start.year + 1, month=1) if start.month == 12 else start.replace(month=start.month + 1)
+    return int(start.timestamp() * 1000), int(nxt.timestamp() * 1000)
+
+
+def new_prefix() -> str:
+    """A new id prefix: a random fake IP, this process's pid and a random int, as 20 upper-case hex digits."""
+    return (os.urandom(4) + (os.getpid() & 0xFFFF).to_bytes(2, "big") + os.urandom(4)).hex().upper()
+
+
 class _UniqueIds:
     """MessageClientIDSetter layout: 4-byte IP | int16 pid | int32 random | int32 ms since month start |
     int16 counter, as 32 upper-case hex chars. The IP is a random per-process "fake IP" (Java's fallback),
@@ -18,21 +36,12 @@ class _UniqueIds:
         self._reset()
 
     def _reset(self) -> None:
-        self._prefix = (os.urandom(4) + (os.getpid() & 0xFFFF).to_bytes(2, "big") + os.urandom(4)).hex().upper()
-        self._month_start_ms, self._next_month_ms = self._month_bounds(self._now_ms())
+        self._prefix = new_prefix()
+        self._month_start_ms, self._next_month_ms = month_bounds(self._now_ms())
         self._last_diff = -1
         self._counter = 0
 
-    @staticmethod
-    def _now_ms() -> int:
-        return int(datetime.datetime.now().timestamp() * 1000)
-
-    @staticmethod
-    def _month_bounds(now_ms: int) -> tuple[int, int]:
-        now = datetime.datetime.fromtimestamp(now_ms / 1000)
-        start = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
-        nxt = start.replace(year=start.year + 1, month=1) if start.month == 12 else start.replace(month=start.month + 1)
-        return int(start.timestamp() * 1000), int(nxt.timestamp() * 1000)
+    _now_ms = staticmethod(now_ms)  # the clock (tests set their own)
 
     def next(self) -> str:
         with self._lock:

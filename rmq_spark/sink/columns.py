@@ -95,7 +95,7 @@ RESERVED_PROPERTIES = frozenset(
         "__transactionId__",
     }
 )
-_TRANSIENT_PREFIX = "__RMQ.TRANSIENT."
+TRANSIENT_PREFIX = "__RMQ.TRANSIENT."
 _VALID = "; the rocketmq sink writes the columns " + ", ".join(
     f"{name} {'/'.join(t.upper() for t in types)}" for name, types in WRITABLE.items()
 )
@@ -161,7 +161,7 @@ def _properties(pairs, uniq: str) -> dict[str, str]:
     props = {}
     if pairs:
         for k, v in pairs:
-            if k not in RESERVED_PROPERTIES and not k.startswith(_TRANSIENT_PREFIX) and v is not None:
+            if k not in RESERVED_PROPERTIES and not k.startswith(TRANSIENT_PREFIX) and v is not None:
                 props[k] = v
     props[PROPERTY_UNIQ_KEY] = uniq
     return props
@@ -201,14 +201,22 @@ def to_rows(batch: pa.RecordBatch, default_topic: str | None) -> Rows:
     )
 
 
-def iter_rows(
-    batches: Iterator[pa.RecordBatch], default_topic: str | None, partition: int, rules: Sequence[RowRule] = ()
-) -> Iterator[Rows]:
-    """The Rows of each non-empty batch of Spark partition ``partition``; InvalidRowError for rows that break
-    ``COLUMN_RULES`` or ``rules``, before any row of their batch is yielded."""
+def checked_batches(
+    batches: Iterator[pa.RecordBatch], partition: int, rules: Sequence[RowRule] = ()
+) -> Iterator[pa.RecordBatch]:
+    """The non-empty batches of Spark partition ``partition``; InvalidRowError for rows that break
+    ``COLUMN_RULES`` or ``rules``, before their batch is yielded."""
     batches = iter(batches)
     rules = (*COLUMN_RULES, *rules)
     for batch in batches:
         if batch.num_rows:
             check_rows(batch, batches, rules, partition)
-            yield to_rows(batch, default_topic)
+            yield batch
+
+
+def iter_rows(
+    batches: Iterator[pa.RecordBatch], default_topic: str | None, partition: int, rules: Sequence[RowRule] = ()
+) -> Iterator[Rows]:
+    """The Rows of each non-empty batch of Spark partition ``partition``, checked as ``checked_batches``."""
+    for batch in checked_batches(batches, partition, rules):
+        yield to_rows(batch, default_topic)

@@ -58,7 +58,11 @@ class TopicTypes:
 
     def check(self, topic: str, message: OutgoingMessage) -> None:
         """OptionError when ``topic`` does not take ``message``'s kind of message."""
-        kind = MessageType.TRANSACTION if self._transactional else message.message_type
+        self.check_kind(topic, message.message_type)
+
+    def check_kind(self, topic: str, kind: MessageType) -> None:
+        """OptionError when ``topic`` does not take messages of ``kind`` (TRANSACTION in a transactional write)."""
+        kind = MessageType.TRANSACTION if self._transactional else kind
         if (topic, kind) in self._taken:
             return
         if topic not in self._types:

@@ -32,12 +32,13 @@ def _named(topic: str, broker: str | None, queue_id: int | None) -> MessageQueue
 
 class Router:
     """Queues of the topics a task writes to, looked up once per topic; round robin starts at ``start`` (the task's
-    partition id), so a replayed task routes its rows as before."""
+    partition id), so a replayed task routes its rows as before. ``turn`` is the next round-robin position (the
+    native encoder moves it too)."""
 
     def __init__(self, client: BaseClient, start: int = 0) -> None:
         self._client = client
         self._queues: dict[str, list[MessageQueue]] = {}
-        self._next = start
+        self.turn = start
 
     def write_queues(self, topic: str) -> list[MessageQueue]:
         queues = self._queues.get(topic)
@@ -92,6 +93,6 @@ class Router:
             return _named(topic, broker, queue_id)  # one of ``queues``: rows keep ``named_queues`` first
         if sharding_key is not None:
             return queue_for_key(sharding_key, queues)
-        mq = queues[self._next % len(queues)]
-        self._next += 1
+        mq = queues[self.turn % len(queues)]
+        self.turn += 1
         return mq

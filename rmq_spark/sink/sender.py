@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from rmq_spark.client.base import BaseClient, Call
 from rmq_spark.client.errors import RETRYABLE, RocketMQError
 from rmq_spark.client.model import HalfMessage, MessageQueue, OutgoingMessage
+from rmq_spark.client.remoting.client import RemotingClient
 from rmq_spark.sink.retry import Retries
 
 BATCH_MESSAGES = 256  # messages per SEND_BATCH_MESSAGE at most
@@ -25,7 +26,9 @@ class _Send:
     mq: MessageQueue
     messages: list[OutgoingMessage]
     sys_flag: int
-    seq: int = -1  # the row sequence of a half message
+    seq: int = -1
+    encoded: bytes | None = None  # a SEND_BATCH_MESSAGE body of ``count`` messages the native core encoded
+    count: int = 0  # the row sequence of a half message
     call: Call | None = None
     retries: Retries | None = None
 
@@ -88,6 +91,12 @@ class Sender:
         pending.messages.append(message)
         pending.size += len(message.body)
 
+    def add_encoded(self, mq: MessageQueue, body: bytes, count: int, sys_flag: int) -> None:
+        """Send a batch body of ``count`` messages for ``mq`` (remoting, at-least-once), after what ``add`` gathered
+        for ``mq``."""
+        self._flush(mq)
+        self._launch(_Send(mq, [], sys_flag, encoded=body, count=count))
+
     def finish(self) -> None:
         """Send what is pending and wait for every send."""
         for mq in list(self._pending):
@@ -119,7 +128,12 @@ class Sender:
 
     def _start(self, send: _Send) -> None:
         try:
-            if self._transactional:
+            if send.encoded is not None:
+                assert isinstance(self._client, RemotingClient), "the native core encodes for remoting only"
+                send.call = self._client.send_encoded_async(
+                    send.mq, send.encoded, group=self._group, sys_flag=send.sys_flag
+                )
+            elif self._transactional:
                 send.call = self._client.send_half_async(
                     send.mq, send.messages[0], group=self._group, sys_flag=send.sys_flag
                 )
@@ -145,7 +159,7 @@ class Sender:
             del self._busy[send.mq]
         if self._transactional:
             self._halves.append((send.seq, result))
-        self.sent += len(send.messages)
+        self.sent += len(send.messages) + send.count
 
 
 class _Failed:

@@ -11,13 +11,15 @@ from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowW
 
 from rmq_spark.client.errors import RocketMQError
 from rmq_spark.client.model import HalfMessage
+from rmq_spark.client.remoting.client import RemotingClient
 from rmq_spark.client_pool import new_client, shared_client
 from rmq_spark.errors import CommitError
 from rmq_spark.options import OptionError, SinkOptions, check_topic_name
-from rmq_spark.sink.columns import iter_rows
+from rmq_spark.sink.columns import checked_batches, to_rows
 from rmq_spark.sink.commit_log import records_topic
 from rmq_spark.sink.commit_records import CommitRecords
 from rmq_spark.sink.message_types import TopicTypes
+from rmq_spark.sink.native_sends import NativeSends, takes
 from rmq_spark.sink.routing import Router
 from rmq_spark.sink.row_keys import ROW_KEY_PROPERTY, row_key
 from rmq_spark.sink.row_rules import RowRule, counter
@@ -103,7 +105,20 @@ def write_task(
         keyed_batch = micro_batch if eo else None
         keys: list[str] = []
         rules = (router.named_queues(options.topic), *((TIMER_ROWS,) if keyed_batch is not None else ()))
-        for rows in iter_rows(batches, options.topic, partition, rules):
+        # at least once over remoting, the core encodes the rows (no timer rows: those go one by one)
+        native = NativeSends(router, options.topic) if not eo and isinstance(client, RemotingClient) else None
+        for batch in checked_batches(batches, partition, rules):
+            if native is not None and takes(batch):
+                sends = native.add(batch)  # routes first: a topic without one is named as such
+                for topic, kind in native.kinds(batch):
+                    types.check_kind(topic, kind)
+                for send in sends:
+                    sender.add_encoded(send.mq, send.body, send.count, send.sys_flag)
+                continue
+            if native is not None:  # what the core gathers goes first, keeping each queue's row order
+                for send in native.finish():
+                    sender.add_encoded(send.mq, send.body, send.count, send.sys_flag)
+            rows = to_rows(batch, options.topic)
             explicit = rows.queues
             for i, message in enumerate(rows.messages):
                 topic = rows.topics[i]
@@ -125,6 +140,8 @@ def write_task(
                 elif eo:
                     keys.append("")
                 sender.add(mq, message)
+        for send in native.finish() if native is not None else ():
+            sender.add_encoded(send.mq, send.body, send.count, send.sys_flag)
         sender.finish()
     halves = tuple(zip(keys, sender.halves(), strict=True)) if eo else ()
     return SinkCommit(partition, sender.sent, halves, None if keyed_batch is None else keyed_batch.query)

@@ -350,6 +350,22 @@ def send_request(
     )
 
 
+def encoded_send_request(group: str, mq: MessageQueue, body: bytes, *, sys_flag: int = 0) -> RemotingCommand:
+    """SEND_BATCH_MESSAGE of a body already encoded (``send_codec.encode_batch``'s layout, or the native core's)."""
+    header = SendHeader(
+        group,
+        mq.topic,
+        mq.queue_id,
+        mq.broker_name,
+        properties="",
+        sys_flag=sys_flag,
+        flag=0,
+        batch=True,
+        born_timestamp=int(time.time() * 1000),
+    )
+    return RemotingCommand(code=codes.SEND_BATCH_MESSAGE, ext_fields=header.ext_fields(), body=body)
+
+
 def send_result(
     response: RemotingCommand, mq: MessageQueue, address: str, messages: list[OutgoingMessage]
 ) -> SendResult:

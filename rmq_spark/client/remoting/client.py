@@ -680,6 +680,18 @@ class RemotingClient(BaseClient):
             master=True,
         )
 
+    def send_encoded_async(
+        self, mq: MessageQueue, body: bytes, *, group: str = DEFAULT_PRODUCER_GROUP, sys_flag: int = 0
+    ) -> RemotingCall:
+        """Send a SEND_BATCH_MESSAGE body already encoded (each message carrying its UNIQ_KEY) to ``mq``; the call
+        answers a SendResult without the messages' ids."""
+        return self._request(
+            mq,
+            req.encoded_send_request(*self._wire(group, mq), body, sys_flag=sys_flag),
+            lambda r, a: req.send_result(r, mq, a, []),
+            master=True,
+        )
+
     def send_half_async(
         self, mq: MessageQueue, message: OutgoingMessage, *, group: str = DEFAULT_PRODUCER_GROUP, sys_flag: int = 0
     ) -> RemotingCall:
