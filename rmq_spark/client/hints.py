@@ -1,6 +1,11 @@
 """The fix each kind of failure suggests, worded once for every transport."""
 
 TOPIC = "check the topic name, or create the topic"
+# What keeps an election from cutting a queue's tail (the data-loss texts of the source and the sink)
+HA_PREVENTION = (
+    "allAckInSyncStateSet=true on the brokers of a RocketMQ 5 Controller-mode group, or brokerRole=SYNC_MASTER on "
+    "4.x master-slave groups, makes every acknowledged message a replica's too"
+)
 AUTH = "check accessKey/secretKey and the user's permissions on the broker"
 UNKNOWN_USER = "the accessKey is not a user of this cluster: check accessKey"
 GROUP = (

@@ -9,13 +9,13 @@ import logging
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 
+from rmq_spark.client import hints
 from rmq_spark.client.base import BaseClient
 from rmq_spark.client.errors import BrokerUnavailableError, UnsupportedError
 from rmq_spark.client.model import MessageQueue
 from rmq_spark.errors import CommitError
 from rmq_spark.sink.commit_log import CommitRecord, Pair, from_masters
 from rmq_spark.sink.row_keys import ROW_KEY_PROPERTY, content_of
-from rmq_spark.source.planning import PREVENTION
 
 log = logging.getLogger(__name__)
 
@@ -122,8 +122,9 @@ class RecoveryScan:
                     f"{mq}: its end offset {ends[mq]} is below offset {starts[mq]}, where batch {record.batch}'s "
                     "commit began: its tail was cut, as when a replica that lagged behind its master is elected "
                     "(asynchronous replication), so rows of the batch committed before the cut may be gone from "
-                    f"the target, and which ones cannot be told. {PREVENTION}. To go on, run the query under a new "
-                    f"producerGroup, accepting that rows of batch {record.batch} may be missing or written twice"
+                    f"the target, and which ones cannot be told. {hints.HA_PREVENTION}. To go on, run the query "
+                    f"under a new producerGroup, accepting that rows of batch {record.batch} may be missing or "
+                    "written twice"
                 )
 
     def _refuse_compaction(self, record: CommitRecord) -> None:

@@ -7,6 +7,7 @@ import logging
 import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
 
+from rmq_spark.client import hints
 from rmq_spark.client.base import BaseClient, outside
 from rmq_spark.client.errors import (
     RETRYABLE,
@@ -207,13 +208,6 @@ def check_data_loss(queue: MessageQueue, requested: int, available: int, fail: b
     return available
 
 
-# What keeps an election from cutting a queue's tail, for the data-loss texts.
-PREVENTION = (
-    "allAckInSyncStateSet=true on the brokers of a RocketMQ 5 Controller-mode group, or brokerRole=SYNC_MASTER on "
-    "4.x master-slave groups, makes every acknowledged message a replica's too"
-)
-
-
 def check_cut(queue: MessageQueue, reached: int, end: int, first: int | None, recreated: bool, fail: bool) -> int:
     """The start for a queue whose end offset ``end`` fell below the offset ``reached`` (``source.cut_queues``):
     a recreated queue (the topic deleted and recreated) is read from its first offset ``first`` (0 when unknown);
@@ -234,7 +228,7 @@ def check_cut(queue: MessageQueue, reached: int, end: int, first: int | None, re
         f"{below}: its tail was cut, as when a replica that lagged behind its master is elected (a Controller-mode "
         "election or a DLedger leader change under asynchronous replication, or a slave promoted by hand); "
         f"messages [{end}, {reached}) are gone from the broker, the new ones are stored from offset {end} on. "
-        f"{PREVENTION}",
+        f"{hints.HA_PREVENTION}",
         fail,
         remedy=f"count the cut range as skipped and read on from the new end offset {end}",
         action=f"reading on from offset {end} ({reached - end} offsets counted as skipped)",
