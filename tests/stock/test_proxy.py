@@ -15,6 +15,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from rmq_spark.client.errors import RocketMQError
 from rmq_spark.client.model import OutgoingMessage
 from rmq_spark.client.remoting.client import RemotingClient
 from rmq_spark.client.remoting.native_holds import NativeHolds
@@ -192,3 +193,13 @@ def test_exactly_once_through_the_proxy_is_refused_naming_the_proxy_and_the_fix(
             .save()
         )
     assert stock.consume(topic) == []
+
+
+def test_a_refusal_at_the_address_the_proxy_advertises_names_the_name_server_given(stock, proxy_topic):
+    """The user types the proxy's name (here localhost); its routes name the address it advertises (here
+    127.0.0.1): a request the proxy refuses (it serves no GET_TOPIC_CONFIG) names both."""
+    given = stock.proxy_address.replace("127.0.0.1", "localhost")
+    with RemotingClient(given) as client, pytest.raises(RocketMQError) as refused:
+        client.topic_attributes(proxy_topic)
+    assert f"failed at {stock.proxy_address}" in str(refused.value)
+    assert f"name server {given} (option nameServer)" in str(refused.value)
