@@ -88,7 +88,14 @@ def end_halves(
                         code=e.code,
                         remark=e.remark,
                     ) from e
-                retries[mq].wait(e, f"ending the half messages for {mq} (stopped at {done_here})")
+                try:
+                    retries[mq].wait(e, f"ending the half messages for {mq} (stopped at {done_here})")
+                except RETRYABLE as late:
+                    raise CommitError(
+                        f"{late}. Restarting the query completes the batch exactly once when the broker is back",
+                        code=late.code,
+                        remark=late.remark,
+                    ) from e
                 continue
             retries[mq].reset()
             position[mq] += 1
