@@ -3,8 +3,9 @@ their own: a copy of numbered messages, its commit held at one point (rmq_spark/
 driver, the home broker or a target broker is SIGKILLed; run again from its checkpoint to the end, the copy holds
 every message once, as RocketMQ's Java consumer reads it.
 
-By default three cases on 5.5.0 run. The whole matrix (every point, every kill, on 5.5.0 and 4.9.7) is marked
-``crash_matrix``, which pyproject.toml's addopts deselect: ``bash scripts/test.sh tests/stock -m crash_matrix``.
+By default one case runs: the driver SIGKILLed with its commit half done, on 5.5.0. The whole matrix (every point,
+every kill, on 5.5.0 and 4.9.7) is marked ``crash_matrix``, which pyproject.toml's addopts deselect:
+``bash scripts/test.sh tests/stock -m crash_matrix``.
 """
 
 from __future__ import annotations
@@ -38,7 +39,9 @@ SOURCE, TARGET = "PointsSource", "PointsTarget"
 HOME, TARGET_BROKER = "broker-a", "broker-b"  # the home is the target topic's first broker group by name
 KILLS = {"driver": None, "home": HOME, "target": TARGET_BROKER}
 VERSIONS = ("5.5.0", "4.9.7")
-DEFAULT = (("5.5.0", "committing", "driver"), ("5.5.0", "started", "home"), ("5.5.0", "committing", "target"))
+# The default run keeps to the case no other stock test covers (a home broker killed inside a commit is
+# test_sink_crash's, every broker killed after one test_sink_home's): the suite's 20 minutes on two cores.
+DEFAULT = (("5.5.0", "committing", "driver"),)
 
 PER_QUEUE = 750  # 3,000 messages over the source's four queues (two per broker group)
 LIMIT = 1000  # three batches
