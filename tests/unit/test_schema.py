@@ -91,3 +91,9 @@ def test_include_properties_is_true_or_false():
 def test_a_user_schema_that_names_properties_keeps_it_without_the_option():
     got = _columns(schema(("queueOffset", LongType()), ("properties", MapType(StringType(), StringType()))))
     assert got == ("queueOffset", "properties")
+
+
+def test_a_user_schema_without_properties_wins_over_the_option_with_a_warning(caplog):
+    with caplog.at_level("WARNING", logger="rmq_spark.datasource"):
+        assert _columns(schema(("body", BinaryType())), include_properties=True) == ("body",)
+    assert "option includeProperties=true is ignored" in caplog.text and "properties MAP<STRING, STRING>" in caplog.text
