@@ -111,6 +111,8 @@ def _alive(query):
     return check
 
 
+# behind the ha marker until it has passed once on a quiet machine (it has not run to its end yet: see the issue note)
+@pytest.mark.ha
 @pytest.mark.timeout(1800)  # a cluster of three JVMs and a stream: minutes on two loaded cores
 def test_an_election_that_cuts_a_read_tail_delivers_nothing_twice_and_counts_the_cut(spark, tmp_path):
     """failOnDataLoss=false: the cut range is counted as skipped, and the query reads on from the new end: the
