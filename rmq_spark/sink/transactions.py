@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from rmq_spark.client.base import BaseClient, Call
-from rmq_spark.client.errors import RETRYABLE, BrokerBusyError, TopicNotFoundError
+from rmq_spark.client.errors import RETRYABLE, BrokerBusyError, RocketMQError, TopicNotFoundError
 from rmq_spark.client.model import HalfMessage, MessageQueue
 from rmq_spark.errors import CommitError
 from rmq_spark.sink.commit_log import CommitRecord, CommitStep, records_topic
@@ -44,6 +44,15 @@ class Action(enum.Enum):
     BEGIN = "begin"  # no commit of this batch began
     ROLL_BACK = "roll back"  # the batch is committed: this is a replay
     RECOVER = "recover"  # the batch's commit was cut: commit what is missing
+
+
+def _restart_completes(late: RocketMQError) -> CommitError:
+    """The CommitError of a commit step that waited out ``brokerRetryTimeoutMs`` for a broker (``late``)."""
+    return CommitError(
+        f"{late}. Restarting the query completes the batch exactly once when the broker is back",
+        code=late.code,
+        remark=late.remark,
+    )
 
 
 def end_halves(
@@ -91,11 +100,7 @@ def end_halves(
                 try:
                     retries[mq].wait(e, f"ending the half messages for {mq} (stopped at {done_here})")
                 except RETRYABLE as late:
-                    raise CommitError(
-                        f"{late}. Restarting the query completes the batch exactly once when the broker is back",
-                        code=late.code,
-                        remark=late.remark,
-                    ) from e
+                    raise _restart_completes(late) from e
                 continue
             retries[mq].reset()
             position[mq] += 1
@@ -118,11 +123,7 @@ def retry_while_away(what: str, step: Callable[[], T], retry_timeout: float) -> 
             try:
                 retries.wait(e, what)
             except _WAITED as late:
-                raise CommitError(
-                    f"{late}. Restarting the query completes the batch exactly once when the broker is back",
-                    code=late.code,
-                    remark=late.remark,
-                ) from e
+                raise _restart_completes(late) from e
 
 
 def _another_query(group: str, last: CommitRecord, query: str, where: str) -> CommitError:
