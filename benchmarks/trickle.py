@@ -15,11 +15,12 @@ import sys
 import threading
 import time
 
-from rmq_spark.client.errors import RocketMQError
+from rmq_spark.client.errors import RETRYABLE, RocketMQError
 from rmq_spark.client.model import MessageQueue, OutgoingMessage
 from rmq_spark.client.remoting.client import RemotingClient
 
 TICK_S = 0.01
+SEND_TRIES = 3  # the Java producer's one send and retryTimesWhenSendFailed (2)
 
 
 def spread(queues: list[MessageQueue]) -> list[MessageQueue]:
@@ -36,12 +37,22 @@ def run(name_server: str, topics: list[str], every: float, seconds: float, stop:
         ended: collections.deque = collections.deque()  # appended by the connections' threads
         issued, sent, failed = 0, 0, 0
 
+        def send(mq: MessageQueue, message: OutgoingMessage, tries: int) -> None:
+            call = client.send_async(mq, [message])
+            call.add_done_callback(lambda: ended.append((call, mq, message, tries)))
+
         def count() -> None:
             nonlocal sent, failed
             while ended:
+                call, mq, message, tries = ended.popleft()
                 try:
-                    ended.popleft().result()
+                    call.result()
                     sent += 1
+                except RETRYABLE:
+                    if tries < SEND_TRIES:  # as the Java producer's retryTimesWhenSendFailed: a busy or slow broker
+                        send(mq, message, tries + 1)
+                    else:
+                        failed += 1
                 except RocketMQError:
                     failed += 1
 
@@ -49,8 +60,7 @@ def run(name_server: str, topics: list[str], every: float, seconds: float, stop:
         while not stop.is_set() and time.monotonic() - start < seconds:
             due = int((time.monotonic() - start) / every * len(queues)) + 1
             for i in range(issued, due):
-                call = client.send_async(queues[i % len(queues)], [OutgoingMessage(body=b"t%d" % i).with_unique_id()])
-                call.add_done_callback(lambda call=call: ended.append(call))
+                send(queues[i % len(queues)], OutgoingMessage(body=b"t%d" % i).with_unique_id(), 1)
             issued = max(issued, due)
             count()
             stop.wait(TICK_S)
