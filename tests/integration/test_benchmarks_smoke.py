@@ -79,7 +79,7 @@ def test_the_scale_profile_measures_a_small_query(tmp_path):
     process: the brokers' own request counts see the query's requests, and Spark's progress gives trigger durations
     and the queues each batch read."""
     result, tail = _scale(
-        "--topics", "3", "--queues-per-broker", "2", "--seconds", "8", "--warmup", "6", "--trickle-every", "2"
+        "--topics", "3", "--queues-per-broker", "2", "--seconds", "10", "--warmup", "15", "--trickle-every", "2"
     )
     assert result["queues"] == 12 and result["triggers"] >= 1, tail
     assert result["trickle"]["sent"] > 0 and result["trickle"]["failed"] == 0, tail

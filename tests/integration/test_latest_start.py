@@ -22,6 +22,8 @@ def test_a_group_away_at_the_start_of_a_latest_query_enters_at_the_query_start(s
             wait_for(lambda: q.lastProgress is not None, 120, "the first batch", q)
             rocketmq.produce(topic, [{"body": f"a{i}", "broker": "broker-a", "queueId": 0} for i in range(2)])
             wait_for(lambda: len(sink) == 2, 120, "the messages sent after the start", q)
+            # the batch in Spark's commit log before the stop: a stop inside it would replay it into the sink again
+            q.processAllAvailable()
         finally:
             q.stop()
         # a restart while broker-b is still away: what latest meant comes from the checkpoint, not from this run
