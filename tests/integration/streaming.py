@@ -4,9 +4,15 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from tests.conftest import transport_options
+from tests.support.spark_deaths import SPARE_DRIVERS, spark_death
 from tests.support.waiting import wait_until
+
+if TYPE_CHECKING:
+    from pyspark.sql.streaming import StreamingQuery
 
 
 class Collect:
@@ -36,27 +42,54 @@ class Collect:
             return len(self.keys)
 
 
-def start_query(spark, cluster, transport, topic, sink, checkpoint, **options):
+class Query:
+    """A query started by ``start_query``: its StreamingQuery's attributes, and ``revive`` to start it again from
+    its checkpoint when one of Spark's own failures ended it (tests/support/spark_deaths.py)."""
+
+    def __init__(self, start: Callable[[], StreamingQuery]) -> None:
+        self._start = start
+        self._query = start()
+        self.restarts = 0
+
+    def __getattr__(self, name: str):
+        return getattr(self._query, name)
+
+    def revive(self) -> bool:
+        """Start the query again if Spark's own failure ended it, at most SPARE_DRIVERS times; whether it did."""
+        error = self._query.exception()
+        death = spark_death(str(error)) if error is not None else None
+        if death is None or self.restarts >= SPARE_DRIVERS:
+            return False
+        self.restarts += 1
+        print(f"restarting the query from its checkpoint ({self.restarts}): Spark's own failure: {death}")
+        self._query = self._start()
+        return True
+
+
+def start_query(spark, cluster, transport, topic, sink, checkpoint, **options) -> Query:
     """A query of ``topic`` (None: options name the topics) into ``sink``, from the earliest offsets by default."""
     reader = spark.readStream.format("rocketmq")
     if topic is not None:
         reader = reader.option("topic", topic)
     for k, v in {**transport_options(cluster, transport), "startingOffsets": "earliest", **options}.items():
         reader = reader.option(k, v)
-    return (
+    writer = (
         reader.load()
         .writeStream.foreachBatch(sink)
         .option("checkpointLocation", str(checkpoint))
         .trigger(processingTime="200 milliseconds")
-        .start()
     )
+    return Query(writer.start)
 
 
 def wait_for(condition, timeout, what, query):
-    """``wait_until`` the condition holds while ``query`` runs."""
+    """``wait_until`` the condition holds while ``query`` runs (a ``Query`` ended by Spark's own failure is
+    started again)."""
 
     def alive() -> None:
         if query.exception() is not None or not query.isActive:
+            if isinstance(query, Query) and query.revive():
+                return
             raise AssertionError(f"the query stopped while waiting for {what}: {query.exception()}")
 
     wait_until(condition, timeout, what, alive)

@@ -26,24 +26,14 @@ from tests.integration import kill_job
 from tests.integration.streaming import remove_torn_first_write
 from tests.support.checkpoints import committed_offsets, logged
 from tests.support.processes import kill_group
+from tests.support.spark_deaths import SPARE_DRIVERS, spark_death
 from tests.support.waiting import wait_until
 
 BROKERS = ("broker-a", "broker-b")
-# Spark's own failures that end a driver now and then on two busy cores, in no code of ours: a task binary whose
-# Scala collection changed size while the DAG scheduler serialized it, and a Python worker that took more than the
-# 10 s Spark allows to connect back (PythonWorkerFactory; most of these came from RocketMQ 5.5's op batch thread
-# spinning both cores after each kill inside a commit, which jvm-shim's QuietTransactionService ends). To the queries
-# they are one more driver death, which the test survives as it survives its kills: it starts another driver in its
-# place (at most SPARE_DRIVERS times).
-SPARK_DEATHS = (
-    "Task serialization failed: java.lang.IllegalStateException: Illegal size",
-    "Python worker failed to connect back",
-)
-SPARE_DRIVERS = 2
 
 
 class SparkDeath(AssertionError):
-    """A driver ended by one of SPARK_DEATHS."""
+    """A driver ended by one of Spark's own failures (tests/support/spark_deaths.py)."""
 
     def __init__(self, cause: str, message: str):
         super().__init__(message)
@@ -89,7 +79,7 @@ class KillJob:
             message = f"the job exited ({self.proc.returncode}); its log is {self.log}:\n" + "\n".join(
                 causes + ["..."] + lines[-40:]
             )
-            died_of = next((cause for cause in SPARK_DEATHS if cause in text), None)
+            died_of = spark_death(text)
             raise (SparkDeath(died_of, message) if died_of else AssertionError(message))
 
     def kill(self) -> None:

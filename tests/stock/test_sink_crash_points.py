@@ -27,11 +27,12 @@ from rmq_spark.sink.commit_log import records_topic
 from rmq_spark.sink.pause_points import PAUSE_AT, PAUSE_FILE, PAUSE_SECONDS, CommitPoint
 from rmq_spark.sink.row_keys import ROW_KEY_PROPERTY
 from tests.integration.streaming import remove_torn_first_write
-from tests.integration.test_kills import SPARE_DRIVERS, SPARK_DEATHS, KillJob, SparkDeath, _run_to_end
+from tests.integration.test_kills import KillJob, SparkDeath, _run_to_end
 from tests.stock import sink_job
 from tests.stock.loads import send_numbered
 from tests.stock.test_sink_crash import BROKER_CONFIG
 from tests.support.processes import running_in_group
+from tests.support.spark_deaths import SPARE_DRIVERS, spark_death
 from tests.support.stock_cluster import StockCluster
 from tests.support.waiting import wait_until
 
@@ -110,8 +111,8 @@ class SinkJob(KillJob):
 
 def _start_held(tmp_path: Path, args: tuple, point: str, pause: int) -> tuple[SinkJob, int, int]:
     """Start the job and wait until its commit is held at ``point``: the job, the batch and the pid of the Python
-    worker that holds it. A driver that one of Spark's own failures on a starved machine ends first (test_kills'
-    SPARK_DEATHS) is replaced, at most SPARE_DRIVERS times: its commit never reached the point."""
+    worker that holds it. A driver that one of Spark's own failures on a starved machine ends first (tests/support/
+    spark_deaths.py) is replaced, at most SPARE_DRIVERS times: its commit never reached the point."""
     for spare in range(SPARE_DRIVERS + 1):
         job = SinkJob(tmp_path / f"job-{spare}.log", args, point, tmp_path / "held", pause)
         try:
@@ -130,7 +131,7 @@ def _restart_to_end(spark, args: tuple) -> None:
         try:
             return _run_to_end(sink_job.exactly_once_copy(spark, *args))
         except AssertionError as e:
-            if not spare or not any(death in str(e) for death in SPARK_DEATHS):
+            if not spare or not spark_death(str(e)):
                 raise
 
 
