@@ -10,6 +10,7 @@ import uuid
 import pytest
 
 from rmq_spark_testing.embedded import EmbeddedRocketMQ
+from tests.support.sessions import local_session
 
 # Spark starts its Python workers with PYSPARK_PYTHON (default: python3 on PATH); use this interpreter, which has
 # rmq_spark and its dependencies.
@@ -41,17 +42,7 @@ def topic(rocketmq, request) -> str:
 def spark():
     """A local SparkSession. It does not call rmq_spark.register(): format("rocketmq") must be found by Spark's
     own discovery of the installed pyspark_rocketmq module."""
-    from pyspark.sql import SparkSession
-
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("rmq-spark-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.driver.memory", "1g")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
+    session = local_session("rmq-spark-tests", **{"spark.driver.memory": "1g"})
     yield session
     session.stop()
 

@@ -16,8 +16,9 @@ import subprocess
 import sys
 import traceback
 
-from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
+
+from tests.support.sessions import local_session
 
 
 def copy_writer(
@@ -80,14 +81,7 @@ def main() -> None:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     name_server, endpoint, source, group, out_dir, checkpoint, *targets = sys.argv[1:]
-    spark = (
-        SparkSession.builder.master("local[2,4]")
-        .appName("rmq-spark-kills")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = local_session("rmq-spark-kills", "local[2,4]")
     queries = [copy_writer(spark, endpoint, source, group, out_dir, checkpoint, name_server=name_server)]
     queries += [sink_writer(spark, name_server, source, *targets[i : i + 4]) for i in range(0, len(targets), 4)]
     for query in queries:

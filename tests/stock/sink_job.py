@@ -18,6 +18,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming import DataStreamWriter
 
 from tests.integration.kill_job import sink_writer
+from tests.support.sessions import local_session
 
 FAILED = "the query failed:"  # the line that starts the job's report of a failed query
 
@@ -41,14 +42,7 @@ def main() -> None:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     name_server, source, target, group, checkpoint, limit, retry_ms = sys.argv[1:]
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("rmq-spark-sink-job")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = local_session("rmq-spark-sink-job")
     copy = exactly_once_copy(spark, name_server, source, target, group, checkpoint, int(limit), int(retry_ms))
     query = copy.trigger(availableNow=True).start()
     try:
