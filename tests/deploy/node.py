@@ -11,9 +11,6 @@ import subprocess
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-# JVM flags for the tests' short-lived Spark JVMs on two shared cores: the client compiler only and the serial
-# collector start a JVM in a fraction of the CPU that full tiered compilation takes
-QUICK_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
 def job_in(work: Path) -> Path:

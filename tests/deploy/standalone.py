@@ -9,8 +9,9 @@ import subprocess
 import urllib.request
 from pathlib import Path
 
-from tests.deploy.node import QUICK_JVM, NodeVenv
+from tests.deploy.node import NodeVenv
 from tests.support.processes import kill_group
+from tests.support.sessions import JVM_OPTIONS
 from tests.support.waiting import wait_until
 
 
@@ -65,7 +66,7 @@ class StandaloneCluster:
 
     def _start(self, name: str, main_class: str, *args: str) -> None:
         env = self.venv.env(
-            SPARK_DAEMON_MEMORY="384m", SPARK_DAEMON_JAVA_OPTS=QUICK_JVM, SPARK_LOCAL_DIRS=str(self.home / "local")
+            SPARK_DAEMON_MEMORY="384m", SPARK_DAEMON_JAVA_OPTS=JVM_OPTIONS, SPARK_LOCAL_DIRS=str(self.home / "local")
         )
         with open(self.home / f"{name}.log", "w") as log:
             self.procs[name] = subprocess.Popen(

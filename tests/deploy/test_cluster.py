@@ -9,7 +9,6 @@ import subprocess
 import pytest
 
 from tests.deploy.node import (
-    QUICK_JVM,
     assert_loaded_from,
     assert_read_and_written_once,
     job_in,
@@ -19,6 +18,7 @@ from tests.deploy.node import (
 from tests.deploy.standalone import StandaloneCluster
 from tests.support.checkpoints import committed_offsets, logged
 from tests.support.processes import kill_group
+from tests.support.sessions import JVM_OPTIONS
 from tests.support.waiting import wait_until
 
 
@@ -57,9 +57,9 @@ def test_spark_submit_to_a_standalone_cluster_survives_a_worker_killed_mid_strea
         "--conf",
         "spark.ui.enabled=false",
         "--conf",
-        f"spark.driver.extraJavaOptions={QUICK_JVM}",
+        f"spark.driver.extraJavaOptions={JVM_OPTIONS}",
         "--conf",
-        f"spark.executor.extraJavaOptions={QUICK_JVM}",
+        f"spark.executor.extraJavaOptions={JVM_OPTIONS}",
         job_in(work),
         "--name-server",
         rocketmq.name_server,

@@ -8,7 +8,8 @@ import collections
 import shutil
 from pathlib import Path
 
-from tests.deploy.node import QUICK_JVM, NodeVenv
+from tests.deploy.node import NodeVenv
+from tests.support.sessions import JVM_OPTIONS
 
 PIPELINE = Path(__file__).resolve().parent / "pipeline"
 
@@ -25,7 +26,7 @@ def _run(venv: NodeVenv, home: Path, spec: Path) -> None:
         "--conf",
         f"spark.sql.warehouse.dir={home / 'warehouse'}",
         "--conf",
-        f"spark.driver.extraJavaOptions={QUICK_JVM}",
+        f"spark.driver.extraJavaOptions={JVM_OPTIONS}",
         cwd=home,
         timeout=300,
     )

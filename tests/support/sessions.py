@@ -11,6 +11,9 @@ from typing import TYPE_CHECKING
 
 from rmq_spark_testing.embedded import jvm_flags
 
+# the driver's (and the deploy tests' Spark daemons' and executors') JVM options
+JVM_OPTIONS = " ".join(jvm_flags())
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
@@ -24,7 +27,7 @@ def local_session(app: str, master: str = "local[2]", **conf: str) -> SparkSessi
         .appName(app)
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.driver.extraJavaOptions", " ".join(jvm_flags()))
+        .config("spark.driver.extraJavaOptions", JVM_OPTIONS)
     )
     for key, value in conf.items():
         builder = builder.config(key, value)
