@@ -11,14 +11,12 @@ import collections
 import queue
 import threading
 import time
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple, Protocol
 
 from rmq_spark.client.errors import RocketMQError
 from rmq_spark.client.model import MessageQueue, PullResult
+from rmq_spark.client.transport import Bursts, HeldCall
 from rmq_spark.compiled import next_hold
-
-if TYPE_CHECKING:
-    from rmq_spark.client.base import BaseClient, HeldCall
 
 # The holds that ended meanwhile are armed again in rounds this far apart: one write per broker for all of them,
 # and a queue whose messages keep coming is held anew at most this often.
@@ -62,6 +60,12 @@ class Holds:
         raise NotImplementedError
 
 
+class HoldSender(Bursts, Protocol):
+    """What ``CallHolds`` sends its holds through: a transport's held pulls, re-armed in bursts."""
+
+    def hold_async(self, mq: MessageQueue, offset: int, *, group: str, hold_ms: int) -> HeldCall: ...
+
+
 class _Chain:
     """The holds of one queue, each armed by the arming thread at the end the one before learned: dropped as one."""
 
@@ -95,7 +99,7 @@ class CallHolds(Holds):
     """Holds over a transport's ``hold_async`` calls. A call that ends quietly or with a master's new end is armed
     again (there, or at that end) by an arming thread of its own, in rounds ARM_ROUND_S apart, in one burst."""
 
-    def __init__(self, client: BaseClient, group: str, hold_ms: int) -> None:
+    def __init__(self, client: HoldSender, group: str, hold_ms: int) -> None:
         self._client, self._group, self._hold_ms = client, group, hold_ms
         self._lock = threading.Lock()  # the holds, shared with the arming thread
         self._held: dict[MessageQueue, _Call] = {}

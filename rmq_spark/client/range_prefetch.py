@@ -6,14 +6,19 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable
+from typing import Protocol
 
-from rmq_spark.client.base import BaseClient, Call
 from rmq_spark.client.errors import RocketMQError
 from rmq_spark.client.model import SLOT, FilterExpression, MessageQueue
-from rmq_spark.client.range_reader import PullSession
+from rmq_spark.client.range_reader import Puller, PullSender, PullSession
+from rmq_spark.client.transport import Bursts, Call
 
 # How many pulls are out ahead of the range being read (each answer is at most one pull's worth: SLOT messages).
 AHEAD = 64
+
+
+class PrefetchSource(Puller, PullSender, Bursts, Protocol):
+    """What the pulls are sent through: the client's own pull sessions, and its pulls, sent in bursts."""
 
 
 class RangePrefetch:
@@ -25,7 +30,7 @@ class RangePrefetch:
 
     def __init__(
         self,
-        client: BaseClient,
+        client: PrefetchSource,
         ranges: Iterable[tuple[MessageQueue, int, int]],
         *,
         group: str,

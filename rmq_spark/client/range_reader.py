@@ -19,16 +19,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from rmq_spark.client.core_errors import package_error
 from rmq_spark.client.defaults import DEFAULT_PULL_DEPTH, DEFAULT_RETRY_TIMEOUT
 from rmq_spark.client.errors import RETRYABLE
 from rmq_spark.client.model import EVERY_MESSAGE, SLOT, FilterExpression, MessageQueue, PullResult
+from rmq_spark.client.transport import Call
 from rmq_spark.compiled import BlockGatherer, DataLostError, RangeCursor, RefusedError, Step, UnavailableError
-
-if TYPE_CHECKING:  # base.py builds its range readers from this module
-    from rmq_spark.client.base import BaseClient
 
 _NO_LIMIT = 1 << 62
 
@@ -58,12 +56,20 @@ class Puller(Protocol):
     def min_offset(self, mq: MessageQueue) -> int: ...
 
 
+class PullSender(Protocol):
+    """What sends a pull of one queue and returns at once (a transport's ``pull_async``)."""
+
+    def pull_async(
+        self, mq: MessageQueue, offset: int, max_nums: int, *, group: str, expression: FilterExpression
+    ) -> Call: ...
+
+
 class SharedPulls:
     """A PullSession over the client's shared connections (its ``pull_async``)."""
 
     native = False
 
-    def __init__(self, client: BaseClient, mq: MessageQueue, *, group: str, expression: FilterExpression) -> None:
+    def __init__(self, client: PullSender, mq: MessageQueue, *, group: str, expression: FilterExpression) -> None:
         self._client, self._mq, self._group, self._expression = client, mq, group, expression
 
     def pull_async(self, offset: int, max_nums: int) -> _PullCall:

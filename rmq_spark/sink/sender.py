@@ -8,10 +8,11 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from rmq_spark.client.base import BaseClient, Call
+from rmq_spark.client.base import BaseClient
 from rmq_spark.client.errors import RETRYABLE, RocketMQError
 from rmq_spark.client.model import HalfMessage, MessageQueue, OutgoingMessage
 from rmq_spark.client.remoting.client import RemotingClient
+from rmq_spark.client.transport import Call
 from rmq_spark.sink.retry import Retries
 
 BATCH_MESSAGES = 256  # messages per SEND_BATCH_MESSAGE at most

@@ -11,9 +11,10 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
-from rmq_spark.client.base import BaseClient, Call
+from rmq_spark.client.base import BaseClient
 from rmq_spark.client.errors import RETRYABLE, BrokerBusyError, RocketMQError, TopicNotFoundError
 from rmq_spark.client.model import HalfMessage, MessageQueue
+from rmq_spark.client.transport import Call
 from rmq_spark.errors import CommitError
 from rmq_spark.sink.commit_log import CommitRecord, CommitStep, records_topic
 from rmq_spark.sink.commit_records import CommitRecords, pairs_of

@@ -19,10 +19,11 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from concurrent.futures import wait as futures_wait
 from typing import Any, TypeVar
 
-from rmq_spark.client.base import NAME_SERVERS, ROUTE_WAIT_S, BaseClient
+from rmq_spark.client.base import BaseClient
 from rmq_spark.client.errors import RETRYABLE, RequestTimeoutError, RocketMQError, TopicNotFoundError, UnsupportedError
 from rmq_spark.client.model import MessageQueue, TopicRoute, queue_order
 from rmq_spark.client.outages import RETRY_DOWN_S, broker_group
+from rmq_spark.client.routes import NAME_SERVERS, ROUTE_WAIT_S
 from rmq_spark.options import SourceOptions
 from rmq_spark.source.held_pulls import HeldPulls
 from rmq_spark.source.planning import (

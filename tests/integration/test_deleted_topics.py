@@ -40,8 +40,9 @@ def delete_topic(rocketmq, topic: str, broker: str) -> None:
 
 def age_routes(client: BaseClient, seconds: float) -> None:
     """Make the client's cached routes ``seconds`` older (past its 30 s TTL: looked up again at their next use)."""
-    with client._routes_lock:
-        client._routes = {topic: (at - seconds, route) for topic, (at, route) in client._routes.items()}
+    cache = client._route_cache
+    with cache._lock:
+        cache._routes = {topic: (at - seconds, route) for topic, (at, route) in cache._routes.items()}
 
 
 @pytest.mark.parametrize("cache", ["fresh", "older than its TTL"])

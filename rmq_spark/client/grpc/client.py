@@ -12,7 +12,7 @@ import grpc.experimental
 
 from rmq_spark.client import hints
 from rmq_spark.client.addresses import host_port
-from rmq_spark.client.base import BaseClient, HeldCall
+from rmq_spark.client.base import BaseClient
 from rmq_spark.client.core_errors import package_error
 from rmq_spark.client.defaults import DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_REQUEST_TIMEOUT
 from rmq_spark.client.errors import ProtocolError, RocketMQError, UnsupportedError
@@ -41,6 +41,7 @@ from rmq_spark.client.model import (
 )
 from rmq_spark.client.namespaces import NO_NAMESPACE, Namespace
 from rmq_spark.client.tls import TlsConfig
+from rmq_spark.client.transport import HeldCall
 from rmq_spark.compiled import MalformedError, PullStatus, v2_queue_offset
 
 T = TypeVar("T")

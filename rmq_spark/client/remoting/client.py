@@ -472,7 +472,7 @@ class RemotingClient(BaseClient):
         """``topic_attributes``, empty where the broker has no topic attributes (RocketMQ 4 has no
         GET_TOPIC_CONFIG) or does not let this user read them; kept as long as a route is."""
         cached = self._attributes.get(topic)
-        if cached is not None and time.monotonic() - cached[0] < self._route_ttl:
+        if cached is not None and time.monotonic() - cached[0] < self._route_cache.ttl:
             return cached[1]
         try:
             known = self.topic_attributes(topic)
