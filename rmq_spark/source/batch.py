@@ -13,7 +13,7 @@ from rmq_spark.client.base import BaseClient
 from rmq_spark.client.model import Boundary, MessageQueue
 from rmq_spark.client_pool import new_client
 from rmq_spark.options import OptionError, SourceOptions
-from rmq_spark.source.offset_reader import OffsetResolver
+from rmq_spark.source.offset_resolver import OffsetResolver
 from rmq_spark.source.offset_specs import ByTimestamp, SpecificOffsets, check_named
 from rmq_spark.source.offsets import QueueRange
 from rmq_spark.source.partition_reader import read_ranges

@@ -32,7 +32,7 @@ from rmq_spark.source.batch import partitions_of, read_partition
 from rmq_spark.source.cut_queues import ReadTimes, recreated
 from rmq_spark.source.group_check import GroupCheck
 from rmq_spark.source.offset_mirror import OffsetMirror
-from rmq_spark.source.offset_reader import OffsetResolver
+from rmq_spark.source.offset_resolver import OffsetResolver
 from rmq_spark.source.offset_specs import START_KEY, Edge, check_named, entering_spec
 from rmq_spark.source.offset_store import OffsetStore
 from rmq_spark.source.offsets import offsets_from_json, offsets_to_json, recorded_start, recorded_start_time

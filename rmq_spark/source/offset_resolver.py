@@ -1,5 +1,6 @@
-"""Offset specs resolved against the brokers: an offset per queue, each broker asked concurrently (as Spark's
-``KafkaOffsetReader``)."""
+"""Offset specs resolved against the brokers: the starting and ending offsets of a batch query, a stream's initial
+offsets and the starts of queues that enter it later, as an offset per queue, each broker asked concurrently. The
+end offsets a running stream reads to are the queue watch's (``queue_watch.py``), not this module's."""
 
 from __future__ import annotations
 
