@@ -26,18 +26,10 @@ from tests.integration import kill_job
 from tests.integration.streaming import remove_torn_first_write
 from tests.support.checkpoints import committed_offsets, logged
 from tests.support.processes import kill_group
-from tests.support.spark_deaths import SPARE_DRIVERS, spark_death
+from tests.support.spark_deaths import SPARE_DRIVERS, SparkDeath, run_to_end, spark_death
 from tests.support.waiting import wait_until
 
 BROKERS = ("broker-a", "broker-b")
-
-
-class SparkDeath(AssertionError):
-    """A driver ended by one of Spark's own failures (tests/support/spark_deaths.py)."""
-
-    def __init__(self, cause: str, message: str):
-        super().__init__(message)
-        self.cause = cause
 
 
 END = 10_000  # the batch limit of the runs to the end: one batch where the job's small ones would take dozens
@@ -98,14 +90,6 @@ def _commits(checkpoint: Path) -> int:
 def _batches(checkpoint: Path) -> int:
     """The copy query's batches in Spark's offset log (planned; the last may not be committed)."""
     return len(logged(checkpoint, "offsets"))
-
-
-def _run_to_end(query) -> None:
-    """A query of the job run available-now in this session: a restart is as good as a new process's, since all a
-    query carries over is its checkpoint."""
-    query = query.trigger(availableNow=True).start()
-    assert query.awaitTermination(300), "the available-now run did not end"
-    assert query.exception() is None, query.exception()
 
 
 def _sources(rocketmq, target: str) -> dict[str, list[str]]:
@@ -217,9 +201,9 @@ def test_exactly_once_across_kills_inside_commits_and_a_broker_restart(spark, ro
         client.close()
     assert not producer_error, producer_error
 
-    _run_to_end(kill_job.copy_writer(spark, rocketmq.gateway, topic, group, str(out), str(checkpoint), limit=END))
+    run_to_end(kill_job.copy_writer(spark, rocketmq.gateway, topic, group, str(out), str(checkpoint), limit=END))
     for target, guarantee, producer_group, sink_checkpoint in sinks:
-        _run_to_end(
+        run_to_end(
             kill_job.sink_writer(
                 spark, rocketmq.name_server, topic, target, guarantee, producer_group, str(sink_checkpoint), limit=END
             )
@@ -253,7 +237,7 @@ def test_exactly_once_across_kills_inside_commits_and_a_broker_restart(spark, ro
     # a new query from the group's committed offsets continues with no gap and no duplicate
     rocketmq.produce_bulk(topic, 300, 80, tags=["TagC"])
     out2 = tmp_path / "out2"
-    _run_to_end(
+    run_to_end(
         kill_job.copy_writer(
             spark, rocketmq.gateway, topic, group, str(out2), str(tmp_path / "checkpoint2"), "committed"
         )

@@ -27,12 +27,12 @@ from rmq_spark.sink.commit_log import records_topic
 from rmq_spark.sink.pause_points import PAUSE_AT, PAUSE_FILE, PAUSE_SECONDS, CommitPoint
 from rmq_spark.sink.row_keys import ROW_KEY_PROPERTY
 from tests.integration.streaming import remove_torn_first_write
-from tests.integration.test_kills import KillJob, SparkDeath, _run_to_end
+from tests.integration.test_kills import KillJob
 from tests.stock import sink_job
 from tests.stock.loads import send_numbered
 from tests.stock.test_sink_crash import BROKER_CONFIG
 from tests.support.processes import running_in_group
-from tests.support.spark_deaths import SPARE_DRIVERS, spark_death
+from tests.support.spark_deaths import SPARE_DRIVERS, SparkDeath, run_to_end
 from tests.support.stock_cluster import StockCluster
 from tests.support.waiting import wait_until
 
@@ -124,17 +124,6 @@ def _start_held(tmp_path: Path, args: tuple, point: str, pause: int) -> tuple[Si
             remove_torn_first_write(Path(args[4]))
 
 
-def _restart_to_end(spark, args: tuple) -> None:
-    """Run the copy again from its checkpoint to the end in this session, again where one of Spark's own failures
-    ended it (at most SPARE_DRIVERS times)."""
-    for spare in range(SPARE_DRIVERS, -1, -1):
-        try:
-            return _run_to_end(sink_job.exactly_once_copy(spark, *args))
-        except AssertionError as e:
-            if not spare or not spark_death(str(e)):
-                raise
-
-
 def _kill_driver(job: SinkJob, worker: int) -> str:
     """SIGKILL the job's process group, and wait until the Python worker that holds the commit is gone too: a worker
     of pyspark's daemon is in the daemon's process group, which the daemon ends once it sees the JVM gone."""
@@ -179,7 +168,7 @@ def test_a_commit_cut_at_each_point_leaves_every_message_once(spark, start_stock
         first_run = _kill_broker(cluster, job, broker) if broker else _kill_driver(job, worker)
     finally:
         job.kill()
-    _restart_to_end(spark, args)
+    run_to_end(sink_job.exactly_once_copy(spark, *args))
     print(
         f"{kill}@{point} on {cluster.version}: held at batch {batch}; the first run {first_run}; "
         f"{time.monotonic() - started:.0f} s from the job's start to the end of the restart"

@@ -10,6 +10,11 @@ test that asserts exactly-once asserts it across the restart too.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql.streaming import DataStreamWriter
+
 SPARK_DEATHS = (
     "Task serialization failed: java.lang.IllegalStateException: Illegal size",
     "Python worker failed to connect back",
@@ -20,3 +25,25 @@ SPARE_DRIVERS = 2
 def spark_death(text: str) -> str | None:
     """The one of SPARK_DEATHS that ``text`` (an error or a driver's log) names, if any."""
     return next((cause for cause in SPARK_DEATHS if cause in text), None)
+
+
+class SparkDeath(AssertionError):
+    """A driver process ended by one of SPARK_DEATHS."""
+
+    def __init__(self, cause: str, message: str):
+        super().__init__(message)
+        self.cause = cause
+
+
+def run_to_end(writer: DataStreamWriter, timeout: float = 300) -> None:
+    """Run ``writer``'s query available-now to its end in this session, again from its checkpoint where one of
+    SPARK_DEATHS ended it (at most SPARE_DRIVERS times)."""
+    for spare in range(SPARE_DRIVERS, -1, -1):
+        query = writer.trigger(availableNow=True).start()
+        assert query.awaitTermination(timeout), "the available-now run did not end"
+        error = query.exception()
+        if error is None:
+            return
+        if not spare or spark_death(str(error)) is None:
+            raise AssertionError(error)
+        print(f"running the query again from its checkpoint: Spark's own failure: {spark_death(str(error))}")
