@@ -1,6 +1,7 @@
 """The streaming driver's view of the query's queues: which the routes show, their latest offsets, and for a queue
 Spark knows but cannot read now, whether it is *unavailable* (its broker is missing from the route or silent:
 wait for it) or has *vanished* (a live broker no longer has it: the data-loss rule applies). docs/DESIGN.md §10.
+``queue_access.py`` turns this view into the one answer per queue the stream reader plans with.
 
 Spark asks for the latest offsets every few milliseconds when idle, so they are answered from memory: each queue
 whose master answered is watched by a held pull (``HeldPulls``), and only the queues whose hold ended (a message
@@ -286,10 +287,10 @@ class QueueWatch:
         return [mq for mq in self.queues() if mq not in self.silent and mq in self.latest]
 
     def classify(self, known: Iterable[MessageQueue]) -> tuple[set[MessageQueue], set[MessageQueue]]:
-        """(unavailable, vanished) among ``known``: a queue missing from the routes has vanished when its broker
-        is in the topic's route with fewer queues, or is registered and up but no longer has the topic, or when
-        the options no longer name its topic; otherwise (broker missing from the route, topic missing from the
-        name server's list, not readable now, or silent) it is unavailable."""
+        """(unavailable, vanished) among ``known``, for ``QueueAccess``: a queue missing from the routes has
+        vanished when its broker is in the topic's route with fewer queues, or is registered and up but no longer
+        has the topic, or when the options no longer name its topic; otherwise (broker missing from the route,
+        topic missing from the name server's list, not readable now, or silent) it is unavailable."""
         current = self.queue_set
         known = known.keys() if isinstance(known, dict) else set(known)
         unavailable: set[MessageQueue] = set()

@@ -37,10 +37,10 @@ from rmq_spark.source.offset_specs import START_KEY, Edge, check_named, entering
 from rmq_spark.source.offset_store import OffsetStore
 from rmq_spark.source.offsets import offsets_from_json, offsets_to_json, recorded_start, recorded_start_time
 from rmq_spark.source.planning import plan_ranges, query_topics
+from rmq_spark.source.queue_access import Access, QueueAccess
 from rmq_spark.source.queue_watch import QueueWatch
 from rmq_spark.source.schema import COLUMNS
 from rmq_spark.source.skipped import SkippedMessages
-from rmq_spark.source.vanished import VanishedQueues
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +72,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.columns = columns
         self._client: BaseClient | None = None
         self._watch: QueueWatch | None = None
-        self._vanished: VanishedQueues | None = None
+        self._access: QueueAccess | None = None
         self._store: OffsetMirror | None = None
         self._cap: dict[MessageQueue, int] | None = None  # Trigger.AvailableNow target
         self._last_batch_at = time.monotonic()
@@ -106,10 +106,10 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self._watch
 
     @property
-    def vanished(self) -> VanishedQueues:
-        if self._vanished is None:
-            self._vanished = VanishedQueues(self.client, self.options)
-        return self._vanished
+    def access(self) -> QueueAccess:
+        if self._access is None:
+            self._access = QueueAccess(self.client, self.options, self.watch)
+        return self._access
 
     @property
     def store(self) -> OffsetMirror | None:
@@ -294,37 +294,40 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._client.close()
             self._client = None
             self._watch = None
-            self._vanished = None
+            self._access = None
             self._store = None
             self._idle = self._reported = None
             self._planned = []
 
     # -- planning the end of a batch ---------------------------------------------------------------------------
     def _targets(self, begin: dict[MessageQueue, int]) -> dict[MessageQueue, int]:
-        """The furthest each queue may be read to now. Unavailable queues, and those that left the route after
-        they were read to their end, keep their offset; other vanished ones follow the data-loss rule; a queue
-        whose end answered by its master fell below its offset is a cut queue (its end passes through below the
-        start, for planning's data-loss rule); new queues enter at their start offset and are read from the next
-        batch on, so every start is in Spark's offset log."""
+        """The furthest each queue may be read to now, as ``QueueAccess`` answers: a readable queue to its end (under
+        AvailableNow, no further than the cap), a queue that may not be read now keeps its offset, a gone one leaves
+        the offsets. A queue whose end answered by its master fell below its offset is a cut queue (its end passes
+        through below the start, for planning's data-loss rule); new queues enter at their start offset and are read
+        from the next batch on, so every start is in Spark's offset log."""
         watch = self.watch
-        unavailable, drained, gone = self.vanished.classify(watch, begin)
-        self._unavailable = unavailable
-        if not (gone or unavailable or drained or watch.replica) and self._cap is None:
+        ends = self.access.ends(begin)
+        self._unavailable = ends.unavailable
+        if not ends.barred and self._cap is None:
             # the usual case: every queue may be read to its end
-            ends = watch.latest
-            target = dict(ends) if ends.keys() == begin.keys() else {mq: ends.get(mq, b) for mq, b in begin.items()}
+            latest = ends.latest
+            target = (
+                dict(latest) if latest.keys() == begin.keys() else {mq: latest.get(mq, b) for mq, b in begin.items()}
+            )
         else:
             target = {}
             for mq, b in begin.items():
-                if mq in gone:
+                queue = ends[mq]
+                if queue.access is Access.GONE:
                     continue
-                latest = watch.latest.get(mq, b)
-                if mq in unavailable or mq in drained or (latest < b and mq in watch.replica):
-                    target[mq] = b  # wait for the broker (a lagging slave: for it to catch up)
+                end = b if queue.end is None else queue.end
+                if queue.access is not Access.READABLE:
+                    target[mq] = b  # it waits (unavailable, drained, a lagging slave), its offset carried
                 elif self._cap is not None:
-                    target[mq] = capped(latest, b, self._cap.get(mq, b))
+                    target[mq] = capped(end, b, self._cap.get(mq, b))
                 else:
-                    target[mq] = latest
+                    target[mq] = end
         new = [mq for mq in watch.readable() if mq not in begin] if not begin.keys() >= watch.queue_set else []
         if new:
             target.update(self._new_queue_starts(new))

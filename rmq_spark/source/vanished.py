@@ -1,10 +1,11 @@
-"""The stream driver's verdicts on the queues that left the route (docs/DESIGN.md §10). Only the end offset a master
-answers once the newest route no longer has a queue proves it *drained* (read to its end: it keeps its offset in
-every batch's end, so a topic that grows back resumes it there; RocketMQ keeps the consume queues of a shrunk
-topic) or *lost* (the data-loss rule). Only a group the newest route lists is asked (a route read for the verdict,
-never the client's cached one, which may still list a group the topic was deleted from: its answer about a queue it
-no longer has proves nothing). A slave's answer (it may lag behind its master) or none proves nothing: the queue is
-unavailable, its offset carried, and its master is asked again every few seconds."""
+"""The stream driver's verdicts on the queues that left the route (docs/DESIGN.md §10), kept between batches. Only
+the end offset a master answers once the newest route no longer has a queue proves it *drained* (read to its end:
+it keeps its offset in every batch's end, so a topic that grows back resumes it there; RocketMQ keeps the consume
+queues of a shrunk topic) or *lost* (the data-loss rule). Only a group the newest route lists is asked (a route read
+for the verdict, never the client's cached one, which may still list a group the topic was deleted from: its answer
+about a queue it no longer has proves nothing). A slave's answer (it may lag behind its master) or none proves
+nothing: the queue is unavailable, its offset carried, and its master is asked again every few seconds. The one
+answer per queue that the stream reader plans with is ``queue_access.py``'s, which asks this module."""
 
 from __future__ import annotations
 
@@ -34,14 +35,12 @@ class VanishedQueues:
         self._drained: dict[MessageQueue, int] = {}  # proven read to its end, at this offset
         self._waiting: set[MessageQueue] = set()  # out of the route, neither proven drained nor lost
 
-    def classify(
-        self, watch: QueueWatch, begin: Mapping[MessageQueue, int]
-    ) -> tuple[set[MessageQueue], set[MessageQueue], set[MessageQueue]]:
-        """(unavailable, drained, gone) among the queues of ``begin``: ``watch.classify``'s unavailable ones and
-        the vanished ones no master has judged yet; those proven read to their end at their offset (kept); those
-        that leave the offsets (proven lost, after the data-loss rule, which raises under failOnDataLoss; or
-        drained of a topic the options no longer name). A verdict stands until the queue is back in the route."""
-        in_route = watch.queue_set
+    def remembered(
+        self, in_route: frozenset[MessageQueue], begin: Mapping[MessageQueue, int]
+    ) -> tuple[set[MessageQueue], set[MessageQueue]]:
+        """(drained, waiting) among the queues of ``begin``, from the verdicts kept: those proven read to their end
+        at their offset in ``begin``, and those no master has judged yet whose master is not due to be asked again.
+        A verdict stands until the queue is back in the route (``in_route``): then it is dropped."""
         drained: set[MessageQueue] = set()
         waiting: set[MessageQueue] = set()
         if self._drained:
@@ -52,16 +51,16 @@ class VanishedQueues:
             waiting = self._waiting & begin.keys()
             due = {b for b in {mq.broker_name for mq in waiting} if self.client.outages.due(master_of(b))}
             waiting = {mq for mq in waiting if mq.broker_name not in due}
-        judged = drained | waiting
-        unavailable, vanished = watch.classify([mq for mq in begin if mq not in judged] if judged else begin)
-        unproven, proven, gone = self._judge(watch, vanished, begin)
-        return unavailable | waiting | unproven, drained | proven, gone
+        return drained, waiting
 
-    def _judge(
+    def judge(
         self, watch: QueueWatch, vanished: set[MessageQueue], begin: Mapping[MessageQueue, int]
     ) -> tuple[set[MessageQueue], set[MessageQueue], set[MessageQueue]]:
-        """(unproven, drained, gone) among ``vanished``, from the end offsets their masters answer now; only the
-        queues whose group the topic's route read now lists are asked."""
+        """(unproven, drained, gone) among ``vanished`` (queues of ``begin`` that ``watch.classify`` found out of
+        the route), from the end offsets their masters answer now; only the queues whose group the topic's route read
+        now lists are asked. Unproven: no master answered (unavailable, asked again on the outage clock); drained:
+        proven read to their end, kept at their offset; gone: they leave the offsets (proven lost, after the
+        data-loss rule, which raises under failOnDataLoss; or drained of a topic the options no longer name)."""
         if not vanished:
             return set(), set(), set()
         listed = self._listed(watch, vanished)
