@@ -1,0 +1,218 @@
+"""RocketMQ 4.9's DLedger mode as operators run it: a broker group as three broker processes with
+``enableDLegerCommitLog=true``, one Raft group (``dLegerGroup``, ``dLegerPeers``, ``dLegerSelfId``) whose commit log
+they replicate; Raft elects the leader, which registers as the group's master (brokerId 0), the followers as its
+slaves (brokerId = the peer's index + 1). When the leader dies, the two others elect one of them::
+
+    with DLedgerCluster(tmp_path) as cluster:                  # broker-a: n0, n1, n2
+        cluster.create_topic("Orders", queues=2)               # on the leader, copied to the followers
+        leader = cluster.leader()
+        cluster.kill_member(leader)                            # SIGKILL
+        new = cluster.wait_new_master("broker-a", leader)      # Raft elected another: brokerId 0 in the route
+        cluster.restart_member(leader)                         # it rejoins as a follower
+        cluster.wait_slave("broker-a", leader)
+
+A message is visible (dispatched to its consume queue) only once a majority stored it (DLedgerCommitLog serves up to
+the committed position), so an elected leader holds every message a consumer could have read. Topic configs and
+consumer offsets are not in the Raft log: a follower copies them from its master every 10 s (SlaveSynchronize), and
+``create_topic`` waits until every running member has the topic.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+from rmq_spark.client.errors import RocketMQError, TopicNotFoundError
+from rmq_spark.client.model import MASTER_ID
+from rmq_spark.client.remoting.frame import RemotingCommand
+from tests.support.ports import server_port
+from tests.support.processes import kill_group
+from tests.support.stock_cluster import BROKER_MAIN, CLUSTER, HOST, StockCluster, StockClusterError, StockProcess
+
+GET_ALL_TOPIC_CONFIG = 21  # RequestCode: a broker's topic config table (what a follower copies from its master)
+# Beyond the stock defaults: no brokerRole (the Raft role sets it: a leader becomes SYNC_MASTER, a follower SLAVE);
+# sendMessageThreadPoolNums as many as the machine's cores, as RocketMQ's DLedger deploy guide advises (a send's
+# thread waits for the majority's append).
+MEMBER_DEFAULTS: Mapping[str, str] = {
+    "enableDLegerCommitLog": "true",
+    "sendMessageThreadPoolNums": "2",
+}
+
+
+class DLedgerCluster(StockCluster):
+    """A name server and, per broker group, ``replicas`` broker processes (members) in one DLedger Raft group named
+    after it. 4.x only: 5.x keeps DLedger but moved its failover to the controller (``ControllerCluster``)."""
+
+    def __init__(
+        self,
+        root: Path,
+        *,
+        version: str = "4.9.7",
+        brokers: tuple[str, ...] = ("broker-a",),
+        replicas: int = 3,
+        broker_config: Mapping[str, str] | None = None,
+        **kwargs,
+    ) -> None:
+        if not version.startswith("4."):
+            raise StockClusterError(f"DLedgerCluster runs RocketMQ 4.x; {version} fails over by its controller")
+        super().__init__(root, version=version, brokers=(), **kwargs)
+        config = {k: v for k, v in self.broker_config.items() if k != "brokerRole"}
+        self.broker_config = {**config, **MEMBER_DEFAULTS, **(broker_config or {})}
+        # listen port p; RocketMQ also binds p - 2 (the "fast" remoting server) and p + 1 (haListenPort); the Raft
+        # peers talk on a port of their own
+        self.members = {
+            group: [
+                StockProcess(f"{group}-n{i}", server_port(-2, 1), self.root / f"{group}-n{i}") for i in range(replicas)
+            ]
+            for group in brokers
+        }
+        self.peer_ports = {p.name: server_port() for members in self.members.values() for p in members}
+
+    # -- the members -----------------------------------------------------------------------------------------
+    def leader(self, group: str = "broker-a") -> StockProcess:
+        """The member the route lists at brokerId 0 now (the Raft leader, once it has caught up)."""
+        address = self._addresses(group).get(MASTER_ID)
+        for p in self._members(group):
+            if p.address == address:
+                return p
+        raise StockClusterError(f"broker group {group} has no master in the route now ({self._addresses(group)})")
+
+    def followers(self, group: str = "broker-a") -> list[StockProcess]:
+        """The running members other than the master."""
+        leader = self.leader(group)
+        return [p for p in self._members(group) if p is not leader and p.running]
+
+    def kill_member(self, p: StockProcess) -> None:
+        """SIGKILL the member's JVM: the name server drops it at once (its connection closes), the Raft peers
+        when its heartbeats stop."""
+        if p.proc is None:
+            raise StockClusterError(f"{p.name} is not running")
+        kill_group(p.proc)
+        p.proc = None
+
+    def restart_member(self, p: StockProcess) -> None:
+        """Start a killed member again on its ports and store: it rejoins the Raft group as a follower (its log
+        truncated to the leader's where it had entries no majority stored)."""
+        if p.running:
+            raise StockClusterError(f"{p.name} is running: kill it before restarting it")
+        self._start_member(p)
+
+    def wait_master(self, group: str, p: StockProcess, timeout: float | None = None) -> None:
+        """Wait until the route lists ``p`` at brokerId 0 of ``group``."""
+        self._wait(
+            lambda: self._addresses(group).get(MASTER_ID) == p.address,
+            f"{p.name} at {p.address} to be the master of {group} in the route",
+            p,
+            timeout,
+        )
+
+    def wait_new_master(
+        self, group: str, old: StockProcess | None = None, timeout: float | None = None
+    ) -> StockProcess:
+        """Wait until the route lists a running member other than ``old`` at brokerId 0 of ``group``; that member."""
+        others = {p.address: p for p in self._members(group) if p is not old and p.running}
+        seen: list[StockProcess] = []
+
+        def elected() -> bool:
+            master = others.get(self._addresses(group).get(MASTER_ID))
+            seen[:] = [master] if master else []
+            return bool(seen)
+
+        names = sorted(p.name for p in others.values())
+        self._wait(elected, f"one of {names} to be the master of {group} in the route", self.namesrv, timeout)
+        return seen[0]
+
+    def wait_slave(self, group: str, p: StockProcess, timeout: float | None = None) -> None:
+        """Wait until the route lists ``p`` in ``group`` at a brokerId other than 0."""
+        self._wait(
+            lambda: any(i != MASTER_ID and a == p.address for i, a in self._addresses(group).items()),
+            f"{p.name} at {p.address} to be a slave of {group} in the route",
+            p,
+            timeout,
+        )
+
+    def has_topic(self, p: StockProcess, topic: str) -> bool:
+        """Whether member ``p`` has ``topic`` in its topic config table (GET_ALL_TOPIC_CONFIG)."""
+        try:
+            answer = self._client._pool.request(p.address, RemotingCommand(code=GET_ALL_TOPIC_CONFIG), 5.0)
+        except RocketMQError:
+            return False
+        return answer.code == 0 and f'"{topic}"'.encode() in answer.body
+
+    def wait_topic_on_members(self, topic: str, timeout: float = 60.0) -> None:
+        """Wait until every running member has ``topic``: a follower copies its master's topics every 10 s, and
+        one elected without it would not route the topic."""
+        running = [p for p in self._processes() if p.running]
+        self._wait(
+            lambda: all(self.has_topic(p, topic) for p in running),
+            f"topic {topic} on every running member ({', '.join(p.name for p in running)})",
+            self.namesrv,
+            timeout,
+        )
+
+    def create_topic(self, topic: str, queues: int = 4) -> None:
+        """Create ``topic`` on every group's master, as StockCluster does, and wait until its followers copied it."""
+        super().create_topic(topic, queues)
+        self.wait_topic_on_members(topic)
+
+    # -- StockCluster's hooks --------------------------------------------------------------------------------
+    def _start_brokers(self) -> None:
+        """Every member at once (an election needs a majority), then wait until one is master and the others its
+        slaves."""
+        for members in self.members.values():
+            for p in members:
+                self._start_member(p)
+        for group, members in self.members.items():
+            deadline = time.monotonic() + self.ready_timeout
+            master = self.wait_new_master(group)
+            for p in members:
+                if p is not master:
+                    self.wait_slave(group, p, max(deadline - time.monotonic(), 1.0))
+
+    def _processes(self) -> list[StockProcess]:
+        return [p for members in self.members.values() for p in members]
+
+    def _groups(self) -> list[str]:
+        return [group for group in self.members if MASTER_ID in self._addresses(group)]
+
+    # -- internals -------------------------------------------------------------------------------------------
+    def _members(self, group: str) -> list[StockProcess]:
+        try:
+            return self.members[group]
+        except KeyError:
+            raise StockClusterError(f"unknown broker group {group!r}: the cluster has {sorted(self.members)}") from None
+
+    def _addresses(self, group: str) -> dict[int, str]:
+        """brokerId -> address of ``group`` in the route of the topic named after it, as the name server answers."""
+        try:
+            data = self._client.route(group, refresh=True).broker(group)
+        except TopicNotFoundError:
+            return {}
+        return dict(data.addresses) if data is not None else {}
+
+    def _peers(self, group: str) -> str:
+        """dLegerPeers: ``n0-host:port;n1-host:port;...``, the same on every member."""
+        return ";".join(f"n{i}-{HOST}:{self.peer_ports[p.name]}" for i, p in enumerate(self._members(group)))
+
+    def _start_member(self, p: StockProcess) -> None:
+        group = next(g for g, members in self.members.items() if p in members)
+        store = p.dir / "store"
+        self._launch(
+            p,
+            BROKER_MAIN,
+            {
+                "brokerClusterName": CLUSTER,
+                "brokerName": group,
+                "namesrvAddr": self.name_server,
+                "brokerIP1": HOST,
+                "brokerIP2": HOST,
+                "listenPort": str(p.port),
+                "storePathRootDir": str(store),
+                "storePathCommitLog": str(store / "commitlog"),
+                "dLegerGroup": group,
+                "dLegerPeers": self._peers(group),
+                "dLegerSelfId": f"n{self._members(group).index(p)}",
+                **self.broker_config,
+            },
+        )
