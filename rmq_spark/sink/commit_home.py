@@ -209,6 +209,21 @@ class CommitHome:
             )
         return masters[0]
 
+    def configure_again(self, home: str) -> None:
+        """Create the records topic again on the home's master, which the name servers route it to and which
+        answers that it does not exist: a master elected (a DLedger leader change, a Controller-mode election)
+        before it copied its old master's topic configs, which replicas do every 10 s. The records are in the
+        replicated log; the config makes them readable again."""
+        log.warning(
+            "rocketmq sink: the master of broker group %s does not know topic %r, which keeps the commit records of "
+            "producer group %r and which the name servers route to it: it was elected before it copied the topic's "
+            "config. Creating the topic there again (one queue); its records are in the group's replicated log",
+            home,
+            self.log.topic,
+            self.producer_group,
+        )
+        self._create(home)
+
     def _create(self, home: str) -> None:
         """Create the records topic, one queue, on the home's master; wait for the route to show it."""
         topic = self.log.topic

@@ -12,6 +12,7 @@ from dataclasses import replace
 
 from rmq_spark.client.base import BaseClient
 from rmq_spark.client.defaults import DEFAULT_RETRY_TIMEOUT
+from rmq_spark.client.errors import TopicNotFoundError
 from rmq_spark.client.model import MessageQueue
 from rmq_spark.sink.commit_home import CommitHome
 from rmq_spark.sink.commit_log import CommitLog, CommitRecord, CommitStep, Pair
@@ -51,7 +52,12 @@ class CommitRecords:
         """The home (found, or chosen and created at the first commit) and its last record (None before the first
         commit)."""
         home, legacy = self.home.locate(topics)
-        return home, self.log.last(home) or legacy
+        try:
+            last = self.log.last(home)
+        except TopicNotFoundError:
+            self.home.configure_again(home)
+            last = self.log.last(home)
+        return home, last or legacy
 
     def current(self) -> CommitRecord | None:
         """The last record, where the records topic exists and its home answers (read only: creates nothing)."""

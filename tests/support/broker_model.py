@@ -70,6 +70,16 @@ class Broker:
     flushed: dict[tuple[str, str, int], int] = field(default_factory=dict)  # (group, topic, queue id) -> offset
     unflushed: dict[tuple[str, str, int], int] = field(default_factory=dict)
     halves: dict[int, tuple[MessageQueue, OutgoingMessage, str]] = field(default_factory=dict)  # by log offset
+    # topics created on the master since its replicas last copied its topic configs (every 10 s in RocketMQ)
+    uncopied: set[str] = field(default_factory=set)
+    # topics the name servers still route to the group whose config its master lacks (elected before it copied
+    # them): their messages are there, and a pull or send answers TOPIC_NOT_EXIST until the topic is created again
+    unconfigured: dict[str, int] = field(default_factory=dict)
+
+    def configured(self, topic: str, what: str) -> None:
+        """TopicNotFoundError (the broker's TOPIC_NOT_EXIST) where the master lacks ``topic``'s config."""
+        if topic in self.unconfigured:
+            raise TopicNotFoundError(f"{what}: topic[{topic}] not exist, apply first please!", code=17)
 
 
 class BrokerModel:
@@ -88,13 +98,17 @@ class BrokerModel:
     # -- the cluster's state -------------------------------------------------------------------------------
     def route(self, topic: str) -> TopicRoute:
         """The name servers' route of ``topic``: the broker groups in the route that have it."""
-        members = [b for b in self.brokers.values() if b.state != AWAY and topic in b.topics]
-        if not members:
+        counts = {
+            b.name: b.topics.get(topic) or b.unconfigured[topic]
+            for b in self.brokers.values()
+            if b.state != AWAY and (topic in b.topics or topic in b.unconfigured)
+        }
+        if not counts:
             raise TopicNotFoundError(f"the name servers have no route for topic {topic!r}")
         return TopicRoute(
             topic,
-            tuple(BrokerData(b.name, {0 if b.state == MASTER else 1: f"{b.name}:10911"}) for b in members),
-            tuple(QueueData(b.name, b.topics[topic], b.topics[topic], PERM_READ | PERM_WRITE) for b in members),
+            tuple(BrokerData(n, {0 if self.brokers[n].state == MASTER else 1: f"{n}:10911"}) for n in counts),
+            tuple(QueueData(n, q, q, PERM_READ | PERM_WRITE) for n, q in counts.items()),
         )
 
     def writable_queues(self, topic: str) -> list[MessageQueue]:
@@ -117,6 +131,22 @@ class BrokerModel:
             b.unflushed.clear()
         b.state = SLAVE_ONLY if how == "master" else AWAY
         b.back_at = until
+
+    def elect(self, name: str) -> None:
+        """A replica of broker group ``name`` is elected master (a DLedger leader change, a Controller-mode
+        election): it has every message and the flushed consumer offsets, but not the topics created since it last
+        copied the topic configs, which the name servers still route to the group."""
+        b = self.brokers[name]
+        b.unflushed.clear()
+        for topic in sorted(b.uncopied):
+            b.unconfigured[topic] = b.topics.pop(topic)
+        b.uncopied.clear()
+        b.state, b.back_at = MASTER, None
+
+    def copy_configs(self) -> None:
+        """Every replica copies its master's topic configs."""
+        for b in self.brokers.values():
+            b.uncopied.clear()
 
     def bring_back(self, name: str) -> None:
         b = self.brokers[name]
@@ -286,6 +316,7 @@ class ModelClient(BaseClient):
 
     def send_async(self, mq: MessageQueue, messages, *, group: str = "", sys_flag: int = 0) -> _Done:
         def store(b: Broker, replica: bool) -> SendResult:
+            b.configured(mq.topic, f"send to {mq}")
             if mq.queue_id >= b.topics.get(mq.topic, 0):
                 raise BrokerError(f"queueId[{mq.queue_id}] is illegal for topic {mq.topic} on {b.name}", code=1)
             queue = b.queues[(mq.topic, mq.queue_id)]
@@ -323,11 +354,14 @@ class ModelClient(BaseClient):
 
             def create(b: Broker, replica: bool) -> None:
                 b.topics[topic] = queues
+                b.unconfigured.pop(topic, None)
+                b.uncopied.add(topic)
 
             self._request(name, f"creating topic {topic}", create, write=True).result()
 
     def read_range(self, mq: MessageQueue, start: int, end: int, **kw: Any) -> Iterator[Message]:
         def read(b: Broker, replica: bool) -> list[Message]:
+            b.configured(mq.topic, f"pull of {mq}")
             if mq.queue_id >= b.topics.get(mq.topic, 0):
                 raise BrokerError(f"queueId[{mq.queue_id}] is illegal for topic {mq.topic} on {b.name}", code=1)
             stored = b.queues.get((mq.topic, mq.queue_id), [])

@@ -240,6 +240,14 @@ class CommitProtocol(RuleBasedStateMachine):
         self.model.take_away(broker, how)
 
     @rule(broker=st.sampled_from(BROKERS))
+    def elect(self, broker: str) -> None:
+        self.model.elect(broker)
+
+    @rule()
+    def copy_configs(self) -> None:
+        self.model.copy_configs()
+
+    @rule(broker=st.sampled_from(BROKERS))
     def broker_back(self, broker: str) -> None:
         self.model.bring_back(broker)
 
@@ -348,4 +356,20 @@ def test_a_replay_on_a_broker_group_that_missed_the_last_commit_waits_for_the_ho
     state.broker_away(broker="broker-a", how="stop")
     state.set_queues(topic=TOPIC, broker="broker-c", queues=1)
     state.commit(query=query, fault=None, spark_logs=True, **ONE_ROW)
+    state.each_row_is_stored_once()
+
+
+def test_a_master_elected_before_it_copied_the_records_topic_reads_the_records() -> None:
+    """The home's new master (a DLedger leader change, a Controller-mode election) was elected before it copied the
+    records topic's config, which the name servers still route to it: the replay after the driver died before
+    Spark's commit log finds the batch's records and completes, rather than waiting for a topic that never comes."""
+    state = CommitProtocol()
+    query = state.start_query(group="g1")
+    state.commit(query=query, fault=None, spark_logs=False, **ONE_ROW)
+    (home,) = [
+        b.name for b in state.model.brokers.values() if any(t.startswith("rmq_spark_commits_") for t in b.topics)
+    ]
+    state.elect(broker=home)
+    state.commit(query=query, fault=None, spark_logs=True, **ONE_ROW)
+    assert query.pending is None, f"the replay did not complete: {state.log[-1]}"
     state.each_row_is_stored_once()
