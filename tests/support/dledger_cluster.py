@@ -32,8 +32,8 @@ from tests.support.stock_cluster import BROKER_MAIN, CLUSTER, HOST, StockCluster
 
 GET_ALL_TOPIC_CONFIG = 21  # RequestCode: a broker's topic config table (what a follower copies from its master)
 # Beyond the stock defaults: no brokerRole (the Raft role sets it: a leader becomes SYNC_MASTER, a follower SLAVE);
-# sendMessageThreadPoolNums as many as the machine's cores, as RocketMQ's DLedger deploy guide advises (a send's
-# thread waits for the majority's append).
+# sendMessageThreadPoolNums set, as RocketMQ's DLedger deploy guide asks (it advises the cores' count; two, as
+# every broker of this tier, on a small shared machine).
 MEMBER_DEFAULTS: Mapping[str, str] = {
     "enableDLegerCommitLog": "true",
     "sendMessageThreadPoolNums": "2",
@@ -42,7 +42,8 @@ MEMBER_DEFAULTS: Mapping[str, str] = {
 
 class DLedgerCluster(StockCluster):
     """A name server and, per broker group, ``replicas`` broker processes (members) in one DLedger Raft group named
-    after it. 4.x only: 5.x keeps DLedger but moved its failover to the controller (``ControllerCluster``)."""
+    after it. Run on 4.x only (4.9.7 is what it was tried with); the tier's 5.x elections use the controller
+    (``ControllerCluster``)."""
 
     def __init__(
         self,
@@ -55,7 +56,7 @@ class DLedgerCluster(StockCluster):
         **kwargs,
     ) -> None:
         if not version.startswith("4."):
-            raise StockClusterError(f"DLedgerCluster runs RocketMQ 4.x; {version} fails over by its controller")
+            raise StockClusterError(f"DLedgerCluster runs RocketMQ 4.x only; for {version} use ControllerCluster")
         super().__init__(root, version=version, brokers=(), **kwargs)
         config = {k: v for k, v in self.broker_config.items() if k != "brokerRole"}
         self.broker_config = {**config, **MEMBER_DEFAULTS, **(broker_config or {})}
