@@ -19,7 +19,7 @@ SPARK_DEATHS = (
     "Task serialization failed: java.lang.IllegalStateException: Illegal size",
     "Python worker failed to connect back",
 )
-SPARE_DRIVERS = 2
+SPARE_DRIVERS = 3
 
 
 def spark_death(text: str) -> str | None:
