@@ -14,6 +14,7 @@ import pytest
 from rmq_spark.client.model import OutgoingMessage
 from rmq_spark.client.remoting.client import RemotingClient
 from rmq_spark.source.progress import query_skipped
+from tests.integration.streaming import wait_for
 from tests.support.controller_cluster import ControllerCluster
 from tests.support.waiting import wait_until
 
@@ -95,20 +96,12 @@ def _cut_under_the_stream(cluster: ControllerCluster, query, sink: Bodies) -> tu
     cluster.pause(slave)
     try:
         cut = _send(cluster, "cut", 20, pad=1 << 19)
-        wait_until(lambda: sink.has(kept + cut), 120, "the query to read every message before the kill", _alive(query))
+        wait_for(lambda: sink.has(kept + cut), 120, "the query to read every message before the kill", query)
         cluster.kill_member(master)
     finally:
         cluster.resume(slave)
     cluster.wait_master(GROUP, slave)
     return kept, cut, _held(cluster)
-
-
-def _alive(query):
-    def check() -> None:
-        if query.exception() is not None or not query.isActive:
-            raise AssertionError(f"the query stopped: {query.exception()}")
-
-    return check
 
 
 # behind the ha marker until it has passed once on a quiet machine (it has not run to its end yet: see the issue note)
@@ -124,9 +117,7 @@ def test_an_election_that_cuts_a_read_tail_delivers_nothing_twice_and_counts_the
         try:
             kept, cut, held = _cut_under_the_stream(cluster, query, sink)
             after = _send(cluster, "after", 10)
-            wait_until(
-                lambda: sink.has(after), 120, "the query to read the messages sent after the election", _alive(query)
-            )
+            wait_for(lambda: sink.has(after), 120, "the query to read the messages sent after the election", query)
             time.sleep(2)  # a few more batches: any re-read would show now
             query.processAllAvailable()
             progress = query.lastProgress

@@ -20,6 +20,7 @@ from rmq_spark.client.errors import RocketMQError
 from rmq_spark.client.model import OutgoingMessage
 from rmq_spark.client.remoting.client import RemotingClient
 from tests.integration.kill_job import sink_writer
+from tests.integration.streaming import wait_for
 from tests.support.dledger_cluster import DLedgerCluster
 from tests.support.stock_cluster import StockProcess
 from tests.support.waiting import wait_until
@@ -154,14 +155,6 @@ def _stream(spark, cluster: DLedgerCluster, sink: Rows, checkpoint):
     )
 
 
-def _alive(query):
-    def check() -> None:
-        if query.exception() is not None or not query.isActive:
-            raise AssertionError(f"the query stopped: {query.exception()}")
-
-    return check
-
-
 @pytest.mark.ha
 @pytest.mark.timeout(1800)  # four JVMs and a stream: minutes on two loaded cores
 def test_a_stream_delivers_every_message_once_through_a_leader_kill(spark, tmp_path):
@@ -171,18 +164,18 @@ def test_a_stream_delivers_every_message_once_through_a_leader_kill(spark, tmp_p
     note = Notes()
     with DLedgerCluster(tmp_path / "rocketmq") as cluster:
         cluster.create_topic(TOPIC, queues=QUEUES)
-        note(f"cluster up: leader {cluster.leader().name}, followers {[p.name for p in cluster.followers()]}")
+        note(f"cluster up: leader {cluster.master(GROUP).name}, followers {[p.name for p in cluster.slaves(GROUP)]}")
         sink = Rows()
         query = _stream(spark, cluster, sink, tmp_path / "checkpoint")
         producer = Producer(cluster.name_server, "during")
         try:
             before = _send(cluster, "before", 50)
-            wait_until(lambda: sink.has(before), 180, "the query to read the messages before the kill", _alive(query))
+            wait_for(lambda: sink.has(before), 180, "the query to read the messages before the kill", query)
             note(f"{len(before)} messages read before the kill")
 
             producer.start()
             wait_until(lambda: len(producer.acked) >= 100, 120, "100 sends under way", producer.check)
-            leader = cluster.leader()
+            leader = cluster.master(GROUP)
             at_kill = len(producer.acked)
             cluster.kill_member(leader)
             note(f"SIGKILL {leader.name} after {at_kill} acknowledged sends of the producer")
@@ -205,20 +198,20 @@ def test_a_stream_delivers_every_message_once_through_a_leader_kill(spark, tmp_p
                 lambda: sink.has({b for _, _, b in held}),
                 240,
                 "the query to read every message the group holds after the election",
-                _alive(query),
+                query,
             )
             note("every held message read")
 
             cluster.restart_member(leader)
             cluster.wait_slave(GROUP, leader, timeout=180)
-            note(f"{leader.name} rejoined as a slave; master {cluster.leader().name}")
+            note(f"{leader.name} rejoined as a slave; master {cluster.master(GROUP).name}")
             later = _send(cluster, "later", 20)
             held = _held(cluster)
-            wait_until(
+            wait_for(
                 lambda: sink.has({b for _, _, b in held}),
                 180,
                 "the query to read the messages sent after the rejoin",
-                _alive(query),
+                query,
             )
             time.sleep(3)  # a few more batches: any re-read would show now
             query.processAllAvailable()
@@ -289,7 +282,7 @@ def _copy_through_a_kill(
     try:
         with RemotingClient(cluster.name_server) as client:
             queries.append(query := _copy(spark, cluster, checkpoint, rows))
-            leader = cluster.leader()
+            leader = cluster.master(GROUP)
             seen: list[str] = []
             wait_until(
                 lambda: seen.append(kill_when(client, leader)) or seen[-1],
@@ -298,7 +291,7 @@ def _copy_through_a_kill(
                 _not_failed(query),
                 poll=0.01,
             )
-        copied = {p.name: cluster.has_topic(p, RECORDS_TOPIC) for p in cluster.followers()}
+        copied = {p.name: cluster.has_topic(p, RECORDS_TOPIC) for p in cluster.slaves(GROUP)}
         cluster.kill_member(leader)
         notes(f"SIGKILL {leader.name}: {seen[-1]}; the followers had the records topic: {copied}")
         elected = cluster.wait_new_master(GROUP, leader, timeout=180)

@@ -24,12 +24,10 @@ import signal
 from collections.abc import Mapping
 from pathlib import Path
 
-from rmq_spark.client.errors import TopicNotFoundError
-from rmq_spark.client.model import MASTER_ID
 from rmq_spark.client.remoting.frame import RemotingCommand
+from tests.support.member_cluster import MemberCluster
 from tests.support.ports import server_port
-from tests.support.processes import kill_group
-from tests.support.stock_cluster import BROKER_MAIN, CLUSTER, HOST, StockCluster, StockClusterError, StockProcess
+from tests.support.stock_cluster import BROKER_MAIN, CLUSTER, HOST, StockClusterError, StockProcess
 
 # What the controller and the members are told beyond RocketMQ's defaults: a replica that stops replicating leaves
 # the SyncStateSet after haMaxTimeSlaveNotCatchup (15 s by default), so a slave paused for a few seconds is still
@@ -54,7 +52,7 @@ MEMBER_DEFAULTS: Mapping[str, str] = {
 }
 
 
-class ControllerCluster(StockCluster):
+class ControllerCluster(MemberCluster):
     """A name server with the controller in it and, per broker group, ``replicas`` broker processes (members) that
     the controller assigns master and slaves; ``sync``: allAckInSyncStateSet=true. 5.x only (the controller came
     with 5.0)."""
@@ -88,19 +86,6 @@ class ControllerCluster(StockCluster):
         return f"{HOST}:{self.controller_port}"
 
     # -- the members -----------------------------------------------------------------------------------------
-    def master(self, group: str) -> StockProcess:
-        """The member the route lists at brokerId 0 now."""
-        address = self._addresses(group).get(MASTER_ID)
-        for p in self._members(group):
-            if p.address == address:
-                return p
-        raise StockClusterError(f"broker group {group} has no master in the route now ({self._addresses(group)})")
-
-    def slaves(self, group: str) -> list[StockProcess]:
-        """The running members other than the master."""
-        master = self.master(group)
-        return [p for p in self._members(group) if p is not master and p.running]
-
     def pause(self, p: StockProcess) -> None:
         """SIGSTOP the member's JVM: it neither replicates nor answers, and keeps its connections open."""
         self._signal(p, signal.SIGSTOP)
@@ -108,37 +93,6 @@ class ControllerCluster(StockCluster):
     def resume(self, p: StockProcess) -> None:
         """SIGCONT a paused member."""
         self._signal(p, signal.SIGCONT)
-
-    def kill_member(self, p: StockProcess) -> None:
-        """SIGKILL the member's JVM (the controller sees its connection close and elects another member)."""
-        if p.proc is None:
-            raise StockClusterError(f"{p.name} is not running")
-        kill_group(p.proc, signal.SIGKILL)
-        p.proc = None
-
-    def restart_member(self, p: StockProcess) -> None:
-        """Start a killed member again on its port and store (the controller makes it a slave of the master now)."""
-        if p.running:
-            raise StockClusterError(f"{p.name} is running: kill it before restarting it")
-        self._start_member(p)
-
-    def wait_master(self, group: str, p: StockProcess, timeout: float | None = None) -> None:
-        """Wait until the route lists ``p`` at brokerId 0 of ``group``."""
-        self._wait(
-            lambda: self._addresses(group).get(MASTER_ID) == p.address,
-            f"{p.name} at {p.address} to be the master of {group} in the route",
-            p,
-            timeout,
-        )
-
-    def wait_slave(self, group: str, p: StockProcess, timeout: float | None = None) -> None:
-        """Wait until the route lists ``p`` in ``group`` at a brokerId other than 0."""
-        self._wait(
-            lambda: any(i != MASTER_ID and a == p.address for i, a in self._addresses(group).items()),
-            f"{p.name} at {p.address} to be a slave of {group} in the route",
-            p,
-            timeout,
-        )
 
     def in_sync(self, group: str) -> set[int]:
         """The brokerIds of ``group``'s SyncStateSet (the members the controller may elect), as the controller
@@ -183,27 +137,6 @@ class ControllerCluster(StockCluster):
             for p in rest:
                 self.wait_slave(group, p)
             self.wait_in_sync(group)
-
-    def _processes(self) -> list[StockProcess]:
-        return [p for members in self.members.values() for p in members]
-
-    def _groups(self) -> list[str]:
-        return [group for group in self.members if MASTER_ID in self._addresses(group)]
-
-    # -- internals -------------------------------------------------------------------------------------------
-    def _members(self, group: str) -> list[StockProcess]:
-        try:
-            return self.members[group]
-        except KeyError:
-            raise StockClusterError(f"unknown broker group {group!r}: the cluster has {sorted(self.members)}") from None
-
-    def _addresses(self, group: str) -> dict[int, str]:
-        """brokerId -> address of ``group`` in the route of the topic named after it, as the name server answers."""
-        try:
-            data = self._client.route(group, refresh=True).broker(group)
-        except TopicNotFoundError:
-            return {}
-        return dict(data.addresses) if data is not None else {}
 
     def _start_member(self, p: StockProcess) -> None:
         group = next(g for g, members in self.members.items() if p in members)

@@ -23,12 +23,12 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from rmq_spark.client.errors import RocketMQError, TopicNotFoundError
+from rmq_spark.client.errors import RocketMQError
 from rmq_spark.client.model import MASTER_ID
 from rmq_spark.client.remoting.frame import RemotingCommand
+from tests.support.member_cluster import MemberCluster
 from tests.support.ports import server_port
-from tests.support.processes import kill_group
-from tests.support.stock_cluster import BROKER_MAIN, CLUSTER, HOST, StockCluster, StockClusterError, StockProcess
+from tests.support.stock_cluster import BROKER_MAIN, CLUSTER, HOST, StockClusterError, StockProcess
 
 GET_ALL_TOPIC_CONFIG = 21  # RequestCode: a broker's topic config table (what a follower copies from its master)
 # Beyond the stock defaults: no brokerRole (the Raft role sets it: a leader becomes SYNC_MASTER, a follower SLAVE);
@@ -40,7 +40,7 @@ MEMBER_DEFAULTS: Mapping[str, str] = {
 }
 
 
-class DLedgerCluster(StockCluster):
+class DLedgerCluster(MemberCluster):
     """A name server and, per broker group, ``replicas`` broker processes (members) in one DLedger Raft group named
     after it. Run on 4.x only (4.9.7 is what it was tried with); the tier's 5.x elections use the controller
     (``ControllerCluster``)."""
@@ -71,43 +71,6 @@ class DLedgerCluster(StockCluster):
         self.peer_ports = {p.name: server_port() for members in self.members.values() for p in members}
 
     # -- the members -----------------------------------------------------------------------------------------
-    def leader(self, group: str = "broker-a") -> StockProcess:
-        """The member the route lists at brokerId 0 now (the Raft leader, once it has caught up)."""
-        address = self._addresses(group).get(MASTER_ID)
-        for p in self._members(group):
-            if p.address == address:
-                return p
-        raise StockClusterError(f"broker group {group} has no master in the route now ({self._addresses(group)})")
-
-    def followers(self, group: str = "broker-a") -> list[StockProcess]:
-        """The running members other than the master."""
-        leader = self.leader(group)
-        return [p for p in self._members(group) if p is not leader and p.running]
-
-    def kill_member(self, p: StockProcess) -> None:
-        """SIGKILL the member's JVM: the name server drops it at once (its connection closes), the Raft peers
-        when its heartbeats stop."""
-        if p.proc is None:
-            raise StockClusterError(f"{p.name} is not running")
-        kill_group(p.proc)
-        p.proc = None
-
-    def restart_member(self, p: StockProcess) -> None:
-        """Start a killed member again on its ports and store: it rejoins the Raft group as a follower (its log
-        truncated to the leader's where it had entries no majority stored)."""
-        if p.running:
-            raise StockClusterError(f"{p.name} is running: kill it before restarting it")
-        self._start_member(p)
-
-    def wait_master(self, group: str, p: StockProcess, timeout: float | None = None) -> None:
-        """Wait until the route lists ``p`` at brokerId 0 of ``group``."""
-        self._wait(
-            lambda: self._addresses(group).get(MASTER_ID) == p.address,
-            f"{p.name} at {p.address} to be the master of {group} in the route",
-            p,
-            timeout,
-        )
-
     def wait_new_master(
         self, group: str, old: StockProcess | None = None, timeout: float | None = None
     ) -> StockProcess:
@@ -123,15 +86,6 @@ class DLedgerCluster(StockCluster):
         names = sorted(p.name for p in others.values())
         self._wait(elected, f"one of {names} to be the master of {group} in the route", self.namesrv, timeout)
         return seen[0]
-
-    def wait_slave(self, group: str, p: StockProcess, timeout: float | None = None) -> None:
-        """Wait until the route lists ``p`` in ``group`` at a brokerId other than 0."""
-        self._wait(
-            lambda: any(i != MASTER_ID and a == p.address for i, a in self._addresses(group).items()),
-            f"{p.name} at {p.address} to be a slave of {group} in the route",
-            p,
-            timeout,
-        )
 
     def has_topic(self, p: StockProcess, topic: str) -> bool:
         """Whether member ``p`` has ``topic`` in its topic config table (GET_ALL_TOPIC_CONFIG)."""
@@ -170,27 +124,6 @@ class DLedgerCluster(StockCluster):
             for p in members:
                 if p is not master:
                     self.wait_slave(group, p, max(deadline - time.monotonic(), 1.0))
-
-    def _processes(self) -> list[StockProcess]:
-        return [p for members in self.members.values() for p in members]
-
-    def _groups(self) -> list[str]:
-        return [group for group in self.members if MASTER_ID in self._addresses(group)]
-
-    # -- internals -------------------------------------------------------------------------------------------
-    def _members(self, group: str) -> list[StockProcess]:
-        try:
-            return self.members[group]
-        except KeyError:
-            raise StockClusterError(f"unknown broker group {group!r}: the cluster has {sorted(self.members)}") from None
-
-    def _addresses(self, group: str) -> dict[int, str]:
-        """brokerId -> address of ``group`` in the route of the topic named after it, as the name server answers."""
-        try:
-            data = self._client.route(group, refresh=True).broker(group)
-        except TopicNotFoundError:
-            return {}
-        return dict(data.addresses) if data is not None else {}
 
     def _peers(self, group: str) -> str:
         """dLegerPeers: ``n0-host:port;n1-host:port;...``, the same on every member."""
