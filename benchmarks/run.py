@@ -28,13 +28,15 @@ from pathlib import Path
 
 from benchmarks.rss import TreeSampler
 from benchmarks.versus_kafka import all_ratios, cpu_per_million, latency_md, latency_ratios, ratios, ratios_md
+from rmq_spark_testing.embedded import jvm_flags
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 RESULTS = HERE / "results"
 
 # The shim's jvm-flags.txt stops the JIT at C1 (fast start for tests); benchmarks run the JVM (broker and the Java
-# reference readers) with the full tiered JIT.
+# reference readers) with the full tiered JIT. A --quick run, a smoke run whose figures nobody reads, keeps the
+# tests' flags for every JVM it starts (Spark's too): it spends half the CPU.
 BENCH_JVM_FLAGS = ("-XX:TieredStopAtLevel=4",)
 TAGS = ["TagA", "TagB", "TagC"]
 
@@ -112,6 +114,9 @@ class Harness:
         self.spark = None
         self._spark_lock = threading.Lock()
         self.log_lines: list[str] = []
+        # the JVMs' flags beyond jvm-flags.txt (the broker's, and the Java lines' that run in it); Spark's options
+        self.jvm_flags: tuple[str, ...] = () if getattr(args, "quick", False) else BENCH_JVM_FLAGS
+        self.spark_java_options = " ".join(jvm_flags()) if getattr(args, "quick", False) else None
 
     # -- infrastructure ---------------------------------------------------------------------------------------
     def log(self, msg: str) -> None:
@@ -123,7 +128,7 @@ class Harness:
         from rmq_spark_testing.embedded import EmbeddedRocketMQ
 
         t0 = time.perf_counter()
-        self.mq = EmbeddedRocketMQ(brokers=1, heap=self.args.jvm_heap, jvm_flags=BENCH_JVM_FLAGS).start()
+        self.mq = EmbeddedRocketMQ(brokers=1, heap=self.args.jvm_heap, jvm_flags=self.jvm_flags).start()
         self.log(f"embedded RocketMQ up in {time.perf_counter() - t0:.1f} s (name server {self.mq.name_server})")
 
     def start_kafka(self) -> None:
@@ -152,7 +157,9 @@ class Harness:
                 from benchmarks.spark_lines import new_session
 
                 t0 = time.perf_counter()
-                self.spark = new_session(self.args.spark_master, jars=self.spark_jars)
+                self.spark = new_session(
+                    self.args.spark_master, jars=self.spark_jars, java_options=self.spark_java_options
+                )
                 self.log(f"SparkSession {self.args.spark_master} up in {time.perf_counter() - t0:.1f} s")
             return self.spark
 
@@ -553,7 +560,7 @@ def table(rows: list[dict], ds: Dataset) -> str:
     return "".join(out)
 
 
-def machine() -> dict:
+def machine(extra_jvm_flags: tuple[str, ...] = BENCH_JVM_FLAGS) -> dict:
     info: dict = {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()}
     try:
         with open("/proc/cpuinfo") as f:
@@ -595,7 +602,7 @@ def machine() -> dict:
     except (OSError, subprocess.SubprocessError):
         pass
     info["rocketmq"] = "5.5.0 (embedded, 1 broker, default pull limits: 32 msgs / 256 KiB per pull from memory)"
-    info["jvm_flags"] = list(BENCH_JVM_FLAGS)
+    info["jvm_flags"] = list(extra_jvm_flags)
     return info
 
 
@@ -669,7 +676,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--quick",
         action="store_true",
-        help="tiny smoke run: 20,000 messages, 1 repeat, no warm-up, no latency, no cProfile",
+        help="tiny smoke run: 20,000 messages, 1 repeat, no warm-up, no latency, no cProfile, every JVM with the "
+        "tests' flags (jvm-shim/jvm-flags.txt: C1 only, serial GC)",
     )
     ap.add_argument("--no-latency", action="store_true", help="skip the streaming latency measurement")
     ap.add_argument("--latency-rate", type=int, default=20_000, help="messages/s for the latency measurement")
@@ -732,7 +740,7 @@ def main(argv: list[str] | None = None) -> int:
         "profile": args.profile,
         "quick": args.quick,
         "started": time.strftime("%Y-%m-%d %H:%M:%S"),
-        "machine": machine(),
+        "machine": machine(() if args.quick else BENCH_JVM_FLAGS),
         "repeat": args.repeat,
         "warmup": args.warmup,
         "jvm_warmup": args.jvm_warmup,

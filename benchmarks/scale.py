@@ -26,10 +26,12 @@ from benchmarks.floor_source import register as register_floor
 from benchmarks.rss import _scan, _tree
 from benchmarks.spark_lines import new_session
 from rmq_spark.client.remoting import codes
-from rmq_spark_testing.embedded import EmbeddedRocketMQ
+from rmq_spark_testing.embedded import EmbeddedRocketMQ, jvm_flags
 
 # Request codes that are not the query's: the trickle's sends and the shim's Java clients' heartbeats.
 NOT_THE_QUERY = {codes.SEND_MESSAGE, codes.SEND_MESSAGE_V2, codes.SEND_BATCH_MESSAGE, codes.HEART_BEAT}
+# the longest a warm-up or a window goes on past its seconds for a batch that reads messages
+READ_TIMEOUT_S = 120.0
 NAMES = {
     getattr(codes, name): name
     for name in (
@@ -104,6 +106,16 @@ def _stop_trickle(proc: subprocess.Popen) -> dict:
     return json.loads(out)
 
 
+def _read_messages(query, after: int, timeout: float) -> None:
+    """Wait (at most ``timeout`` s) until a batch of ``query`` later than batch ``after`` has read messages: a
+    warm-up or a window that ends before it measures a query that has read nothing."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not any(
+        p["batchId"] > after and p["numInputRows"] > 0 for p in query.recentProgress
+    ):
+        time.sleep(0.1)
+
+
 def measure(
     topics: int,
     queues_per_broker: int,
@@ -112,9 +124,12 @@ def measure(
     trickle_per_s: float,
     trigger: str,
     trickle_every: float = 0.0,
+    java_options: str | None = None,
 ) -> dict:
     """With ``trickle_every`` > 0, every queue gets a message every that many seconds from a process of its own;
-    else ``trickle_per_s`` messages a second go over the topics, from a thread of this process."""
+    else ``trickle_per_s`` messages a second go over the topics, from a thread of this process. The warm-up and
+    the window each last their seconds and at least until a batch in them has read messages. ``java_options``:
+    Spark's driver JVM's (Spark's full JIT when not given)."""
     run = f"scale{int(time.time()) % 100000}"
     with EmbeddedRocketMQ(brokers=2) as mq, tempfile.TemporaryDirectory() as checkpoint:
         names = [f"{run}-{i:03d}" for i in range(topics)]
@@ -122,7 +137,7 @@ def measure(
         for name in names:
             mq.create_topic(name, queues=queues_per_broker)
         created_s = time.perf_counter() - t0
-        spark = new_session("local[2]")
+        spark = new_session("local[2]", java_options=java_options)
         query = (
             spark.readStream.format("rocketmq")
             .option("nameServer", mq.name_server)
@@ -149,10 +164,12 @@ def measure(
         sent: dict = {}
         try:
             time.sleep(warmup)
+            _read_messages(query, -1, READ_TIMEOUT_S)
             counts0, cpu0, t_start = mq.request_counts(), _runner_cpu_s(), time.monotonic()
             load0 = os.getloadavg()[0]
             first_batch = (query.lastProgress or {}).get("batchId", -1)
             time.sleep(seconds)
+            _read_messages(query, first_batch, READ_TIMEOUT_S)
             counts1, cpu1, elapsed = mq.request_counts(), _runner_cpu_s(), time.monotonic() - t_start
             load1 = os.getloadavg()[0]
             progress = [p for p in query.recentProgress if p["batchId"] > first_batch]
@@ -210,11 +227,17 @@ def _spark_figures(progress: list[dict], cpu_s: float, elapsed: float) -> dict:
 
 
 def measure_floor(
-    topics: int, queues_per_broker: int, seconds: float, warmup: float, trigger: str, every: float
+    topics: int,
+    queues_per_broker: int,
+    seconds: float,
+    warmup: float,
+    trigger: str,
+    every: float,
+    java_options: str | None = None,
 ) -> dict:
     """The same query shape over ``benchmarks.floor_source`` (no broker, every queue moving once every ``every``
     seconds): Spark's own part of the figures ``measure`` gives."""
-    spark = new_session("local[2]")
+    spark = new_session("local[2]", java_options=java_options)
     register_floor(spark)
     with tempfile.TemporaryDirectory() as checkpoint:
         query = (
@@ -256,8 +279,15 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--topics", type=int, default=125)
     ap.add_argument("--queues-per-broker", type=int, default=4, help="queues of each topic on each of 2 brokers")
-    ap.add_argument("--seconds", type=float, default=60.0, help="the measured window, after the warm-up")
-    ap.add_argument("--warmup", type=float, default=20.0)
+    ap.add_argument(
+        "--seconds",
+        type=float,
+        default=60.0,
+        help="the measured window, after the warm-up; with a broker, at least until a batch in it read messages",
+    )
+    ap.add_argument(
+        "--warmup", type=float, default=20.0, help="with a broker, at least until the query's batches read messages"
+    )
     ap.add_argument("--trickle", type=float, default=1.0, help="messages per second produced, over the topics")
     ap.add_argument(
         "--trickle-every",
@@ -273,19 +303,35 @@ def main(argv: list[str] | None = None) -> int:
         help="the query's processingTime trigger ('0 seconds': Spark's default, as fast as it can)",
     )
     ap.add_argument(
+        "--test-jvm",
+        action="store_true",
+        help="Spark's JVM with the tests' flags (jvm-shim/jvm-flags.txt: C1 only, serial GC) instead of its full "
+        "JIT: a smoke run's, half the JVM's CPU; its trigger times are not comparable with a full JIT's",
+    )
+    ap.add_argument(
         "--floor",
         action="store_true",
         help="Spark's own part instead: the same query over a stand-in source with no broker whose queues move "
         "once every --trickle-every seconds (benchmarks.floor_source)",
     )
     args = ap.parse_args(argv)
+    java_options = " ".join(jvm_flags()) if args.test_jvm else None
     if args.floor:
         every = args.trickle_every or 5.0
-        result = measure_floor(args.topics, args.queues_per_broker, args.seconds, args.warmup, args.trigger, every)
+        result = measure_floor(
+            args.topics, args.queues_per_broker, args.seconds, args.warmup, args.trigger, every, java_options
+        )
         print(json.dumps(result, indent=2))
         return 0
     result = measure(
-        args.topics, args.queues_per_broker, args.seconds, args.warmup, args.trickle, args.trigger, args.trickle_every
+        args.topics,
+        args.queues_per_broker,
+        args.seconds,
+        args.warmup,
+        args.trickle,
+        args.trigger,
+        args.trickle_every,
+        java_options,
     )
     print(json.dumps(result, indent=2))
     targets = {

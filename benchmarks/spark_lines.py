@@ -15,9 +15,12 @@ from dataclasses import dataclass
 from rmq_spark.source.schema import COLUMN_TYPES
 
 
-def new_session(master: str = "local[*]", driver_memory: str = "2g", jars: list[str] | None = None):
+def new_session(
+    master: str = "local[*]", driver_memory: str = "2g", jars: list[str] | None = None, java_options: str | None = None
+):
     """A local SparkSession; its Python workers run this interpreter (which has rmq_spark installed). ``jars``:
-    ``spark.jars`` (Spark's Kafka source for the spark-kafka lines), unset when not given."""
+    ``spark.jars`` (Spark's Kafka source for the spark-kafka lines), unset when not given; ``java_options``: the
+    driver JVM's options (``--quick``: the tests' quick JIT), Spark's full JIT when not given."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
@@ -31,6 +34,8 @@ def new_session(master: str = "local[*]", driver_memory: str = "2g", jars: list[
     )
     if jars:
         builder = builder.config("spark.jars", ",".join(jars))
+    if java_options:
+        builder = builder.config("spark.driver.extraJavaOptions", java_options)
     # Python workers import what the benchmark ships them by reference (the foreach writer, the simple reader)
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)

@@ -77,9 +77,10 @@ def _scale(*args: str) -> tuple[dict, str]:
 def test_the_scale_profile_measures_a_small_query(tmp_path):
     """benchmarks.scale on 3 topics for a few seconds, a message to each queue every 2 s from the trickle's own
     process: the brokers' own request counts see the query's requests, and Spark's progress gives trigger durations
-    and the queues each batch read."""
+    and the queues each batch read. No warm-up but its least (until the query's batches read messages), a window
+    of a few triggers (and until a batch in it read messages), Spark's JVM with the tests' flags."""
     result, tail = _scale(
-        "--topics", "3", "--queues-per-broker", "2", "--seconds", "10", "--warmup", "15", "--trickle-every", "2"
+        *"--topics 3 --queues-per-broker 2 --seconds 5 --warmup 0 --trickle-every 2 --test-jvm".split()
     )
     assert result["queues"] == 12 and result["triggers"] >= 1, tail
     assert result["trickle"]["sent"] > 0 and result["trickle"]["failed"] == 0, tail
