@@ -409,6 +409,36 @@ class EmbeddedRocketMQ:
             timeout=timeout,
         )
 
+    def produce_transactional(
+        self,
+        topic: str,
+        count: int,
+        body_size: int = 100,
+        *,
+        mode: str = "async",
+        concurrency: int = 32,
+        tags: list[str] | None = None,
+        key_prefix: str = "key-",
+        timeout: float = 600.0,
+    ) -> dict:
+        """Send ``count`` generated messages as transactions of the official Java client, each a half message
+        committed by one END_TRANSACTION (benchmarks.write's floor of the exactly-once sink; jvm-shim
+        TransactionalLoad): ``mode`` "async" (``concurrency`` transactions in flight) or "sync"
+        (``sendMessageInTransaction`` from ``concurrency`` threads). Returns ``seconds`` from the first half to the
+        topic holding every message, and ``sentSeconds`` to the last commit sent."""
+        return self.command(
+            "produceTransactional",
+            topic=topic,
+            count=count,
+            bodySize=body_size,
+            mode=mode,
+            concurrency=concurrency,
+            tags=tags or ["TagA"],
+            keyPrefix=key_prefix,
+            timeoutMs=int(timeout * 1000),
+            timeout=timeout + 90,
+        )
+
     def consume(self, topic: str, **selection: Any) -> list[dict]:
         """Every message of the topic (or of ``broker``/``queueId``) as the official Java consumer sees it (in
         ``namespace=``, as its setNamespace takes one)."""

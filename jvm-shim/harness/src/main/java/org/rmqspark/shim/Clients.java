@@ -11,6 +11,8 @@ import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
 import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
 import org.apache.rocketmq.client.exception.MQClientException;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
+import org.apache.rocketmq.client.producer.TransactionListener;
+import org.apache.rocketmq.client.producer.TransactionMQProducer;
 import org.apache.rocketmq.remoting.RPCHook;
 import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
 
@@ -100,6 +102,22 @@ final class Clients {
         if (namespace != null) {
             p.setNamespace(namespace);
         }
+        p.setSendMsgTimeout(10_000);
+        p.setRetryTimesWhenSendFailed(2);
+        p.setMaxMessageSize(4 * 1024 * 1024);
+        p.start();
+        return p;
+    }
+
+    /**
+     * A started transactional producer in {@code group} (benchmarks.write's transactional lines) whose local
+     * transactions are decided by {@code listener}; the caller shuts it down.
+     */
+    TransactionMQProducer newTransactionProducer(String group, TransactionListener listener)
+        throws MQClientException {
+        TransactionMQProducer p = new TransactionMQProducer(group, hook);
+        configure(p, "rmq-shim-tx-" + group);
+        p.setTransactionListener(listener);
         p.setSendMsgTimeout(10_000);
         p.setRetryTimesWhenSendFailed(2);
         p.setMaxMessageSize(4 * 1024 * 1024);

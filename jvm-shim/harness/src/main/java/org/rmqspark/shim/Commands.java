@@ -8,6 +8,7 @@ import org.apache.rocketmq.client.consumer.DefaultMQPullConsumer;
 import org.apache.rocketmq.client.exception.MQBrokerException;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
 import org.apache.rocketmq.client.producer.SendResult;
+import org.apache.rocketmq.client.producer.TransactionMQProducer;
 import org.apache.rocketmq.common.TopicConfig;
 import org.apache.rocketmq.common.constant.PermName;
 import org.apache.rocketmq.common.message.Message;
@@ -36,6 +37,7 @@ import java.util.Map;
 import java.util.Set;
 import java.util.TreeMap;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.LongSupplier;
 
 /** The stdin commands (except shutdown, handled by Main). Each returns the JSON "result" or throws. */
 final class Commands {
@@ -70,6 +72,7 @@ final class Commands {
             case "stopConsumer": clients.stopPushConsumer(a.str("group")); return null;
             case "produce": return produce(a);
             case "produceBulk": return produceBulk(a);
+            case "produceTransactional": return produceTransactional(a);
             case "consume": return consume(a);
             case "offsets": return offsets(a.str("topic"));
             case "searchOffset": return searchOffset(a);
@@ -393,6 +396,48 @@ final class Commands {
         JsonElement r = BulkLoad.run(producer, routeQueues(topic, true), topic, count, bodySize, tags, keyPrefix);
         cluster.waitDispatched(30_000);
         return r;
+    }
+
+    /**
+     * {@code count} transactional messages (TransactionalLoad), mode {@code async} or {@code sync}, with a producer
+     * of group {@code group} started for the command (not timed) and shut down after it.
+     */
+    private JsonElement produceTransactional(Args a) throws Exception {
+        String topic = a.str("topic");
+        long count = a.lng("count");
+        int bodySize = a.integer("bodySize");
+        List<String> tags = new ArrayList<>();
+        if (a.has("tags")) {
+            for (JsonElement e : a.array("tags")) {
+                tags.add(e.getAsString());
+            }
+        }
+        String keyPrefix = a.str("keyPrefix", null);
+        String mode = a.str("mode", "async");
+        int concurrency = a.integer("concurrency", 32);
+        long timeoutMs = a.lng("timeoutMs", 600_000L);
+        String group = a.str("group", "rmq-shim-tx-" + tmpClients.incrementAndGet());
+        TransactionMQProducer producer = clients.newTransactionProducer(group, TransactionalLoad.committing());
+        try {
+            refreshRoute(producer, topic);
+            List<MessageQueue> queues = routeQueues(topic, true);
+            LongSupplier stored = () -> {
+                long held = 0;
+                try {
+                    for (MessageQueue mq : queues) {
+                        held += cluster.runningController(mq.getBrokerName()).getMessageStore()
+                            .getMaxOffsetInQueue(topic, mq.getQueueId());
+                    }
+                } catch (Exception e) {
+                    throw new IllegalStateException("reading the max offsets of " + topic, e);
+                }
+                return held;
+            };
+            return TransactionalLoad.run(producer, queues, topic, count, bodySize, tags, keyPrefix, mode, concurrency,
+                stored, timeoutMs);
+        } finally {
+            producer.shutdown();
+        }
     }
 
     // ---------------------------------------------------------------- consuming
