@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import signal
 
-from rmq_spark.client.errors import TopicNotFoundError
+from rmq_spark.client.errors import RocketMQError, TopicNotFoundError
 from rmq_spark.client.model import MASTER_ID
+from rmq_spark.client.remoting.frame import RemotingCommand
 from tests.support.processes import kill_group
 from tests.support.stock_cluster import StockCluster, StockClusterError, StockProcess
+
+GET_ALL_TOPIC_CONFIG = 21  # RequestCode: a broker's topic config table (what a slave copies from its master)
 
 
 class MemberCluster(StockCluster):
@@ -62,6 +65,47 @@ class MemberCluster(StockCluster):
             p,
             timeout,
         )
+
+    def wait_new_master(
+        self, group: str, old: StockProcess | None = None, timeout: float | None = None
+    ) -> StockProcess:
+        """Wait until the route lists a running member other than ``old`` at brokerId 0 of ``group``; that member."""
+        others = {p.address: p for p in self._members(group) if p is not old and p.running}
+        seen: list[StockProcess] = []
+
+        def elected() -> bool:
+            master = others.get(self._addresses(group).get(MASTER_ID))
+            seen[:] = [master] if master else []
+            return bool(seen)
+
+        names = sorted(p.name for p in others.values())
+        self._wait(elected, f"one of {names} to be the master of {group} in the route", self.namesrv, timeout)
+        return seen[0]
+
+    def has_topic(self, p: StockProcess, topic: str) -> bool:
+        """Whether member ``p`` has ``topic`` in its topic config table (GET_ALL_TOPIC_CONFIG)."""
+        try:
+            answer = self._client._pool.request(p.address, RemotingCommand(code=GET_ALL_TOPIC_CONFIG), 5.0)
+        except RocketMQError:
+            return False
+        return answer.code == 0 and f'"{topic}"'.encode() in answer.body
+
+    def wait_topic_on_members(self, topic: str, timeout: float = 60.0) -> None:
+        """Wait until every running member has ``topic``: a slave copies its master's topic configs now and then
+        (every 10 s in DLedger mode, syncBrokerMetadataPeriod in Controller mode), and one elected without it would
+        not route the topic."""
+        running = [p for p in self._processes() if p.running]
+        self._wait(
+            lambda: all(self.has_topic(p, topic) for p in running),
+            f"topic {topic} on every running member ({', '.join(p.name for p in running)})",
+            self.namesrv,
+            timeout,
+        )
+
+    def create_topic(self, topic: str, queues: int = 4) -> None:
+        """Create ``topic`` on every group's master, as StockCluster does, and wait until its slaves copied it."""
+        super().create_topic(topic, queues)
+        self.wait_topic_on_members(topic)
 
     # -- StockCluster's hooks --------------------------------------------------------------------------------
     def _processes(self) -> list[StockProcess]:
