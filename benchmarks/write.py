@@ -3,7 +3,7 @@ in one run (ratios, not absolute figures, are what compare across runs), and wit
 Kafka's own producer on the benchmark's Kafka node.
 
 usage: python -m benchmarks.write [--messages 1000000] [--body-size 100] [--queues 8] [--repeat 3] [--lines a,b]
-                                  [--kafka] [--tx-in-flight 32] [--tx-threads 32] [--output PATH]
+                                  [--kafka] [--tx-in-flight 128] [--tx-threads 32] [--output PATH]
 
 Lines (each run writes N messages into a fresh topic and is checked to have stored exactly N):
   java-produce             DefaultMQProducer.send(batch, queue), 64 per batch, 8 in flight (jvm-shim BulkLoad)
@@ -143,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--lines", default=None, help=f"a subset, comma-separated, of {', '.join(ALL_LINES)}")
     ap.add_argument("--kafka", action="store_true", help="add the Kafka lines (starts the benchmark's Kafka node)")
-    ap.add_argument("--tx-in-flight", type=int, default=32, help="java-transactional: transactions in flight")
+    ap.add_argument("--tx-in-flight", type=int, default=128, help="java-transactional: transactions in flight")
     ap.add_argument("--tx-threads", type=int, default=32, help="java-transactional-sync: sending threads")
     ap.add_argument("--spark-master", default="local[*]")
     ap.add_argument("--output", default=None, help="also write the JSON report to this file")
