@@ -262,11 +262,17 @@ class EmbeddedRocketMQ:
         self.tls_client_key = self._ready.get("tlsClientKey")
         return self
 
-    def close(self, timeout: float = 30.0) -> None:
-        """Shut the cluster down (end of stdin) and wait for the JVM to exit; kill it if it does not."""
+    def close(self, timeout: float = 30.0, *, wait: bool = True) -> None:
+        """Shut the cluster down (end of stdin) and wait for the JVM to exit; kill it if it does not. With
+        ``wait=False`` the caller goes on while the JVM shuts down (seconds: its brokers stop), and a thread of this
+        process waits for it (and kills it after ``timeout``); the JVM exits on its own at the end of its stdin."""
         proc, self._proc = self._proc, None
-        if proc is not None:
+        if proc is None:
+            return
+        if wait:
             stop_jvm(proc, timeout)
+        else:
+            threading.Thread(target=stop_jvm, args=(proc, timeout), name="rmq-shim-stop", daemon=True).start()
 
     def __enter__(self) -> EmbeddedRocketMQ:
         return self.start()

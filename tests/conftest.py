@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import sys
 import uuid
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -18,10 +21,21 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # keep Spark on loopback
 
 
+@contextlib.contextmanager
+def running(*args: Any, **kwargs: Any) -> Iterator[EmbeddedRocketMQ]:
+    """``EmbeddedRocketMQ(*args, **kwargs)`` started for a fixture; at its end the cluster shuts down while the
+    tests go on (its brokers take seconds to stop, and nothing uses them any more)."""
+    mq = EmbeddedRocketMQ(*args, **kwargs).start()
+    try:
+        yield mq
+    finally:
+        mq.close(wait=False)
+
+
 @pytest.fixture(scope="session")
 def rocketmq():
     """A running name server with brokers broker-a and broker-b on 127.0.0.1."""
-    with EmbeddedRocketMQ(brokers=2) as mq:
+    with running(brokers=2) as mq:
         yield mq
 
 

@@ -3,6 +3,7 @@ from collections.abc import Iterator
 import pytest
 
 from rmq_spark_testing.embedded import EmbeddedRocketMQ
+from tests.conftest import running
 
 _PAIR_USERS: list[str] = []  # node ids of the tests that use replicated_pair, in run order
 _PAIRS: list[EmbeddedRocketMQ] = []
@@ -26,13 +27,13 @@ def pytest_collection_modifyitems(items):
 def pytest_runtest_teardown(item, nextitem):
     if _PAIR_USERS and item.nodeid == _PAIR_USERS[-1]:
         for mq in _PAIRS:
-            mq.close()
+            mq.close(wait=False)  # it stops while the next tests run
 
 
 @pytest.fixture(scope="session")
 def replicated_pair() -> Iterator[EmbeddedRocketMQ]:
     """broker-a and broker-b, each with a slave that refuses pulls (slaveReadEnable=false, RocketMQ's default
     deployment): for the tests that stop masters (read fail-over, sink recovery). Stopped after its last test."""
-    with EmbeddedRocketMQ(brokers=2, slaves=1, slave_read=False) as mq:
+    with running(brokers=2, slaves=1, slave_read=False) as mq:
         _PAIRS.append(mq)
         yield mq

@@ -10,8 +10,7 @@ from __future__ import annotations
 from rmq_spark.client import RemotingClient
 from rmq_spark.options import parse_options
 from rmq_spark.source.queue_watch import QueueWatch
-from rmq_spark_testing.embedded import EmbeddedRocketMQ
-from tests.conftest import new_client, unique_topic
+from tests.conftest import new_client, running, unique_topic
 from tests.integration.streaming import stream_around_a_master_outage
 from tests.support.waiting import wait_until
 
@@ -27,7 +26,7 @@ def _stands_in(client: RemotingClient, topic: str, master: str) -> bool:
 def test_a_slave_acting_for_its_master_is_a_slave_and_the_stream_goes_on_with_the_other_group(spark, tmp_path, request):
     topic = unique_topic(request)
     with (
-        EmbeddedRocketMQ(2, slaves=1, slave_read=False, acting_master=True) as acting,
+        running(2, slaves=1, slave_read=False, acting_master=True) as acting,
         RemotingClient(acting.name_server) as client,
     ):
         acting.create_topic(topic, queues=2)

@@ -12,8 +12,7 @@ import pytest
 
 from rmq_spark.client import DataLossError, MessageQueue, RemotingClient
 from rmq_spark.source.progress import query_skipped
-from rmq_spark_testing.embedded import EmbeddedRocketMQ
-from tests.conftest import transport_options, unique_topic
+from tests.conftest import running, transport_options, unique_topic
 from tests.integration.streaming import Collect, start_query, wait_for
 
 TOPIC = "Shrinking"
@@ -21,7 +20,7 @@ TOPIC = "Shrinking"
 
 @pytest.fixture(scope="module")
 def shrunk():
-    with EmbeddedRocketMQ(1, commitlog_file_size=64 * 1024, cq_file_entries=50) as mq:
+    with running(1, commitlog_file_size=64 * 1024, cq_file_entries=50) as mq:
         mq.create_topic(TOPIC, queues=1)
         mq.produce_bulk(TOPIC, 2000, 200)
         mq.delete_old_files("broker-a")
@@ -113,7 +112,7 @@ def test_a_stream_task_names_the_loss_as_planning_did(spark, shrunk, tmp_path):
 
 @pytest.fixture(scope="module")
 def removing():
-    with EmbeddedRocketMQ(1, commitlog_file_size=64 * 1024, cq_file_entries=50) as mq:
+    with running(1, commitlog_file_size=64 * 1024, cq_file_entries=50) as mq:
         yield mq
 
 

@@ -12,8 +12,7 @@ import time
 import pytest
 
 from rmq_spark.client import ConnectionLostError, MessageQueue
-from rmq_spark_testing.embedded import EmbeddedRocketMQ
-from tests.conftest import TRANSPORTS, new_client, record_error, unique_topic
+from tests.conftest import TRANSPORTS, new_client, record_error, running, unique_topic
 from tests.integration.streaming import (
     Collect,
     assert_exactly_once,
@@ -143,7 +142,7 @@ def test_a_queue_named_in_startingOffsets_whose_broker_group_is_away_starts_ther
 @pytest.fixture(scope="module")
 def single():
     """A cluster of one broker, whose restart leaves no broker at all."""
-    with EmbeddedRocketMQ(brokers=1) as mq:
+    with running(brokers=1) as mq:
         yield mq
 
 
@@ -190,7 +189,7 @@ def test_a_one_broker_restart_and_a_name_server_outage(spark, single, transport,
 @pytest.fixture(scope="module")
 def replicated():
     """broker-a with a slave (classic master-slave replication, slaveReadEnable)."""
-    with EmbeddedRocketMQ(brokers=1, slaves=1) as mq:
+    with running(brokers=1, slaves=1) as mq:
         yield mq
 
 
