@@ -2,12 +2,18 @@
 
 An election cuts a queue's tail when the replica elected lagged behind the master that died (asynchronous
 replication; a DLedger leader change or a slave promoted by hand does the same): the queue keeps its first messages,
-which the query read, and stores new ones from its new end on. A topic deleted and recreated starts its queues again
-at offset 0 with messages stored after the deletion. The brokers answer what tells them apart: the store time of the
-queue's first held message. Every message a query delivered from a queue was stored before the query planned the
-batch that read it; a queue whose first message was stored after the last such batch holds nothing the query
-delivered, so it is read again from its first offset. Any other is read on from its new end: when in doubt, nothing
-is delivered twice, and the cut is reported as lost."""
+which the query read, and stores new ones from the cut on, at offsets the query had read before. By the time the
+query sees the queue's end again, producers may have stored new messages there: the end is then above the cut, and
+the new messages below it look like messages read. A topic deleted and recreated starts its queues again at offset 0
+with messages stored after the deletion.
+
+The brokers answer what tells them apart: when and by which broker each message was stored. Every message a query
+delivered from a queue was stored before the query planned the batch that read it (the bound); a message stored
+after the bound by the broker that stores the queue's newest message (the elected master), or well after it
+(CLOCK_SLACK_MS) by any broker, is new. A queue keeps its messages in store order, so the first new message is found
+by bisection, a few single-message pulls: the query reads on from there, and the cut range is reported as lost. A
+queue whose first message is new was recreated (or cut to nothing): it is read again from its first offset. When a
+message cannot be read, the queue is read on from its end: nothing is delivered twice, and the cut is reported."""
 
 from __future__ import annotations
 
@@ -17,7 +23,7 @@ from collections.abc import Iterable, Mapping
 
 from rmq_spark.client.base import BaseClient
 from rmq_spark.client.errors import RocketMQError
-from rmq_spark.client.model import MessageQueue
+from rmq_spark.client.model import Message, MessageQueue
 
 log = logging.getLogger(__name__)
 
@@ -33,47 +39,90 @@ def now_ms() -> int:
 
 
 class ReadTimes:
-    """Per queue, when (ms) this reader last planned a batch that read it, else when the reader was made: every
-    message the query delivered from the queue, in this process or an earlier one, was stored before then. One int
-    per queue that moved."""
+    """Per queue, when (ms) this reader last planned a batch that read it, else when the batch before the one
+    being planned was (its end's ``PLANNED_AT_KEY``, kept in Spark's checkpoint), else when the reader was made:
+    every message the query delivered from the queue, in this process or an earlier one, was stored before then.
+    One int per queue that moved."""
 
     def __init__(self) -> None:
         self._made = now_ms()
         self._at: dict[MessageQueue, int] = {}
+        self.last: int | None = None  # when the last batch was planned
 
     def note(self, begin: Mapping[MessageQueue, int], end: Mapping[MessageQueue, int]) -> None:
         """A batch from ``begin`` to ``end`` was planned now."""
-        at = now_ms()
+        at = self.last = now_ms()
         for mq, e in end.items():
             if e > begin.get(mq, e):
                 self._at[mq] = at
 
-    def bound(self, mq: MessageQueue) -> int:
-        return self._at.get(mq, self._made)
+    def bound(self, mq: MessageQueue, recorded: int | None = None) -> int:
+        """The bound for ``mq``; ``recorded``: when the batch that ends at the start was planned, if known."""
+        return min(self._at.get(mq, self._made), self._made if recorded is None else recorded)
 
 
-def recreated(
+def _stored(client: BaseClient, mq: MessageQueue, offset: int) -> Message | None:
+    """The message at ``offset`` of ``mq``, read from its broker; None when none is there."""
+    return next(iter(client.read_range(mq, offset, offset + 1, retry_timeout=READ_WAIT_S)), None)
+
+
+def first_new(client: BaseClient, mq: MessageQueue, first: int, end: int, bound: int) -> int | None:
+    """The first offset in ``[first, end)`` of ``mq`` whose message was stored after the cut (see the module's
+    rule, ``bound`` the time of the query's last read of the queue), or None when none was or a message cannot be
+    read now (logged)."""
+    if first >= end:
+        return None
+    try:
+        newest = _stored(client, mq, end - 1)
+        if newest is None or newest.store_timestamp <= bound:
+            return None
+        elected = newest.store_host
+
+        def new(offset: int) -> bool:
+            m = _stored(client, mq, offset)
+            if m is None:
+                raise RocketMQError(f"no message at offset {offset}")
+            return m.store_timestamp > bound + CLOCK_SLACK_MS or (m.store_timestamp > bound and m.store_host == elected)
+
+        low, high = first, end - 1  # the answer is in [low, high]: the newest message is new
+        while low < high:
+            middle = (low + high) // 2
+            if new(middle):
+                high = middle
+            else:
+                low = middle + 1
+        return low
+    except RocketMQError as e:
+        log.info("rocketmq source: the messages of %s cannot be read now (%s); reading on from its end", mq, e)
+        return None
+
+
+def all_new(resume: int | None, first: int | None) -> bool:
+    """Whether a cut queue whose messages stored after the cut begin at ``resume`` holds only such messages (from
+    its first offset ``first``): recreated, or cut to nothing, it is read again from its first offset."""
+    return resume is not None and first is not None and resume <= first
+
+
+def new_messages(
     client: BaseClient,
     cut: Iterable[MessageQueue],
     firsts: Mapping[MessageQueue, int],
     ends: Mapping[MessageQueue, int],
     times: ReadTimes | None,
-) -> set[MessageQueue]:
-    """Those of ``cut`` (queues whose end fell below the query's offset) proven recreated: their first message
-    (at ``firsts``, below ``ends``) was stored after ``times``' bound. Without ``times`` (a batch query, which
-    read nothing before) or a first message that cannot be read now, none is."""
-    found: set[MessageQueue] = set()
+    recorded: int | None = None,
+) -> dict[MessageQueue, int]:
+    """Of ``cut`` (queues whose end fell below the query's offset), those holding messages stored after the cut,
+    with the first offset of those (``first_new``); one at its first offset in ``firsts`` was recreated.
+    ``recorded``: when the batch that ends at the query's offsets was planned (``ReadTimes.bound``). Without
+    ``times`` (a batch query, which read nothing before) or a first offset, none is."""
+    found: dict[MessageQueue, int] = {}
     if times is None:
         return found
     for mq in sorted(cut):
-        first, end = firsts.get(mq), ends[mq]
-        if first is None or first >= end:
-            continue  # nothing held: read on from the end, which is its first offset too
-        try:
-            message = next(iter(client.read_range(mq, first, first + 1, retry_timeout=READ_WAIT_S)), None)
-        except RocketMQError as e:
-            log.info("rocketmq source: the first message of %s cannot be read now (%s); reading on from its end", mq, e)
+        first = firsts.get(mq)
+        if first is None:
             continue
-        if message is not None and message.store_timestamp > times.bound(mq) + CLOCK_SLACK_MS:
-            found.add(mq)
+        offset = first_new(client, mq, first, ends[mq], times.bound(mq, recorded))
+        if offset is not None:
+            found[mq] = offset
     return found

@@ -18,6 +18,9 @@ START_KEY = "$start"
 # Where every offsets JSON of a startingOffsets=latest stream carries the time (ms) latest was resolved at its
 # start: a queue that enters later starts at the first offset stored at or after it (``entering_spec``).
 START_TIME_KEY = "$startTime"
+# Where every batch end of a stream carries when the batch was planned (ms): every message the query delivered
+# before the next batch was stored before then, which tells the messages of a cut queue apart (``cut_queues``).
+PLANNED_AT_KEY = "$plannedAt"
 
 
 def is_annotation(key: str) -> bool:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rmq_spark.client.model import MessageQueue, queue_order
-from rmq_spark.source.offset_specs import START_KEY, START_TIME_KEY, queue_offsets
+from rmq_spark.source.offset_specs import PLANNED_AT_KEY, START_KEY, START_TIME_KEY, queue_offsets
 
 
 @dataclass(frozen=True, order=True)
@@ -71,10 +71,12 @@ def offsets_to_json(
     *,
     start: Mapping[MessageQueue, int] | None = None,
     start_time: int | None = None,
+    planned_at: int | None = None,
 ) -> dict[str, Any]:
     """Per-queue offsets → the nested dict, topics and queue keys in canonical order (sorted by broker, then
     queue id numerically), so equal offsets always serialize to the same JSON string; ``start``, when given, is
-    recorded under ``START_KEY``, then ``start_time`` under ``START_TIME_KEY`` (last)."""
+    recorded under ``START_KEY``, then ``start_time`` under ``START_TIME_KEY``, then ``planned_at`` under
+    ``PLANNED_AT_KEY`` (last)."""
     offset = offsets.__getitem__
     out: dict[str, Any] = {
         topic: dict(zip(keys, map(offset, mqs), strict=True)) for topic, keys, mqs in _layout(offsets.keys()).topics
@@ -83,6 +85,8 @@ def offsets_to_json(
         out[START_KEY] = offsets_to_json(start)
     if start_time is not None:
         out[START_TIME_KEY] = start_time
+    if planned_at is not None:
+        out[PLANNED_AT_KEY] = planned_at
     return out
 
 
@@ -101,10 +105,20 @@ def recorded_start(data: Mapping[str, Any] | str) -> dict[MessageQueue, int] | N
     return None if start is None else queue_offsets(start)
 
 
+def recorded_planned_at(data: Mapping[str, Any] | str) -> int | None:
+    """When (ms) the batch that ends at these offsets was planned, as they carry it; None where they do not (the
+    initial offsets, or a checkpoint of a release before they did)."""
+    return _recorded_ms(data, PLANNED_AT_KEY)
+
+
 def recorded_start_time(data: Mapping[str, Any] | str) -> int | None:
     """The time (ms) a startingOffsets=latest stream resolved latest at its start, as its offsets carry it; None
     where they do not (another start, or a checkpoint of a release before they did)."""
-    found = _nested(data).get(START_TIME_KEY)
+    return _recorded_ms(data, START_TIME_KEY)
+
+
+def _recorded_ms(data: Mapping[str, Any] | str, key: str) -> int | None:
+    found = _nested(data).get(key)
     return found if isinstance(found, int) and not isinstance(found, bool) else None
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from rmq_spark.client import hints
 from rmq_spark.client.base import BaseClient, outside
@@ -23,6 +23,7 @@ from rmq_spark.client.model import MessageQueue, TopicRoute, queue_order
 from rmq_spark.client.system_topics import is_internal_topic
 from rmq_spark.compiled import data_loss_error, data_loss_note
 from rmq_spark.options import OptionError, SourceOptions
+from rmq_spark.source.cut_queues import all_new
 from rmq_spark.source.offsets import QueueRange
 
 log = logging.getLogger(__name__)
@@ -208,32 +209,40 @@ def check_data_loss(queue: MessageQueue, requested: int, available: int, fail: b
     return available
 
 
-def check_cut(queue: MessageQueue, reached: int, end: int, first: int | None, recreated: bool, fail: bool) -> int:
-    """The start for a queue whose end offset ``end`` fell below the offset ``reached`` (``source.cut_queues``):
-    a recreated queue (the topic deleted and recreated) is read from its first offset ``first`` (0 when unknown);
-    any other had its tail cut (an election of a replica that lagged) and is read on from ``end``, the cut
-    ``[end, reached)`` lost. DataLossError naming the cause under failOnDataLoss=true, else logged."""
+def check_cut(queue: MessageQueue, reached: int, end: int, first: int | None, resume: int | None, fail: bool) -> int:
+    """The start for a queue whose end offset ``end`` fell below the offset ``reached`` (``source.cut_queues``),
+    ``resume`` the first offset of the messages stored after the cut, if any: a queue whose messages are all new
+    (``resume`` at its first offset ``first``: the topic deleted and recreated) is read from its first offset; any
+    other had its tail cut (an election of a replica that lagged) and is read on from ``resume`` (else from
+    ``end``), the query's messages from there to ``reached`` lost. DataLossError naming the cause under
+    failOnDataLoss=true, else logged."""
     below = f"{queue}: the broker's end offset {end} is below offset {reached}, which this query had reached"
-    if recreated:
-        start = first if first is not None else 0
+    if all_new(resume, first):
+        assert first is not None
         data_loss(
             f"{below}, and its first message was stored after the query last read it: the topic was deleted and "
             "recreated, and the messages it holds now are new",
             fail,
-            remedy=f"read the recreated queue from its first offset {start}",
-            action=f"reading the recreated queue from its first offset {start}",
+            remedy=f"read the recreated queue from its first offset {first}",
+            action=f"reading the recreated queue from its first offset {first}",
         )
-        return start
+        return first
+    start = end if resume is None else resume
+    stored = (
+        f"the new ones are stored from offset {end} on"
+        if resume is None
+        else f"messages [{resume}, {end}) were stored after the cut"
+    )
     data_loss(
         f"{below}: its tail was cut, as when a replica that lagged behind its master is elected (a Controller-mode "
         "election or a DLedger leader change under asynchronous replication, or a slave promoted by hand); "
-        f"messages [{end}, {reached}) are gone from the broker, the new ones are stored from offset {end} on. "
+        f"messages [{start}, {reached}) that the query read are gone from the broker, {stored}. "
         f"{hints.HA_PREVENTION}",
         fail,
-        remedy=f"count the cut range as skipped and read on from the new end offset {end}",
-        action=f"reading on from offset {end} ({reached - end} offsets counted as skipped)",
+        remedy=f"count the cut range as skipped and read on from offset {start}",
+        action=f"reading on from offset {start} ({reached - start} offsets counted as skipped)",
     )
-    return end
+    return start
 
 
 def plan_ranges(
@@ -244,19 +253,20 @@ def plan_ranges(
     fail_on_data_loss: bool,
     sparse_topics: frozenset[str] = frozenset(),
     gaps: Mapping[MessageQueue, Sequence[tuple[int, int]]] | None = None,
-    recreated: Collection[MessageQueue] = (),
+    resumes: Mapping[MessageQueue, int] | None = None,
 ) -> list[QueueRange]:
     """One range ``[start, end)`` per queue of ``ends`` that has something to read, under the one data-loss rule:
-    an end below the start is a cut queue, read on from its end unless it is among ``recreated`` (``check_cut``),
-    a start below the queue's first offset is data loss (``check_data_loss``). A queue missing from ``mins`` (its
-    broker did not answer) is checked by its task when it pulls. ``gaps``: offsets of a queue that hold no message
-    by design (a remapped logic queue's, ``remapping_gaps``), left out of its ranges: neither read nor lost."""
+    an end below the start is a cut queue, read on from its end or from where ``resumes`` says new messages begin
+    (``check_cut``), a start below the queue's first offset is data loss (``check_data_loss``). A queue missing
+    from ``mins`` (its broker did not answer) is checked by its task when it pulls. ``gaps``: offsets of a queue
+    that hold no message by design (a remapped logic queue's, ``remapping_gaps``), left out of its ranges: neither
+    read nor lost."""
     ranges = []
     for mq in sorted(ends, key=queue_order):
         end = ends[mq]
         start = starts.get(mq, end)
         if end < start:
-            start = check_cut(mq, start, end, mins.get(mq), mq in recreated, fail_on_data_loss)
+            start = check_cut(mq, start, end, mins.get(mq), (resumes or {}).get(mq), fail_on_data_loss)
         elif mq in mins:
             start = check_data_loss(mq, start, mins[mq], fail_on_data_loss)
         skipped = gaps.get(mq) if gaps else None

@@ -6,7 +6,7 @@ progress (``rmq_spark.source.progress.query_skipped``)."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 
 from rmq_spark.client.model import MessageQueue
 from rmq_spark.source.offsets import QueueRange, offsets_to_json
@@ -31,12 +31,13 @@ class SkippedMessages:
         ends: Mapping[MessageQueue, int],
         ranges: Iterable[QueueRange],
         gaps: Mapping[MessageQueue, Sequence[tuple[int, int]]] | None = None,
+        recreated: Collection[MessageQueue] = (),
     ) -> int:
         """Add what planning skipped of a batch: per queue of ``ends`` read from ``begin``, the offsets before its
         planned range's start (all of them when no range is left). A cut queue (end below its start) read on from
-        its end skips the cut offsets [end, start); one read again from its first offset (recreated: a range is
-        planned) skips nothing known. ``gaps`` (a remapped logic queue's offsets that hold no message) are not
-        skipped messages.
+        its end skips the cut offsets [end, start), one read on from the messages stored after the cut skips
+        [their first offset, start); one of ``recreated``, read again from its first offset, skips nothing known.
+        ``gaps`` (a remapped logic queue's offsets that hold no message) are not skipped messages.
         Returns the batch's count, logged when not 0."""
         starts: dict[MessageQueue, int] = {}
         for r in ranges:
@@ -44,10 +45,10 @@ class SkippedMessages:
         skipped = 0
         for mq, end in ends.items():
             b = begin.get(mq)
-            if b is None or (end < b and mq in starts):
+            if b is None or mq in recreated:
                 continue
             if end < b:
-                n = b - end
+                n = b - min(starts.get(mq, end), end)
             else:
                 first = min(starts.get(mq, end), end)
                 n = first - b - sum(max(0, min(high, first) - max(low, b)) for low, high in (gaps or {}).get(mq, ()))

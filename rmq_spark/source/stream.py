@@ -29,13 +29,19 @@ from rmq_spark.client_pool import new_client
 from rmq_spark.options import SourceOptions
 from rmq_spark.source.admission import TriggerLimits, admit, capped
 from rmq_spark.source.batch import partitions_of, read_partition
-from rmq_spark.source.cut_queues import ReadTimes, recreated
+from rmq_spark.source.cut_queues import ReadTimes, all_new, new_messages
 from rmq_spark.source.group_check import GroupCheck
 from rmq_spark.source.offset_mirror import OffsetMirror
 from rmq_spark.source.offset_resolver import OffsetResolver
 from rmq_spark.source.offset_specs import START_KEY, Edge, check_named, entering_spec
 from rmq_spark.source.offset_store import OffsetStore
-from rmq_spark.source.offsets import offsets_from_json, offsets_to_json, recorded_start, recorded_start_time
+from rmq_spark.source.offsets import (
+    offsets_from_json,
+    offsets_to_json,
+    recorded_planned_at,
+    recorded_start,
+    recorded_start_time,
+)
 from rmq_spark.source.planning import plan_ranges, query_topics
 from rmq_spark.source.queue_access import Access, QueueAccess
 from rmq_spark.source.queue_watch import QueueWatch
@@ -198,7 +204,9 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # The first batch's end records its start, even when nothing moved (Spark runs a first batch anyway): a
         # replay of an uncommitted batch 0 gets a fresh initialOffset(), which may resolve elsewhere by then, and
         # partitions() prefers the recorded start.
-        out = offsets_to_json(end, start=begin if first else None, start_time=self._start_time)
+        out = offsets_to_json(
+            end, start=begin if first else None, start_time=self._start_time, planned_at=self._read_times.last
+        )
         self._planned = [PlannedEnd(out, end), *self._planned[:1]]
         return out
 
@@ -248,12 +256,15 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         moved = {mq: o for mq, o in finish.items() if started(mq, o) != o}
         # No GET_MIN_OFFSET on the batch's path by default: each task checks for data loss when it pulls, and names
         # the queue, the offsets gone and failOnDataLoss as planning would. A cut queue (its end below its offset)
-        # asks where it starts now and whether it was recreated (cut_queues.py); under failOnDataLoss=false every
-        # queue asks, so that the driver counts what is skipped (skipped.py).
+        # asks where it starts now and where the messages stored after the cut begin (cut_queues.py); under
+        # failOnDataLoss=false every queue asks, so that the driver counts what is skipped (skipped.py).
         cut = [mq for mq, o in moved.items() if o < begin[mq]]
         asked = cut if self.options.fail_on_data_loss else list(moved)
         mins = self.client.min_offsets(asked, partial=True) if asked else {}
         gaps = self._gaps(moved)
+        resumes = {}
+        if cut:
+            resumes = new_messages(self.client, cut, mins, moved, self._read_times, recorded_planned_at(start))
         ranges = plan_ranges(
             begin,
             moved,
@@ -261,10 +272,11 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             fail_on_data_loss=self.options.fail_on_data_loss,
             sparse_topics=self.watch.sparse_topics,
             gaps=gaps,
-            recreated=recreated(self.client, cut, mins, moved, self._read_times) if cut else (),
+            resumes=resumes,
         )
         if not self.options.fail_on_data_loss:  # (under true, planning skips nothing: it raises)
-            self._skipped.count(begin, moved, ranges, gaps)
+            recreated = [mq for mq, o in resumes.items() if all_new(o, mins.get(mq))]
+            self._skipped.count(begin, moved, ranges, gaps, recreated=recreated)
         return partitions_of(ranges, self.options)
 
     def _gaps(self, queues: Iterable[MessageQueue]) -> dict[MessageQueue, list[tuple[int, int]]]:

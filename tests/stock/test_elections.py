@@ -92,7 +92,7 @@ def test_a_stream_delivers_every_message_once_through_a_master_kill(spark, tmp_p
             after = send(cluster, TOPIC, "after", 50)
             held = _held(cluster)
             note(f"the group holds {len(held)} messages after the election")
-            wait_until(
+            wait_for(
                 lambda: sink.has({b for _, _, b in held}),
                 240,
                 "the query to read every message the group holds after the election",

@@ -35,6 +35,9 @@ def mq(queue_id: int, broker: str = A) -> MessageQueue:
     return MessageQueue(TOPIC, broker, queue_id)
 
 
+MASTER_HOST = "10.0.0.1:10911"  # the store host of the messages a test scripts with one store time
+
+
 class _Cluster:
     """Name servers and brokers as a test scripts them: the readable queues of each broker group in the route, the
     end offset each master answers, and, while ``slave_ends`` is set, a slave answering instead of the masters (or,
@@ -48,7 +51,8 @@ class _Cluster:
         self.slave_ends: dict[MessageQueue, int] | None = None
         self.committed: dict[MessageQueue, int] = {}
         self.mins: dict[MessageQueue, int] = {}  # first offsets above 0: retention deleted the messages below
-        self.stored_at: dict[MessageQueue, int] = {}  # the store time (ms) of each queue's messages
+        # the store time (ms) of each queue's messages: one for all, or (time, store host) per offset
+        self.stored_at: dict[MessageQueue, int | list[tuple[int, str]]] = {}
         self.min_asked: list[MessageQueue] = []
         self.outages = OutageLog(logging.getLogger("test"))
 
@@ -93,11 +97,11 @@ class _Cluster:
         )
 
     def read_range(self, mq, start, end, **kw):
-        """One message per offset, stored at ``stored_at[mq]`` (none where it is not set)."""
-        if mq in self.stored_at:
-            yield from (
-                types.SimpleNamespace(queue_offset=o, store_timestamp=self.stored_at[mq]) for o in range(start, end)
-            )
+        """One message per offset, stored as ``stored_at[mq]`` says (none where it is not set)."""
+        stored = self.stored_at.get(mq)
+        for o in range(start, end) if stored is not None else ():
+            at, host = (stored, MASTER_HOST) if isinstance(stored, int) else stored[o]
+            yield types.SimpleNamespace(queue_offset=o, store_timestamp=at, store_host=host)
 
     def min_offsets(self, mqs, partial=False) -> Answers:
         mqs = list(mqs)
@@ -295,6 +299,48 @@ def test_a_queue_whose_end_fell_below_its_offset_reads_on_from_its_end_unless_it
     planned = [(r.start, r.end) for p in reader.partitions(end, later) for r in p.ranges]
     assert planned == ([(0, 4)] if recreated else [])
     assert reader.reportLatestOffset().get("$skipped", {}) == ({} if recreated else {TOPIC: {f"{A}/0": 6}})
+
+
+def test_an_election_that_cut_a_read_tail_under_new_sends_reads_the_new_messages_once_and_counts_the_cut():
+    """The query read offsets 0-9; the elected replica had 0-3 only, and producers stored three messages at 4-6
+    before the query saw the queue again: its end (7) is above the cut. The new messages are read, none of 0-9
+    again, and the cut (the query's 4-9) is counted as skipped. The old messages are told from the new by when and
+    where they were stored: a message of the dead master stored a moment after the query's read (its clock ahead)
+    is an old one; one the elected master stored after it is new."""
+    cluster = _Cluster({A: 1}, {mq(0): 10})
+    reader = _reader(cluster, failOnDataLoss="false")
+    first = reader.initialOffset()
+    end = reader.latestOffset(first, ALL)
+    reader.partitions(first, end)
+    now = int(time.time() * 1000)
+    old, elected = "10.0.0.1:10911", "10.0.0.2:10911"
+    cluster.stored_at[mq(0)] = [(now - 9_000, old)] * 3 + [(now + 1_000, old)] + [(now + 2_000, elected)] * 3
+    cluster.ends[mq(0)] = 7
+    reader.watch.poll(force=True)
+    later = reader.latestOffset(end, ALL)
+    planned = [(r.start, r.end) for p in reader.partitions(end, later) for r in p.ranges]
+    assert planned == [(4, 7)]
+    assert reader.reportLatestOffset().get("$skipped", {}) == {TOPIC: {f"{A}/0": 6}}
+
+
+def test_a_restarted_query_tells_the_messages_stored_after_a_cut_by_when_its_last_batch_was_planned():
+    """The query read offsets 0-9 and stopped; the election cut the queue to 0-3 and producers stored 4-6 before the
+    query was restarted on its checkpoint. The new process never planned a batch of the queue: the time the last
+    batch was planned, which its end carries in the checkpoint, bounds the messages the query delivered, so the
+    new messages (stored before the restart) are read."""
+    cluster = _Cluster({A: 1}, {mq(0): 10})
+    first_run = _reader(cluster, failOnDataLoss="false")
+    first = first_run.initialOffset()
+    end = first_run.latestOffset(first, ALL)
+    first_run.partitions(first, end)
+    planned = end["$plannedAt"]
+    old, elected = "10.0.0.1:10911", "10.0.0.2:10911"
+    cluster.stored_at[mq(0)] = [(planned - 9_000, old)] * 4 + [(planned + 1, elected)] * 3
+    cluster.ends[mq(0)] = 7
+    time.sleep(0.01)  # the restart comes after the new messages
+    restarted = _reader(cluster, failOnDataLoss="false")
+    later = restarted.latestOffset(end, ALL)
+    assert [(r.start, r.end) for p in restarted.partitions(end, later) for r in p.ranges] == [(4, 7)]
 
 
 def test_a_message_that_arrives_while_latest_starting_offsets_resolve_is_no_reset():
