@@ -26,7 +26,7 @@ from tests.integration import kill_job
 from tests.integration.streaming import remove_torn_first_write
 from tests.support.checkpoints import committed_offsets, logged
 from tests.support.processes import kill_group
-from tests.support.spark_deaths import SPARE_DRIVERS, SparkDeath, run_to_end, spark_death
+from tests.support.spark_deaths import SPARE_DRIVERS, SparkDeath, run_all_to_end, run_to_end, spark_death
 from tests.support.waiting import wait_until
 
 BROKERS = ("broker-a", "broker-b")
@@ -140,6 +140,11 @@ def test_exactly_once_across_kills_inside_commits_and_a_broker_restart(spark, ro
     rng = random.Random(seed)
     kinds = ["start-up", "first batch", "commit"]
     rng.shuffle(kinds)
+    t0 = time.monotonic()
+
+    def phase(what: str) -> None:
+        """Where the test's time goes (shown with -s)."""
+        print(f"[{time.monotonic() - t0:6.1f} s] {what}", flush=True)
 
     def kill_moment(kind: str, job: KillJob, left: CommitRecord | None, planned: int) -> None:
         """Wait for this driver's moment of ``kind``: a random time in its start-up (the JVM, the first
@@ -169,10 +174,12 @@ def test_exactly_once_across_kills_inside_commits_and_a_broker_restart(spark, ro
             if kind == "commit":  # a broker restarts under this driver, which must go on past it
                 before = _commits(checkpoint)
                 _wait_for(lambda: _commits(checkpoint) > before, 240, "a batch of the first driver", job)
+                phase("broker-b restarts")
                 rocketmq.stop_broker("broker-b")
                 time.sleep(2)
                 rocketmq.start_broker("broker-b")
                 after = _commits(checkpoint)
+                phase("broker-b restarted")
                 _wait_for(lambda: _commits(checkpoint) >= after + 2, 240, "progress after the broker restart", job)
             kill_moment(kind, job, left, planned)
         finally:
@@ -185,7 +192,9 @@ def test_exactly_once_across_kills_inside_commits_and_a_broker_restart(spark, ro
         for round, kind in enumerate(kinds):
             for attempt in range(spares + 1):
                 try:
+                    phase(f"driver {round}.{attempt}: {kind}")
                     _kill_round(round, attempt, kind)
+                    phase(f"driver {round}.{attempt} killed")
                     break
                 except SparkDeath as e:
                     assert spares > 0, f"more than {SPARE_DRIVERS} drivers died of Spark's own failures: {e}"
@@ -201,14 +210,20 @@ def test_exactly_once_across_kills_inside_commits_and_a_broker_restart(spark, ro
         client.close()
     assert not producer_error, producer_error
 
-    run_to_end(kill_job.copy_writer(spark, rocketmq.gateway, topic, group, str(out), str(checkpoint), limit=END))
-    for target, guarantee, producer_group, sink_checkpoint in sinks:
-        run_to_end(
-            kill_job.sink_writer(
-                spark, rocketmq.name_server, topic, target, guarantee, producer_group, str(sink_checkpoint), limit=END
-            )
-        )
+    phase("runs to the end")
+    run_all_to_end(
+        [
+            kill_job.copy_writer(spark, rocketmq.gateway, topic, group, str(out), str(checkpoint), limit=END),
+            *(
+                kill_job.sink_writer(
+                    spark, rocketmq.name_server, topic, target, guarantee, group_, str(sink_checkpoint), limit=END
+                )
+                for target, guarantee, group_, sink_checkpoint in sinks
+            ),
+        ]
+    )
 
+    phase("checks")
     java = {
         (m["brokerName"], m["queueId"], m["queueOffset"]): base64.b64decode(m["bodyBase64"])
         for m in rocketmq.consume(topic)
@@ -235,6 +250,7 @@ def test_exactly_once_across_kills_inside_commits_and_a_broker_restart(spark, ro
     assert sorted(committed.values()) == sorted(o["maxOffset"] for o in rocketmq.offsets(topic))
 
     # a new query from the group's committed offsets continues with no gap and no duplicate
+    phase("a new query from the group's offsets")
     rocketmq.produce_bulk(topic, 300, 80, tags=["TagC"])
     out2 = tmp_path / "out2"
     run_to_end(
@@ -249,3 +265,4 @@ def test_exactly_once_across_kills_inside_commits_and_a_broker_restart(spark, ro
         if m["queueOffset"] >= committed[f"{m['brokerName']}/{m['queueId']}"]
     )
     assert len(later) == 300
+    phase("done")

@@ -10,6 +10,7 @@ test that asserts exactly-once asserts it across the restart too.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -38,12 +39,20 @@ class SparkDeath(AssertionError):
 def run_to_end(writer: DataStreamWriter, timeout: float = 300) -> None:
     """Run ``writer``'s query available-now to its end in this session, again from its checkpoint where one of
     SPARK_DEATHS ended it (at most SPARE_DRIVERS times)."""
-    for spare in range(SPARE_DRIVERS, -1, -1):
-        query = writer.trigger(availableNow=True).start()
-        assert query.awaitTermination(timeout), "the available-now run did not end"
-        error = query.exception()
-        if error is None:
-            return
-        if not spare or spark_death(str(error)) is None:
-            raise AssertionError(error)
-        print(f"running the query again from its checkpoint: Spark's own failure: {spark_death(str(error))}")
+    run_all_to_end([writer], timeout)
+
+
+def run_all_to_end(writers: Sequence[DataStreamWriter], timeout: float = 300) -> None:
+    """``run_to_end`` for each of ``writers``, their queries side by side (each waits less on the others'
+    start-up and commits than one after the other)."""
+    queries = [writer.trigger(availableNow=True).start() for writer in writers]
+    for writer, query in zip(writers, queries, strict=True):
+        for spare in range(SPARE_DRIVERS, -1, -1):
+            assert query.awaitTermination(timeout), "the available-now run did not end"
+            error = query.exception()
+            if error is None:
+                break
+            if not spare or spark_death(str(error)) is None:
+                raise AssertionError(error)
+            print(f"running the query again from its checkpoint: Spark's own failure: {spark_death(str(error))}")
+            query = writer.trigger(availableNow=True).start()
