@@ -45,9 +45,10 @@ def make_cluster(request) -> Callable[..., MemberCluster]:
 
 
 def _held(cluster: MemberCluster) -> list[tuple[int, int, str]]:
-    """(queueId, queueOffset, body) of every message the group holds, as RocketMQ's Java pull consumer reads them."""
+    """(queueId, queueOffset, name) of every message the group holds, as RocketMQ's Java pull consumer reads them
+    (a message's name: its body up to ``|``, as ``Rows`` keeps it)."""
     return [
-        (m["queueId"], m["queueOffset"], base64.b64decode(m["bodyBase64"]).decode())
+        (m["queueId"], m["queueOffset"], base64.b64decode(m["bodyBase64"]).split(b"|")[0].decode())
         for m in cluster.consume(TOPIC)
         if m["topic"] == TOPIC
     ]
