@@ -9,7 +9,7 @@ with messages stored after the deletion.
 
 The brokers answer what tells them apart: when and by which broker each message was stored. Every message a query
 delivered from a queue was stored before the query planned the batch that read it (the bound); a message stored
-after the bound by the broker that stores the queue's newest message (the elected master), or well after it
+after the bound by the queue's master now (the elected one, as the route names it), or well after it
 (CLOCK_SLACK_MS) by any broker, is new. A queue keeps its messages in store order, so the first new message is found
 by bisection, a few single-message pulls: the query reads on from there, and the cut range is reported as lost. A
 queue whose first message is new was recreated (or cut to nothing): it is read again from its first offset. When a
@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping
 
 from rmq_spark.client.base import BaseClient
 from rmq_spark.client.errors import RocketMQError
-from rmq_spark.client.model import Message, MessageQueue
+from rmq_spark.client.model import MASTER_ID, Message, MessageQueue
 
 log = logging.getLogger(__name__)
 
@@ -39,31 +39,50 @@ def now_ms() -> int:
 
 
 class ReadTimes:
-    """Per queue, when (ms) this reader last planned a batch that read it, else when the batch before the one
-    being planned was (its end's ``PLANNED_AT_KEY``, kept in Spark's checkpoint), else when the reader was made:
-    every message the query delivered from the queue, in this process or an earlier one, was stored before then.
-    One int per queue that moved."""
+    """Per queue, when (ms) the last batch that read it was committed in this process (its tasks had read every
+    message they delivered by then, even those that read on through an election), else when the batch before the
+    one being planned was planned (its end's ``PLANNED_AT_KEY``, kept in Spark's checkpoint), else when the reader
+    was made: every message the query delivered from the queue was stored before then. One int per queue that
+    moved."""
 
     def __init__(self) -> None:
         self._made = now_ms()
         self._at: dict[MessageQueue, int] = {}
+        self._reading: set[MessageQueue] = set()  # the queues the batch planned last reads
         self.last: int | None = None  # when the last batch was planned
 
     def note(self, begin: Mapping[MessageQueue, int], end: Mapping[MessageQueue, int]) -> None:
         """A batch from ``begin`` to ``end`` was planned now."""
-        at = self.last = now_ms()
-        for mq, e in end.items():
-            if e > begin.get(mq, e):
-                self._at[mq] = at
+        self.last = now_ms()
+        self._reading = {mq for mq, e in end.items() if e > begin.get(mq, e)}
+
+    def committed(self) -> None:
+        """The batch planned last was committed now."""
+        at = now_ms()
+        for mq in self._reading:
+            self._at[mq] = at
+        self._reading = set()
 
     def bound(self, mq: MessageQueue, recorded: int | None = None) -> int:
         """The bound for ``mq``; ``recorded``: when the batch that ends at the start was planned, if known."""
-        return min(self._at.get(mq, self._made), self._made if recorded is None else recorded)
+        at = self._at.get(mq)
+        if at is not None:
+            return at
+        return self._made if recorded is None else min(recorded, self._made)
 
 
 def _stored(client: BaseClient, mq: MessageQueue, offset: int) -> Message | None:
     """The message at ``offset`` of ``mq``, read from its broker; None when none is there."""
     return next(iter(client.read_range(mq, offset, offset + 1, retry_timeout=READ_WAIT_S)), None)
+
+
+def _master_address(client: BaseClient, mq: MessageQueue) -> str | None:
+    """The address the route gives ``mq``'s master now, if it can be read."""
+    try:
+        data = client.route(mq.topic).broker(mq.broker_name)
+    except RocketMQError:
+        return None
+    return None if data is None else data.addresses.get(MASTER_ID)
 
 
 def first_new(client: BaseClient, mq: MessageQueue, first: int, end: int, bound: int) -> int | None:
@@ -72,28 +91,33 @@ def first_new(client: BaseClient, mq: MessageQueue, first: int, end: int, bound:
     read now (logged)."""
     if first >= end:
         return None
+    elected = _master_address(client, mq)
+
+    def new(m: Message | None) -> bool:
+        if m is None:
+            raise RocketMQError("a message the search read is not there")
+        return m.store_timestamp > bound + CLOCK_SLACK_MS or (
+            m.store_timestamp > bound and elected is not None and m.store_host == elected
+        )
+
     try:
-        newest = _stored(client, mq, end - 1)
-        if newest is None or newest.store_timestamp <= bound:
+        if not new(_stored(client, mq, end - 1)):
             return None
-        elected = newest.store_host
-
-        def new(offset: int) -> bool:
-            m = _stored(client, mq, offset)
-            if m is None:
-                raise RocketMQError(f"no message at offset {offset}")
-            return m.store_timestamp > bound + CLOCK_SLACK_MS or (m.store_timestamp > bound and m.store_host == elected)
-
         low, high = first, end - 1  # the answer is in [low, high]: the newest message is new
         while low < high:
             middle = (low + high) // 2
-            if new(middle):
+            if new(_stored(client, mq, middle)):
                 high = middle
             else:
                 low = middle + 1
         return low
     except RocketMQError as e:
-        log.info("rocketmq source: the messages of %s cannot be read now (%s); reading on from its end", mq, e)
+        log.warning(
+            "rocketmq source: the messages of %s cannot be read now (%s): it is read on from its end, and messages "
+            "stored after the cut below that end, if any, are skipped without being counted",
+            mq,
+            e,
+        )
         return None
 
 

@@ -221,7 +221,7 @@ def check_cut(queue: MessageQueue, reached: int, end: int, first: int | None, re
         assert first is not None
         data_loss(
             f"{below}, and its first message was stored after the query last read it: the topic was deleted and "
-            "recreated, and the messages it holds now are new",
+            "recreated (or an election cut the queue to nothing), and the messages it holds now are new",
             fail,
             remedy=f"read the recreated queue from its first offset {first}",
             action=f"reading the recreated queue from its first offset {first}",

@@ -187,6 +187,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # Spark calls this only once the batch ending at `start` is in its commit log (except for the initial
         # offsets): the last batch of a run, which commit() never sees with AvailableNow, is mirrored here.
         if not first:
+            self._read_times.committed()  # (a no-op once commit() saw it)
             self._mirror(begin, recorded)
         end = self._end(begin, limit)
         if end != begin:
@@ -295,6 +296,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         yield from read_partition(self.options, partition, self.columns)
 
     def commit(self, end: dict) -> None:
+        self._read_times.committed()
         self._mirror(self._parsed(end), recorded_start(end))
 
     def stop(self) -> None:

@@ -36,6 +36,7 @@ def mq(queue_id: int, broker: str = A) -> MessageQueue:
 
 
 MASTER_HOST = "10.0.0.1:10911"  # the store host of the messages a test scripts with one store time
+ELECTED = "127.0.0.1:10"  # the address the scripted route gives broker group A's master
 
 
 class _Cluster:
@@ -313,14 +314,51 @@ def test_an_election_that_cut_a_read_tail_under_new_sends_reads_the_new_messages
     end = reader.latestOffset(first, ALL)
     reader.partitions(first, end)
     now = int(time.time() * 1000)
-    old, elected = "10.0.0.1:10911", "10.0.0.2:10911"
-    cluster.stored_at[mq(0)] = [(now - 9_000, old)] * 3 + [(now + 1_000, old)] + [(now + 2_000, elected)] * 3
+    old = "10.0.0.1:10911"
+    cluster.stored_at[mq(0)] = [(now - 9_000, old)] * 3 + [(now + 1_000, old)] + [(now + 2_000, ELECTED)] * 3
     cluster.ends[mq(0)] = 7
     reader.watch.poll(force=True)
     later = reader.latestOffset(end, ALL)
     planned = [(r.start, r.end) for p in reader.partitions(end, later) for r in p.ranges]
     assert planned == [(4, 7)]
     assert reader.reportLatestOffset().get("$skipped", {}) == {TOPIC: {f"{A}/0": 6}}
+
+
+def test_messages_a_batch_read_through_the_election_are_not_delivered_again():
+    """The batch reading offsets 0-9 was still reading when the master died: its task read on from the elected
+    master, whose new messages 4-6 it delivered, and the batch committed after. When the query sees the queue end
+    at 7, below its offset, those messages are not new to it: the bound is the batch's commit, not its planning."""
+    cluster = _Cluster({A: 1}, {mq(0): 10})
+    reader = _reader(cluster, failOnDataLoss="false")
+    first = reader.initialOffset()
+    end = reader.latestOffset(first, ALL)
+    reader.partitions(first, end)
+    planned = end["$plannedAt"]
+    cluster.stored_at[mq(0)] = [(planned - 9_000, MASTER_HOST)] * 4 + [(planned + 1, ELECTED)] * 3
+    time.sleep(0.01)  # the task read them, then the batch committed
+    reader.commit(end)
+    cluster.ends[mq(0)] = 7
+    reader.watch.poll(force=True)
+    later = reader.latestOffset(end, ALL)
+    assert [(r.start, r.end) for p in reader.partitions(end, later) for r in p.ranges] == []
+
+
+def test_the_dead_masters_clock_ahead_makes_no_old_message_new():
+    """Nothing was stored after the cut; the dead master's clock ran ahead, so the last messages the query read
+    look stored after its last read. They are not the elected master's: the queue is read on from its end."""
+    cluster = _Cluster({A: 1}, {mq(0): 10})
+    reader = _reader(cluster, failOnDataLoss="false")
+    first = reader.initialOffset()
+    end = reader.latestOffset(first, ALL)
+    reader.partitions(first, end)
+    reader.commit(end)
+    now = int(time.time() * 1000)
+    cluster.stored_at[mq(0)] = [(now - 9_000, MASTER_HOST)] * 5 + [(now + 300, MASTER_HOST)] * 2
+    cluster.ends[mq(0)] = 7
+    reader.watch.poll(force=True)
+    later = reader.latestOffset(end, ALL)
+    assert [(r.start, r.end) for p in reader.partitions(end, later) for r in p.ranges] == []
+    assert reader.reportLatestOffset().get("$skipped", {}) == {TOPIC: {f"{A}/0": 3}}
 
 
 def test_a_restarted_query_tells_the_messages_stored_after_a_cut_by_when_its_last_batch_was_planned():
@@ -334,8 +372,7 @@ def test_a_restarted_query_tells_the_messages_stored_after_a_cut_by_when_its_las
     end = first_run.latestOffset(first, ALL)
     first_run.partitions(first, end)
     planned = end["$plannedAt"]
-    old, elected = "10.0.0.1:10911", "10.0.0.2:10911"
-    cluster.stored_at[mq(0)] = [(planned - 9_000, old)] * 4 + [(planned + 1, elected)] * 3
+    cluster.stored_at[mq(0)] = [(planned - 9_000, MASTER_HOST)] * 4 + [(planned + 1, ELECTED)] * 3
     cluster.ends[mq(0)] = 7
     time.sleep(0.01)  # the restart comes after the new messages
     restarted = _reader(cluster, failOnDataLoss="false")
