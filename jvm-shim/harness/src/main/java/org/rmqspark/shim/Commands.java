@@ -380,16 +380,22 @@ final class Commands {
         return out;
     }
 
-    private JsonElement produceBulk(Args a) throws Exception {
-        String topic = a.str("topic");
-        long count = a.lng("count");
-        int bodySize = a.integer("bodySize");
+    /** The command's {@code tags} (none when it names none). */
+    private static List<String> tags(Args a) {
         List<String> tags = new ArrayList<>();
         if (a.has("tags")) {
             for (JsonElement e : a.array("tags")) {
                 tags.add(e.getAsString());
             }
         }
+        return tags;
+    }
+
+    private JsonElement produceBulk(Args a) throws Exception {
+        String topic = a.str("topic");
+        long count = a.lng("count");
+        int bodySize = a.integer("bodySize");
+        List<String> tags = tags(a);
         String keyPrefix = a.str("keyPrefix", null);
         DefaultMQProducer producer = clients.producer();
         refreshRoute(producer, topic);
@@ -406,12 +412,7 @@ final class Commands {
         String topic = a.str("topic");
         long count = a.lng("count");
         int bodySize = a.integer("bodySize");
-        List<String> tags = new ArrayList<>();
-        if (a.has("tags")) {
-            for (JsonElement e : a.array("tags")) {
-                tags.add(e.getAsString());
-            }
-        }
+        List<String> tags = tags(a);
         String keyPrefix = a.str("keyPrefix", null);
         String mode = a.str("mode", "async");
         int concurrency = a.integer("concurrency", 32);
