@@ -263,13 +263,17 @@ def in_target(cluster: MemberCluster, rows: int, of: int) -> Callable[[RemotingC
     return when
 
 
-def assert_every_row_once(read: list[dict], rows: int, notes: Notes) -> None:
-    positions = {f"{m['brokerName']}/{m['queueId']}/{m['queueOffset']}" for m in read if m["topic"] == "CopySource"}
-    copies = Counter(m["properties"].get("src") for m in read if m["topic"] == "CopyTarget")
+def assert_every_row_once(
+    read: list[dict], rows: int, context: object, source: str = "CopySource", target: str = "CopyTarget"
+) -> None:
+    """Every message of ``source`` in ``read`` (as the Java consumer reads them) is in ``target`` once, by its
+    position (property ``src``), and ``source`` holds ``rows``; ``context`` goes into the failure message."""
+    positions = {f"{m['brokerName']}/{m['queueId']}/{m['queueOffset']}" for m in read if m["topic"] == source}
+    copies = Counter(m["properties"].get("src") for m in read if m["topic"] == target)
     duplicates = {k: n for k, n in copies.items() if n > 1}
     missing = positions - copies.keys()
     assert len(positions) == rows
     assert not duplicates and not missing, (
         f"{len(duplicates)} rows stored more than once (e.g. {sorted(duplicates)[:5]}), {len(missing)} missing "
-        f"(e.g. {sorted(missing)[:5]}) of {len(positions)}\n{notes}"
+        f"(e.g. {sorted(missing)[:5]}) of {len(positions)}\n{context}"
     )

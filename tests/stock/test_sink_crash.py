@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections import Counter
 
 from pyspark.errors import StreamingQueryException
 
 from rmq_spark.client.remoting.client import RemotingClient
 from tests.integration.kill_job import sink_writer
+from tests.stock.elections import assert_every_row_once
 from tests.stock.loads import send_numbered
 
 PER_QUEUE = 500  # 2,000 rows in one micro-batch; each queue's 500 halves are committed one at a time, in parallel
@@ -20,10 +20,6 @@ PER_QUEUE = 500  # 2,000 rows in one micro-batch; each queue's 500 halves are co
 # window loses those written since. Five minutes puts every kill of this test inside it, whatever the machine's
 # speed: a design that keeps the records where a process crash cannot lose them passes regardless.
 BROKER_CONFIG = {"flushConsumerOffsetInterval": "300000"}
-
-
-def _position(message: dict) -> str:
-    return f"{message['brokerName']}/{message['queueId']}/{message['queueOffset']}"
 
 
 def _query(spark, cluster, checkpoint, rows: int):
@@ -81,13 +77,10 @@ def test_a_broker_killed_inside_an_exactly_once_commit_leaves_every_row_once(spa
             query.stop()
 
     read = cluster.consume("CrashSource", "CrashTarget")
-    expected = {_position(m) for m in read if m["topic"] == "CrashSource"}
-    copies = Counter(m["properties"].get("src") for m in read if m["topic"] == "CrashTarget")
-    duplicates = {k: n for k, n in copies.items() if n > 1}
-    missing = expected - copies.keys()
-    assert len(expected) == rows
-    assert not duplicates and not missing, (
-        f"{sum(duplicates.values()) - len(duplicates)} duplicates ({len(duplicates)} rows stored more than once) and "
-        f"{len(missing)} rows missing of {rows}; the kill came when {before_kill} rows were committed; the first "
-        f"query ended with: {first.exception()}"
+    assert_every_row_once(
+        read,
+        rows,
+        f"the kill came when {before_kill} rows were committed; the first query ended with: {first.exception()}",
+        "CrashSource",
+        "CrashTarget",
     )
