@@ -6,10 +6,7 @@ import datetime
 import os
 import threading
 
-
-def now_ms() -> int:
-    """Milliseconds since the epoch now."""
-    return int(datetime.datetime.now().timestamp() * 1000)
+from rmq_spark.client.clocks import now_ms
 
 
 def month_bounds(at_ms: int) -> tuple[int, int]:

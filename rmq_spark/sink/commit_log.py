@@ -6,8 +6,8 @@ process; consumer offsets would not (a broker keeps them in memory and writes th
 A record is the JSON body of one message, and the last one is the state:
 
 - *started(N)* says that the commit of batch N began. It names the query, the (topic, broker group) pairs the batch
-  writes to, the end of each queue the batch may write to when the commit began (where a recovery scans from), and
-  the count and digest of the batch's rows (a replay must have the same).
+  writes to, the end of each queue the batch may write to when the commit began (where a recovery scans from), when
+  it began, and the count and digest of the batch's rows (a replay must have the same).
 - *done(N)* says that every half message of batch N is committed.
 
 Every record names the streaming query that wrote it (Spark's query id, the same across restarts from one
@@ -50,8 +50,9 @@ class CommitStep(enum.Enum):
 @dataclass(frozen=True)
 class CommitRecord:
     """One record: ``query``'s commit of ``batch`` reached ``step``. A started record carries the pairs it writes to,
-    where a recovery scans each of their queues from, and its rows' digest. ``query`` and ``rows`` are None in the
-    records of releases before they were kept."""
+    where a recovery scans each of their queues from, when the commit began (ms by the driver's clock, before the
+    scan starts were read: every row the commit stores is stored after it) and its rows' digest. ``query``, ``rows``
+    and ``began`` are None in the records of releases before they were kept."""
 
     batch: int
     step: CommitStep
@@ -59,6 +60,7 @@ class CommitRecord:
     pairs: frozenset[Pair] = frozenset()
     scan: Mapping[MessageQueue, int] = field(default_factory=dict)
     rows: RowsDigest | None = None
+    began: int | None = None
 
     def describe(self) -> str:
         """The record as an error names it."""
@@ -75,6 +77,7 @@ class CommitRecord:
                 "pairs": sorted(self.pairs),
                 "scan": [[mq.topic, mq.broker_name, mq.queue_id, start] for mq, start in sorted(self.scan.items())],
                 "rows": None if self.rows is None else [self.rows.count, self.rows.digest],
+                "began": self.began,
             },
             separators=(",", ":"),
         ).encode("utf-8")
@@ -97,6 +100,7 @@ class CommitRecord:
                 frozenset((t, b) for t, b in data["pairs"]),
                 {MessageQueue(t, b, int(q)): int(s) for t, b, q, s in data["scan"]},
                 None if rows is None else RowsDigest(int(rows[0]), str(rows[1])),
+                None if data.get("began") is None else int(data["began"]),
             )
         except (ValueError, KeyError, TypeError) as e:
             raise CommitError(

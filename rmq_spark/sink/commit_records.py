@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from dataclasses import replace
 
 from rmq_spark.client.base import BaseClient
+from rmq_spark.client.clocks import now_ms
 from rmq_spark.client.defaults import DEFAULT_RETRY_TIMEOUT
 from rmq_spark.client.errors import TopicNotFoundError
 from rmq_spark.client.model import MessageQueue
@@ -68,10 +69,11 @@ class CommitRecords:
         self, home: str, batch_id: int, pairs: set[Pair], queues: Iterable[MessageQueue], rows: RowsDigest
     ) -> CommitRecord:
         """The home's fingerprint where a later commit may look for it, then started(N) over ``pairs`` and the
-        halves' ``queues``, with their ends now as the scan starts and the batch's ``rows``."""
+        halves' ``queues``, with their ends now as the scan starts, the time now and the batch's ``rows``."""
         self.home.mark(home, pairs | {(self.topic, b.broker_name) for b in self.client.route(self.topic).brokers})
+        began = now_ms()
         record = CommitRecord(
-            batch_id, CommitStep.STARTED, self.query, frozenset(pairs), self.scan.starts(pairs, queues), rows
+            batch_id, CommitStep.STARTED, self.query, frozenset(pairs), self.scan.starts(pairs, queues), rows, began
         )
         self.log.append(home, record)
         return record

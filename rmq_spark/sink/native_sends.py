@@ -12,10 +12,11 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from rmq_spark.client.clocks import now_ms
 from rmq_spark.client.errors import ProtocolError
 from rmq_spark.client.model import MessageQueue, MessageType
 from rmq_spark.client.remoting.send_codec import COMPRESS_FROM, ZLIB_LEVEL
-from rmq_spark.client.unique_ids import month_bounds, new_prefix, now_ms
+from rmq_spark.client.unique_ids import month_bounds, new_prefix
 from rmq_spark.compiled import MalformedError, SendEncoder
 from rmq_spark.sink.columns import RESERVED_PROPERTIES, TRANSIENT_PREFIX
 from rmq_spark.sink.routing import Router

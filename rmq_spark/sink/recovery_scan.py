@@ -1,7 +1,14 @@
 """Reading back a commit cut by a crash: where each queue a batch may write to ended when its commit began (recorded
 in started(N)), and which of the batch's rows are stored since. The queues are those of the batch's pairs in their
 topics' routes and every queue a half message names, since END_TRANSACTION stores a half in its own queue even where
-the topic has fewer queues now."""
+the topic has fewer queues now.
+
+An election of a replica that lagged (asynchronous replication) may cut a queue below where the commit began: the
+rows stored above the cut are gone, and the commit, going on with the elected master, or producers store messages
+from the cut on, at offsets below the recorded start. So a queue is scanned from the first message stored since the
+commit began (its recorded time, less CLOCK_SLACK_MS for the brokers' clocks) where that is below the recorded
+start: every row of the batch still stored is found, and those the cut took are committed again. Scanning messages
+that are not the batch's costs reads only: the batch's rows are told by their keys."""
 
 from __future__ import annotations
 
@@ -11,8 +18,10 @@ from collections.abc import Iterable
 
 from rmq_spark.client import hints
 from rmq_spark.client.base import BaseClient
+from rmq_spark.client.clocks import CLOCK_SLACK_MS
 from rmq_spark.client.errors import BrokerUnavailableError, UnsupportedError
 from rmq_spark.client.model import MessageQueue
+from rmq_spark.client.time_search import first_stored_at_or_after
 from rmq_spark.errors import CommitError
 from rmq_spark.sink.commit_log import CommitRecord, Pair, from_masters
 from rmq_spark.sink.row_keys import ROW_KEY_PROPERTY, content_of
@@ -86,10 +95,13 @@ class RecoveryScan:
             )
             starts.update(from_masters(what, self.client.min_offsets(unrecorded, partial=True)))
         ends = from_masters(what, self.client.max_offsets(sorted(starts), partial=True))
-        self._refuse_cut(record, starts, ends)
-        moved = [mq for mq in sorted(starts) if ends[mq] > starts[mq]]
-        recorded = [mq for mq in moved if mq in record.scan]
+        recorded = sorted(record.scan)
         firsts = from_masters(what, self.client.min_offsets(recorded, partial=True)) if recorded else {}
+        if record.began is None:
+            self._refuse_cut(record, starts, ends)
+        else:
+            starts.update(self._below_cuts(record, record.began, ends, firsts, readable))
+        moved = [mq for mq in sorted(starts) if ends[mq] > starts[mq]]
         for mq in moved:
             if mq not in readable:
                 raise CommitError(
@@ -113,9 +125,44 @@ class RecoveryScan:
                     contents[content_of(key)] += 1
         return contents
 
+    def _below_cuts(
+        self,
+        record: CommitRecord,
+        began: int,
+        ends: dict[MessageQueue, int],
+        firsts: dict[MessageQueue, int],
+        readable: set[MessageQueue],
+    ) -> dict[MessageQueue, int]:
+        """The recorded ``readable`` queues holding messages stored since ``began`` (the commit's start) below their
+        recorded start, with the first offset of those: the module's cut rule."""
+        since = began - CLOCK_SLACK_MS
+        lowered: dict[MessageQueue, int] = {}
+        for mq, start in sorted(record.scan.items()):
+            if mq not in readable:
+                continue
+            top, first = min(start, ends[mq]), firsts[mq]
+            offset = first_stored_at_or_after(self.client, mq, since, top, first, top) if top > first else top
+            if offset >= start:
+                continue
+            lowered[mq] = offset
+            log.log(
+                logging.WARNING if ends[mq] < start else logging.INFO,
+                "rocketmq sink: %s holds messages stored since batch %d's commit began from offset %d, below its "
+                "recorded scan start %d (end now %d): an election may have cut the queue's tail; the batch's rows "
+                "are looked for from offset %d",
+                mq,
+                record.batch,
+                offset,
+                start,
+                ends[mq],
+                offset,
+            )
+        return lowered
+
     def _refuse_cut(self, record: CommitRecord, starts: dict[MessageQueue, int], ends: dict[MessageQueue, int]) -> None:
-        """CommitError naming a recorded queue whose end is below its scan start now: an election cut its tail
-        (a replica that lagged became the master), so rows of the batch committed before the cut may be gone."""
+        """CommitError naming a recorded queue whose end is below its scan start now, for a record that does not say
+        when its commit began (an earlier release's): an election cut its tail (a replica that lagged became the
+        master), so rows of the batch committed before the cut may be gone, and which ones cannot be told."""
         for mq in sorted(record.scan):
             if ends.get(mq, starts[mq]) < starts[mq]:
                 raise CommitError(

@@ -18,24 +18,17 @@ message cannot be read, the queue is read on from its end: nothing is delivered 
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Iterable, Mapping
 
 from rmq_spark.client.base import BaseClient
+from rmq_spark.client.clocks import CLOCK_SLACK_MS, now_ms
 from rmq_spark.client.errors import RocketMQError
 from rmq_spark.client.model import MASTER_ID, Message, MessageQueue
 
 log = logging.getLogger(__name__)
 
-# How far the brokers' clocks may run ahead of the driver's: a first message stored within this of the bound is not
-# taken for a recreated queue's.
-CLOCK_SLACK_MS = 5_000
 # How long the read of a queue's first message waits for a broker that goes away, in seconds.
 READ_WAIT_S = 10.0
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class ReadTimes:

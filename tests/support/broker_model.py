@@ -2,7 +2,8 @@
 over it (``ModelClient``, a real ``BaseClient`` whose transport primitives the model serves).
 
 What the model keeps, as the brokers do: topics with a queue count on each broker group; messages with their
-properties in consume queues that outlive any crash; half messages, which END_TRANSACTION commit stores into the
+properties and store times (the model clock's) in consume queues that outlive any crash, unless an election of a
+replica that lagged cuts their tails (``cut``); half messages, which END_TRANSACTION commit stores into the
 half's own queue id (the broker never checks it against the topic's queue count now) and stores again if committed
 twice; consumer offsets, which a killed broker forgets unless they were flushed. A broker group can leave the route
 (stopped or killed: its requests raise BrokerUnavailableError, the one in flight as it goes ConnectionLostError) or
@@ -10,7 +11,8 @@ lose its master (its slave answers reads, as a replica, and refuses writes), and
 
 What a test injects into one commit through ``Faults``: the driver dies at a chosen write (``DriverCrash``, before or
 after the broker applied it), a request is applied and its answer lost (RequestTimeoutError), a broker group goes
-away at a chosen request for a while of model time. ``model_time`` makes the protocol's backoff sleep model time."""
+away at a chosen request for a while of model time, or is cut by an election there. ``model_time`` makes the
+protocol's clocks the model's and its backoff sleeps model time."""
 
 from __future__ import annotations
 
@@ -43,6 +45,7 @@ from rmq_spark.client.model import (
     SendResult,
     TopicRoute,
 )
+from rmq_spark.client.system_topics import RECORDS_TOPIC_PREFIX
 
 MASTER = "master"  # up: in the route, its master answers
 SLAVE_ONLY = "slave only"  # in the route with its slave alone: reads answered as a replica's, writes refused
@@ -66,7 +69,8 @@ class Broker:
     topics: dict[str, int]  # queue count (read = write) of each topic it has
     state: str = MASTER
     back_at: float | None = None  # a timed outage ends at this model time
-    queues: dict[tuple[str, int], list[OutgoingMessage]] = field(default_factory=lambda: defaultdict(list))
+    # each queue's messages with their store times (ms)
+    queues: dict[tuple[str, int], list[tuple[OutgoingMessage, int]]] = field(default_factory=lambda: defaultdict(list))
     flushed: dict[tuple[str, str, int], int] = field(default_factory=dict)  # (group, topic, queue id) -> offset
     unflushed: dict[tuple[str, str, int], int] = field(default_factory=dict)
     halves: dict[int, tuple[MessageQueue, OutgoingMessage, str]] = field(default_factory=dict)  # by log offset
@@ -94,6 +98,7 @@ class BrokerModel:
         self.committed_halves: Counter[str] = Counter()  # END_TRANSACTION commits applied, by half msg_id
         # the name servers' KV config, which each writes to its disk at once: no broker crash loses it
         self.name_server_kv: dict[tuple[str, str], str] = {}
+        self.lost_to_cuts: list[OutgoingMessage] = []  # every message an election's cut took
 
     # -- the cluster's state -------------------------------------------------------------------------------
     def route(self, topic: str) -> TopicRoute:
@@ -143,6 +148,22 @@ class BrokerModel:
         b.uncopied.clear()
         b.state, b.back_at = MASTER, None
 
+    def cut(self, name: str, lag: int) -> list[OutgoingMessage]:
+        """Broker group ``name``'s master dies and a replica that lagged ``lag`` messages behind it is elected
+        (asynchronous replication): every queue loses its last ``lag`` messages, and the election is as
+        ``elect``'s. The commit records' queues are spared: no protocol survives losing its acknowledged records
+        (the README names the settings that prevent any cut). Returns the messages the cut took."""
+        b = self.brokers[name]
+        lost: list[OutgoingMessage] = []
+        for (topic, _), stored in b.queues.items():
+            if not topic.startswith(RECORDS_TOPIC_PREFIX):
+                keep = max(0, len(stored) - lag)
+                lost += [m for m, _ in stored[keep:]]
+                del stored[keep:]
+        self.elect(name)
+        self.lost_to_cuts += lost
+        return lost
+
     def copy_configs(self) -> None:
         """Every replica copies its master's topic configs."""
         for b in self.brokers.values():
@@ -170,6 +191,9 @@ class BrokerModel:
         there, grown or shrunk. The consume queues of a shrunk topic and their messages stay."""
         self.brokers[name].topics[topic] = queues
 
+    def now_ms(self) -> int:
+        return int(self.clock * 1000)
+
     def tick(self, seconds: float) -> None:
         """Model time passes; timed outages end."""
         self.clock += seconds
@@ -186,21 +210,29 @@ class BrokerModel:
         b.halves[n] = (mq, message, group)
         return HalfMessage(mq, f"half-{n}", f"tx-{n}", n, n)
 
+    def produce(self, mq: MessageQueue, message: OutgoingMessage) -> None:
+        """Another producer stores ``message`` in ``mq`` now."""
+        self.brokers[mq.broker_name].queues[(mq.topic, mq.queue_id)].append((message, self.now_ms()))
+
     # -- what is stored ---------------------------------------------------------------------------------------
     def stored(self, prop: str) -> Counter[str]:
         """How many messages of every queue (readable or not) carry each value of property ``prop``."""
         out: Counter[str] = Counter()
         for b in self.brokers.values():
             for messages in b.queues.values():
-                out.update(m.properties[prop] for m in messages if prop in m.properties)
+                out.update(m.properties[prop] for m, _ in messages if prop in m.properties)
         return out
 
 
 @contextmanager
 def model_time(model: BrokerModel) -> Iterator[None]:
-    """Inside: ``time.monotonic`` is the model's clock and ``time.sleep`` advances it (ending timed outages), so a
-    protocol waiting for a broker with backoff waits model seconds, at once."""
-    with mock.patch("time.monotonic", lambda: model.clock), mock.patch("time.sleep", model.tick):
+    """Inside: ``time.monotonic`` and ``time.time`` are the model's clock and ``time.sleep`` advances it (ending timed
+    outages), so a protocol waiting for a broker with backoff waits model seconds, at once."""
+    with (
+        mock.patch("time.monotonic", lambda: model.clock),
+        mock.patch("time.time", lambda: model.clock),
+        mock.patch("time.sleep", model.tick),
+    ):
         yield
 
 
@@ -210,12 +242,14 @@ class Faults:
     requests that change a broker's state: sends, END_TRANSACTION, offset updates, topic creation). ``crash`` =
     (write index, after the broker applied it); ``lost`` = the request index whose answer is lost after it was
     applied; ``away`` = (request index, broker group, how: stop/kill/master, for how many model seconds);
-    ``crash_after``: the driver dies once the broker applied the first write whose description contains it."""
+    ``crash_after``: the driver dies once the broker applied the first write whose description contains it;
+    ``cut`` = (request index, broker group, lag): the group is cut by an election there (``BrokerModel.cut``)."""
 
     crash: tuple[int, bool] | None = None
     crash_after: str | None = None
     lost: int | None = None
     away: tuple[int, str, str, float] | None = None
+    cut: tuple[int, str, int] | None = None
     requests: int = 0
     writes: int = 0
     fired: list[str] = field(default_factory=list)
@@ -257,6 +291,11 @@ class ModelClient(BaseClient):
             f.fired.append(f"{name} {how} for {seconds} s at request {index}")
             self.model.take_away(name, how, self.model.clock + seconds)
             if name == broker and how != "master":
+                raise ConnectionLostError(f"the connection to {broker} closed while {what} was pending")
+        if f.cut is not None and f.cut[0] == index:
+            _, name, lag = f.cut
+            f.fired.append(f"{name} cut by {lag} at request {index}: {len(self.model.cut(name, lag))} messages lost")
+            if name == broker:
                 raise ConnectionLostError(f"the connection to {broker} closed while {what} was pending")
         crash = None
         if write:
@@ -320,7 +359,7 @@ class ModelClient(BaseClient):
             if mq.queue_id >= b.topics.get(mq.topic, 0):
                 raise BrokerError(f"queueId[{mq.queue_id}] is illegal for topic {mq.topic} on {b.name}", code=1)
             queue = b.queues[(mq.topic, mq.queue_id)]
-            queue.extend(messages)
+            queue.extend((m, self.model.now_ms()) for m in messages)
             return SendResult(",".join(m.unique_id or "" for m in messages), mq, len(queue) - len(messages))
 
         return self._request(mq.broker_name, f"send to {mq}", store, write=True)
@@ -333,7 +372,7 @@ class ModelClient(BaseClient):
             if sent_by != group:
                 raise BrokerError(f"the half message {half.msg_id} was sent by group {sent_by}, not {group}")
             if commit:  # stored into the half's own queue id, unchecked, each time it is committed
-                b.queues[(mq.topic, mq.queue_id)].append(message)
+                b.queues[(mq.topic, mq.queue_id)].append((message, self.model.now_ms()))
                 self.model.committed_halves[half.msg_id] += 1
 
         what = f"END_TRANSACTION {'commit' if commit else 'rollback'} of {half.msg_id} ({half.queue})"
@@ -365,7 +404,7 @@ class ModelClient(BaseClient):
             if mq.queue_id >= b.topics.get(mq.topic, 0):
                 raise BrokerError(f"queueId[{mq.queue_id}] is illegal for topic {mq.topic} on {b.name}", code=1)
             stored = b.queues.get((mq.topic, mq.queue_id), [])
-            return [_message(mq, i, m) for i, m in enumerate(stored[start:end], start)]
+            return [_message(mq, i, m, at) for i, (m, at) in enumerate(stored[start:end], start)]
 
         yield from self._request(mq.broker_name, f"reading {mq} [{start}, {end})", read, write=False).result()
 
@@ -386,7 +425,7 @@ class ModelClient(BaseClient):
         return sorted({t for b in self.model.brokers.values() if b.state != AWAY for t in b.topics})
 
 
-def _message(mq: MessageQueue, offset: int, m: OutgoingMessage) -> Message:
+def _message(mq: MessageQueue, offset: int, m: OutgoingMessage, stored_at: int) -> Message:
     return Message(
         mq.topic,
         mq.broker_name,
@@ -397,7 +436,7 @@ def _message(mq: MessageQueue, offset: int, m: OutgoingMessage) -> Message:
         m.keys,
         m.body,
         0,
-        0,
+        stored_at,
         "",
         "",
         0,
