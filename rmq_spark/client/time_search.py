@@ -10,6 +10,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
+from rmq_spark.client.defaults import DEFAULT_RETRY_TIMEOUT
 from rmq_spark.client.errors import RETRYABLE, AuthError
 from rmq_spark.client.fan_out import Answers, gather
 from rmq_spark.client.model import SLOT, Boundary, Message, MessageQueue
@@ -26,7 +27,9 @@ class NearOffset:
 class RangeReads(Protocol):
     """What reads the messages around a near offset."""
 
-    def read_range(self, mq: MessageQueue, start: int, end: int, *, fail_on_data_loss: bool) -> Iterator[Message]: ...
+    def read_range(
+        self, mq: MessageQueue, start: int, end: int, *, fail_on_data_loss: bool, retry_timeout: float
+    ) -> Iterator[Message]: ...
 
 
 class TimeSearcher(RangeReads, Bursts, Protocol):
@@ -108,15 +111,22 @@ def _boundaries(
 
 
 def first_stored_at_or_after(
-    client: RangeReads, mq: MessageQueue, timestamp: int, near: int, first: int, end: int
+    client: RangeReads,
+    mq: MessageQueue,
+    timestamp: int,
+    near: int,
+    first: int,
+    end: int,
+    retry_timeout: float = DEFAULT_RETRY_TIMEOUT,
 ) -> int:
     """The first offset in ``[first, end)`` of ``mq`` whose message was stored at or after ``timestamp`` ms, ``end``
     where none was (store times grow along a queue). Read from ``near`` forward while the messages are older, else
-    backward in growing windows until an older one is found."""
+    backward in growing windows until an older one is found; a read waits up to ``retry_timeout`` seconds for a
+    broker that goes away."""
     at = min(max(near, first), end)
     while at < end:  # forward from near: past the older messages
         window = min(at + SLOT, end)
-        newer = _first_newer(client, mq, at, window, timestamp)
+        newer = _first_newer(client, mq, at, window, timestamp, retry_timeout)
         if newer is None:
             if window == end:
                 return end
@@ -128,7 +138,7 @@ def first_stored_at_or_after(
     span = SLOT
     while at > first:
         begin = max(first, at - span)
-        newer = _first_newer(client, mq, begin, at, timestamp)
+        newer = _first_newer(client, mq, begin, at, timestamp, retry_timeout)
         if newer is not None and newer > begin:
             return newer
         if newer is None:  # the whole window is older
@@ -137,9 +147,11 @@ def first_stored_at_or_after(
     return at
 
 
-def _first_newer(client: RangeReads, mq: MessageQueue, begin: int, end: int, timestamp: int) -> int | None:
+def _first_newer(
+    client: RangeReads, mq: MessageQueue, begin: int, end: int, timestamp: int, retry_timeout: float
+) -> int | None:
     """The first offset in ``[begin, end)`` stored at or after ``timestamp``; None where every message is older."""
-    for m in client.read_range(mq, begin, end, fail_on_data_loss=False):
+    for m in client.read_range(mq, begin, end, fail_on_data_loss=False, retry_timeout=retry_timeout):
         if m.store_timestamp >= timestamp:
             return m.queue_offset
     return None

@@ -6,8 +6,9 @@ process; consumer offsets would not (a broker keeps them in memory and writes th
 A record is the JSON body of one message, and the last one is the state:
 
 - *started(N)* says that the commit of batch N began. It names the query, the (topic, broker group) pairs the batch
-  writes to, the end of each queue the batch may write to when the commit began (where a recovery scans from), when
-  it began, and the count and digest of the batch's rows (a replay must have the same).
+  writes to, the end of each queue the batch may write to when the commit began (where a recovery scans from, unless
+  an election cut the queue below it since), when it began, and the count and digest of the batch's rows (a replay
+  must have the same).
 - *done(N)* says that every half message of batch N is committed.
 
 Every record names the streaming query that wrote it (Spark's query id, the same across restarts from one

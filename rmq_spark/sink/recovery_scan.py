@@ -77,7 +77,8 @@ class RecoveryScan:
     def stored(self, record: CommitRecord, prefixes: tuple[str, ...], queues: Iterable[MessageQueue] = ()) -> Counter:
         """How many times each row content of ``record``'s batch (the rows whose keys start with one of
         ``prefixes``) is stored since its commit began, in the queues of its pairs and ``queues`` (the replay's
-        halves' own): the recorded queues from their recorded starts, others from their first offset. CommitError
+        halves' own): the recorded queues from their recorded starts (or below, after a cut: the module's rule),
+        others from their first offset. CommitError
         where that cannot be told (a queue no longer readable, a scan window deleted by retention, a compaction
         topic)."""
         batch_id = record.batch
@@ -98,8 +99,9 @@ class RecoveryScan:
         recorded = sorted(record.scan)
         firsts = from_masters(what, self.client.min_offsets(recorded, partial=True)) if recorded else {}
         if record.began is None:
-            self._refuse_cut(record, starts, ends)
-        else:
+            self._refuse_cut(record, ends, record.scan)
+        else:  # a queue that cannot be read cannot be searched
+            self._refuse_cut(record, ends, [mq for mq in record.scan if mq not in readable])
             starts.update(self._below_cuts(record, record.began, ends, firsts, readable))
         moved = [mq for mq in sorted(starts) if ends[mq] > starts[mq]]
         for mq in moved:
@@ -133,37 +135,51 @@ class RecoveryScan:
         firsts: dict[MessageQueue, int],
         readable: set[MessageQueue],
     ) -> dict[MessageQueue, int]:
-        """The recorded ``readable`` queues holding messages stored since ``began`` (the commit's start) below their
-        recorded start, with the first offset of those: the module's cut rule."""
+        """Where the module's cut rule reads the recorded ``readable`` queues from, for those where that is below their
+        recorded start: the first message stored since ``began`` (the commit's start), or the end where none was."""
         since = began - CLOCK_SLACK_MS
         lowered: dict[MessageQueue, int] = {}
         for mq, start in sorted(record.scan.items()):
             if mq not in readable:
                 continue
             top, first = min(start, ends[mq]), firsts[mq]
-            offset = first_stored_at_or_after(self.client, mq, since, top, first, top) if top > first else top
+            offset = top
+            if top > first:
+                offset = first_stored_at_or_after(self.client, mq, since, top, first, top, self.retry_timeout)
             if offset >= start:
                 continue
             lowered[mq] = offset
-            log.log(
-                logging.WARNING if ends[mq] < start else logging.INFO,
-                "rocketmq sink: %s holds messages stored since batch %d's commit began from offset %d, below its "
-                "recorded scan start %d (end now %d): an election may have cut the queue's tail; the batch's rows "
-                "are looked for from offset %d",
-                mq,
-                record.batch,
-                offset,
-                start,
-                ends[mq],
-                offset,
-            )
+            if ends[mq] < start:
+                log.warning(
+                    "rocketmq sink: %s ends at %d, below offset %d where batch %d's commit began: an election cut "
+                    "its tail (a replica that lagged became the master); the batch's rows are looked for from "
+                    "offset %d, the first message stored since the commit began, and those the cut took are "
+                    "committed again",
+                    mq,
+                    ends[mq],
+                    start,
+                    record.batch,
+                    offset,
+                )
+            else:
+                log.info(
+                    "rocketmq sink: batch %d's rows are looked for in %s from offset %d, below offset %d where its "
+                    "commit began: messages there were stored since the commit began or a moment before it (an "
+                    "election may have cut the queue, and new messages filled it again)",
+                    record.batch,
+                    mq,
+                    offset,
+                    start,
+                )
         return lowered
 
-    def _refuse_cut(self, record: CommitRecord, starts: dict[MessageQueue, int], ends: dict[MessageQueue, int]) -> None:
-        """CommitError naming a recorded queue whose end is below its scan start now, for a record that does not say
-        when its commit began (an earlier release's): an election cut its tail (a replica that lagged became the
-        master), so rows of the batch committed before the cut may be gone, and which ones cannot be told."""
-        for mq in sorted(record.scan):
+    def _refuse_cut(self, record: CommitRecord, ends: dict[MessageQueue, int], queues: Iterable[MessageQueue]) -> None:
+        """CommitError naming one of the recorded ``queues`` whose end is below its scan start now, where the cut
+        rule cannot look for the rows (a record that does not say when its commit began, an earlier release's, or a
+        queue that cannot be read now): an election cut its tail (a replica that lagged became the master), so rows
+        of the batch committed before the cut may be gone, and which ones cannot be told."""
+        starts = record.scan
+        for mq in sorted(queues):
             if ends.get(mq, starts[mq]) < starts[mq]:
                 raise CommitError(
                     f"{mq}: its end offset {ends[mq]} is below offset {starts[mq]}, where batch {record.batch}'s "

@@ -79,6 +79,7 @@ class Broker:
     # topics the name servers still route to the group whose config its master lacks (elected before it copied
     # them): their messages are there, and a pull or send answers TOPIC_NOT_EXIST until the topic is created again
     unconfigured: dict[str, int] = field(default_factory=dict)
+    skew_ms: int = 0  # how far its master's clock runs ahead of the driver's
 
     def configured(self, topic: str, what: str) -> None:
         """TopicNotFoundError (the broker's TOPIC_NOT_EXIST) where the master lacks ``topic``'s config."""
@@ -148,18 +149,22 @@ class BrokerModel:
         b.uncopied.clear()
         b.state, b.back_at = MASTER, None
 
-    def cut(self, name: str, lag: int) -> list[OutgoingMessage]:
-        """Broker group ``name``'s master dies and a replica that lagged ``lag`` messages behind it is elected
-        (asynchronous replication): every queue loses its last ``lag`` messages, and the election is as
-        ``elect``'s. The commit records' queues are spared: no protocol survives losing its acknowledged records
-        (the README names the settings that prevent any cut). Returns the messages the cut took."""
+    def cut(self, name: str, lag: int, skew_ms: int = 0) -> list[OutgoingMessage]:
+        """Broker group ``name``'s master dies and a replica that lagged ``lag`` messages behind it, whose clock runs
+        ``skew_ms`` ahead of the driver's, is elected (asynchronous replication): every queue loses its last ``lag``
+        messages, and the election is as ``elect``'s. A group that keeps commit records is not cut: a replica
+        lacking a row stored after ``started(N)`` lacks that record too, and no protocol survives losing its
+        acknowledged records (the README names the settings that prevent any cut). Returns the messages the cut
+        took."""
         b = self.brokers[name]
+        if any(topic.startswith(RECORDS_TOPIC_PREFIX) and stored for (topic, _), stored in b.queues.items()):
+            return []
         lost: list[OutgoingMessage] = []
-        for (topic, _), stored in b.queues.items():
-            if not topic.startswith(RECORDS_TOPIC_PREFIX):
-                keep = max(0, len(stored) - lag)
-                lost += [m for m, _ in stored[keep:]]
-                del stored[keep:]
+        for stored in b.queues.values():
+            keep = max(0, len(stored) - lag)
+            lost += [m for m, _ in stored[keep:]]
+            del stored[keep:]
+        b.skew_ms = skew_ms
         self.elect(name)
         self.lost_to_cuts += lost
         return lost
@@ -212,7 +217,8 @@ class BrokerModel:
 
     def produce(self, mq: MessageQueue, message: OutgoingMessage) -> None:
         """Another producer stores ``message`` in ``mq`` now."""
-        self.brokers[mq.broker_name].queues[(mq.topic, mq.queue_id)].append((message, self.now_ms()))
+        b = self.brokers[mq.broker_name]
+        b.queues[(mq.topic, mq.queue_id)].append((message, self.now_ms() + b.skew_ms))
 
     # -- what is stored ---------------------------------------------------------------------------------------
     def stored(self, prop: str) -> Counter[str]:
@@ -243,13 +249,14 @@ class Faults:
     (write index, after the broker applied it); ``lost`` = the request index whose answer is lost after it was
     applied; ``away`` = (request index, broker group, how: stop/kill/master, for how many model seconds);
     ``crash_after``: the driver dies once the broker applied the first write whose description contains it;
-    ``cut`` = (request index, broker group, lag): the group is cut by an election there (``BrokerModel.cut``)."""
+    ``cut`` = (request index, broker group, lag, skew ms): the group is cut by an election there
+    (``BrokerModel.cut``)."""
 
     crash: tuple[int, bool] | None = None
     crash_after: str | None = None
     lost: int | None = None
     away: tuple[int, str, str, float] | None = None
-    cut: tuple[int, str, int] | None = None
+    cut: tuple[int, str, int, int] | None = None
     requests: int = 0
     writes: int = 0
     fired: list[str] = field(default_factory=list)
@@ -293,8 +300,9 @@ class ModelClient(BaseClient):
             if name == broker and how != "master":
                 raise ConnectionLostError(f"the connection to {broker} closed while {what} was pending")
         if f.cut is not None and f.cut[0] == index:
-            _, name, lag = f.cut
-            f.fired.append(f"{name} cut by {lag} at request {index}: {len(self.model.cut(name, lag))} messages lost")
+            _, name, lag, skew = f.cut
+            lost = self.model.cut(name, lag, skew)
+            f.fired.append(f"{name} cut by {lag} (clock {skew:+} ms) at request {index}: {len(lost)} messages lost")
             if name == broker:
                 raise ConnectionLostError(f"the connection to {broker} closed while {what} was pending")
         crash = None
@@ -359,7 +367,7 @@ class ModelClient(BaseClient):
             if mq.queue_id >= b.topics.get(mq.topic, 0):
                 raise BrokerError(f"queueId[{mq.queue_id}] is illegal for topic {mq.topic} on {b.name}", code=1)
             queue = b.queues[(mq.topic, mq.queue_id)]
-            queue.extend((m, self.model.now_ms()) for m in messages)
+            queue.extend((m, self.model.now_ms() + b.skew_ms) for m in messages)
             return SendResult(",".join(m.unique_id or "" for m in messages), mq, len(queue) - len(messages))
 
         return self._request(mq.broker_name, f"send to {mq}", store, write=True)
@@ -372,7 +380,7 @@ class ModelClient(BaseClient):
             if sent_by != group:
                 raise BrokerError(f"the half message {half.msg_id} was sent by group {sent_by}, not {group}")
             if commit:  # stored into the half's own queue id, unchecked, each time it is committed
-                b.queues[(mq.topic, mq.queue_id)].append((message, self.model.now_ms()))
+                b.queues[(mq.topic, mq.queue_id)].append((message, self.model.now_ms() + b.skew_ms))
                 self.model.committed_halves[half.msg_id] += 1
 
         what = f"END_TRANSACTION {'commit' if commit else 'rollback'} of {half.msg_id} ({half.queue})"

@@ -51,6 +51,7 @@ from tests.support.broker_model import (
 BROKERS = ("broker-a", "broker-b", "broker-c")
 TOPIC = "t0"  # option topic of every query: the home of its records is one of its broker groups
 TOPICS = (TOPIC, "t1")
+SKEWS = [-4000, 0, 4000]  # how far an elected master's clock runs ahead of the driver's (ms; within CLOCK_SLACK_MS)
 RETRY_TIMEOUT = 3.0  # model seconds a commit waits for a broker that is away
 EXAMPLES = int(os.environ.get("RMQ_SPARK_MODEL_EXAMPLES", "300"))
 if "RMQ_SPARK_MODEL_EXAMPLES" in os.environ:
@@ -117,6 +118,7 @@ FAULTS = st.one_of(
         st.integers(0, 40),
         st.sampled_from(BROKERS),
         st.integers(1, 4),
+        st.sampled_from(SKEWS),
         st.none() | st.tuples(st.integers(0, 12), st.booleans()),
     ),
 )
@@ -125,7 +127,7 @@ FAULTS = st.one_of(
 def faults_of(fault: tuple | None) -> Faults:
     """The faults of one commit: None, ("crash", write index, after it was applied), ("crash after", what the
     write's description contains), ("lost", request index), ("away", request index, broker group, how, seconds),
-    ("cut", request index, broker group, lag, None or a later crash as "crash" has it)."""
+    ("cut", request index, broker group, lag, clock skew, None or a later crash as "crash" has it)."""
     if fault is None:
         return Faults()
     if fault[0] == "crash":
@@ -135,7 +137,7 @@ def faults_of(fault: tuple | None) -> Faults:
     if fault[0] == "lost":
         return Faults(lost=fault[1])
     if fault[0] == "cut":
-        return Faults(cut=fault[1:4], crash=fault[4])
+        return Faults(cut=fault[1:5], crash=fault[5])
     return Faults(away=fault[1:])
 
 
@@ -255,10 +257,11 @@ class CommitProtocol(RuleBasedStateMachine):
     def elect(self, broker: str) -> None:
         self.model.elect(broker)
 
-    @rule(broker=st.sampled_from(BROKERS), lag=st.integers(1, 4))
-    def elect_lagging(self, broker: str, lag: int) -> None:
-        """An election of a replica ``lag`` messages behind its master cuts every queue of ``broker``."""
-        self.log.append(f"{broker} cut by {lag}: {len(self.model.cut(broker, lag))} messages lost")
+    @rule(broker=st.sampled_from(BROKERS), lag=st.integers(1, 4), skew=st.sampled_from(SKEWS))
+    def elect_lagging(self, broker: str, lag: int, skew: int) -> None:
+        """An election of a replica ``lag`` messages behind its master, its clock ``skew`` ms ahead of the
+        driver's, cuts every queue of ``broker``."""
+        self.log.append(f"{broker} cut by {lag} (clock {skew:+} ms): {len(self.model.cut(broker, lag, skew))} lost")
 
     @rule(topic=st.sampled_from(TOPICS), pick=st.integers(0, 63), count=st.integers(1, 3))
     def other_producer(self, topic: str, pick: int, count: int) -> None:
@@ -406,18 +409,44 @@ def test_a_master_elected_before_it_copied_the_records_topic_reads_the_records()
     state.each_row_is_stored_once()
 
 
-@pytest.mark.parametrize("lag", [1, 2, 3])
-def test_a_cut_at_any_request_of_a_commit_and_a_crash_after_it_leave_each_row_once(lag: int) -> None:
-    """An election cuts the target's queue (a message before the batch's and the batch's first rows) in the middle of
-    the commit, which goes on with the elected master, storing rows below where the commit began, and the driver
-    dies at a later write: the replay finds those rows and stores each lost one again."""
-    rows = {"rows": [(TOPIC, b"x"), (TOPIC, b"y"), (TOPIC, b"z")], "routing": [0] * 6, "change": None}
+@pytest.mark.parametrize("lag, skew", [(1, 0), (2, -4000), (3, 4000)])
+def test_a_cut_at_any_request_of_a_commit_and_a_crash_after_it_leave_each_row_once(lag: int, skew: int) -> None:
+    """An election cuts broker-b, a target whose queue holds a message before the batch's (the records are on
+    broker-a), in the middle of the commit, which goes on with the elected master, storing rows below where the
+    commit began, and the driver dies at a later write: the replay finds those rows and stores each lost one again."""
+    rows = {"rows": [("t1", b"x"), ("t1", b"y"), ("t1", b"z")], "routing": [0] * 6, "change": None}
     for request, write in itertools.product(range(30), range(12)):
         state = CommitProtocol()
         query = state.start_query(group="g1")
-        state.commit(query=query, fault=None, spark_logs=True, **ONE_ROW)
+        state.commit(query=query, rows=[("t1", b"w")], routing=[0] * 6, change=None, fault=None, spark_logs=True)
         state.time_passes(seconds=60.0)
-        state.commit(query=query, fault=("cut", request, "broker-a", lag, (write, True)), spark_logs=True, **rows)
+        cut = ("cut", request, "broker-b", lag, skew, (write, True))
+        state.commit(query=query, fault=cut, spark_logs=True, **rows)
         state.time_passes(seconds=60.0)
         state.commit(query=query, fault=None, spark_logs=True, **rows)
         state.each_row_is_stored_once()
+
+
+def test_a_cut_of_a_queue_its_topic_no_longer_reads_is_refused_not_written_twice() -> None:
+    """t1 shrank from 4 queues to 2 between the sends and the commit, whose halves for queue 3 are still stored
+    there; an election cuts broker-b under the commit. Queue 3 cannot be read, so where the batch's rows are in it
+    cannot be told: the replay must refuse rather than store them again. One state it cannot tell from a commit
+    that stored nothing there is left out: the cut refilled to exactly where the commit began (DESIGN §11)."""
+    rows = {"rows": [("t1", b"x"), ("t1", b"y"), ("t1", b"z")], "routing": [3] * 6}
+    refused = 0
+    for lag, request, write in itertools.product((2, 4), range(30), range(12)):
+        state = CommitProtocol()
+        query = state.start_query(group="g1")
+        state.commit(query=query, fault=None, spark_logs=True, **ONE_ROW)
+        before = {"rows": [("t1", b"a"), ("t1", b"b")], "routing": [3] * 6, "change": None}
+        state.commit(query=query, fault=None, spark_logs=True, **before)
+        state.time_passes(seconds=60.0)
+        cut = ("cut", request, "broker-b", lag, 0, (write, True))
+        state.commit(query=query, fault=cut, spark_logs=True, change=("t1", "broker-b", 2), **rows)
+        if len(state.model.brokers["broker-b"].queues[("t1", 3)]) == 2:  # its end is where the commit began
+            continue
+        state.time_passes(seconds=60.0)
+        state.commit(query=query, fault=None, spark_logs=True, change=None, **rows)
+        state.each_row_is_stored_once()
+        refused += "its tail was cut" in state.log[-1]
+    assert refused, "no replay met a cut queue it cannot read"

@@ -22,7 +22,7 @@ class Stored:
     def end(self) -> int:
         return self.first + len(self.times)
 
-    def read_range(self, mq, start, end, fail_on_data_loss=True):
+    def read_range(self, mq, start, end, fail_on_data_loss=True, retry_timeout=0.0):
         for offset in range(max(start, self.first), end):
             self.read += 1
             yield SimpleNamespace(queue_offset=offset, store_timestamp=self.times[offset - self.first])

@@ -32,7 +32,7 @@ _opaques = itertools.count(1)
 TICK_S = 1.0
 # A request nobody waits for any more is dropped this long after its deadline.
 ABANDONED_GRACE_S = 1.0
-# How long a failed send waits for the reader to end with what it read (a TLS alert, the server's close).
+# How long a failed TLS send waits for the reader to end with what it read (the server's alert).
 READER_GRACE_S = 0.5
 # TCP keepalive: first probe after 30 s idle, then every 10 s, dead after 3 unanswered (Linux option names).
 _KEEPALIVE = (("TCP_KEEPIDLE", 30), ("TCP_KEEPINTVL", 10), ("TCP_KEEPCNT", 3))
@@ -272,7 +272,7 @@ class Connection:
     def _let_reader_tell(self) -> None:
         """A send failed: give the reader a moment to end first, as what it read says more. A server that refuses
         the client's certificate after a TLS 1.3 handshake sends an alert, which a racing send sees only as EOF."""
-        if threading.current_thread() is not self._reader:
+        if isinstance(self._sock, ssl.SSLSocket) and threading.current_thread() is not self._reader:
             self._reader.join(READER_GRACE_S)
 
     def _send_all(self, view: memoryview, deadline: float) -> None:
