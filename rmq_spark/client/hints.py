@@ -33,6 +33,13 @@ TLS_CLIENT = (
     "the server refused this client's TLS certificate (none was given, or no CA it trusts signed it): "
     "set tlsCertFile and tlsKeyFile"
 )
+# A TLS connection the server closed before answering anything: how a server refuses a client certificate when the
+# refusal's alert does not reach the client
+TLS_CLOSED = (
+    "the server closed the TLS connection before answering anything, as a server that requires client certificates "
+    "does when it refused this client's TLS certificate (none was given, or no CA it trusts signed it): set "
+    "tlsCertFile and tlsKeyFile"
+)
 TLS_FILES = (
     "gRPC could not set up TLS from the certificates: check that tlsCaFile, tlsCertFile and tlsKeyFile "
     "hold PEM and that the key is the certificate's"

@@ -216,6 +216,8 @@ class Connection:
         except OSError as e:
             raise ConnectionLostError(_cannot_connect(address, e)) from e
         _set_tick(sock, tls is not None)
+        self._tls = tls is not None
+        self._answered = False  # a frame arrived: the server took the connection
         self._sock = sock
         self._reader = threading.Thread(target=self._read_loop, name=f"rmq-conn-{address}", daemon=True)
         self._reader.start()
@@ -265,9 +267,16 @@ class Connection:
             )
         except OSError as e:
             self._let_reader_tell()
-            self._fail(ConnectionLostError(f"connection to {self.address} broke while sending: {e}"))
+            self._fail(
+                ConnectionLostError(f"connection to {self.address} broke while sending: {e}{self._refused_hint()}")
+            )
         finally:
             self._send_lock.release()
+
+    def _refused_hint(self) -> str:
+        """The fix to name when the connection ends: a TLS server that closes it before answering anything refused
+        the client's certificate (its alert may be lost in the race with a send)."""
+        return f"; {hints.TLS_CLOSED}" if self._tls and not self._answered else ""
 
     def _let_reader_tell(self) -> None:
         """A send failed: give the reader a moment to end first, as what it read says more. A server that refuses
@@ -364,6 +373,7 @@ class Connection:
                         f"{self.address} sent a frame of length {length}, outside 4..{MAX_FRAME_LENGTH}"
                     )
                 response = decode_frame(self._read_exact(length))
+                self._answered = True
                 self.last_received = time.monotonic()
                 if self.last_received >= self._expiry_due:
                     self._expire_abandoned()
@@ -373,12 +383,14 @@ class Connection:
                     pending = self._pending.pop(response.opaque, None)
                 if pending is not None:
                     pending._complete(response)
+        except ConnectionLostError as e:
+            self._fail(ConnectionLostError(f"{e}{self._refused_hint()}") if self._refused_hint() else e)
         except RocketMQError as e:
             self._fail(e)
         except ssl.SSLError as e:
             self._fail(ConnectionLostError(f"connection to {self.address} broke: {e}; {_tls_hint(e)}"))
         except (OSError, ValueError) as e:
-            self._fail(ConnectionLostError(f"connection to {self.address} broke: {e}"))
+            self._fail(ConnectionLostError(f"connection to {self.address} broke: {e}{self._refused_hint()}"))
         except BaseException as e:  # whatever it was, no request may wait on a dead reader
             self._fail(ConnectionLostError(f"the reader of the connection to {self.address} failed: {e!r}"))
             if not isinstance(e, Exception):
