@@ -32,8 +32,7 @@ if [ ! -f "$stamp" ] || [ "$ROOT/pyproject.toml" -nt "$stamp" ]; then
   "$VENV/bin/python" -m pip install -q --upgrade pip
   # maturin's editable install puts the checkout on sys.path (Spark's discovery of pyspark_* modules then sees
   # pyspark_rocketmq) and the built core beside its Python modules, in rmq_spark/
-  # --no-compile: modules get their bytecode when first imported, not every module of pyspark, pandas and numpy now
-  "$VENV/bin/python" -m pip install -q --no-compile -e "$ROOT" --group "$ROOT/pyproject.toml:test" \
+  "$VENV/bin/python" -m pip install -q -e "$ROOT" --group "$ROOT/pyproject.toml:test" \
     || die "installing rmq-spark into $VENV failed; see the errors above (cargo's, if the native core did not build)."
   touch "$stamp"
 elif [ ! -f "$native_lib" ] || [ -n "$(find "$ROOT/native/src" "$ROOT/native/Cargo.toml" "$ROOT/native/Cargo.lock" \

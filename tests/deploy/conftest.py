@@ -45,7 +45,6 @@ def node_venv(release_wheel, tmp_path_factory) -> Iterator[NodeVenv]:
         "install",
         "-q",
         "--disable-pip-version-check",
-        "--no-compile",  # no bytecode for every module of pyspark, pandas, numpy: a third of the install's CPU
         f"{release_wheel}[pipelines]",
         cwd=home,
         timeout=900,
