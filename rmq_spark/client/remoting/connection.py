@@ -384,7 +384,8 @@ class Connection:
                 if pending is not None:
                     pending._complete(response)
         except ConnectionLostError as e:
-            self._fail(ConnectionLostError(f"{e}{self._refused_hint()}") if self._refused_hint() else e)
+            hint = self._refused_hint()
+            self._fail(ConnectionLostError(f"{e}{hint}") if hint else e)
         except RocketMQError as e:
             self._fail(e)
         except ssl.SSLError as e:
