@@ -16,4 +16,5 @@ def test_the_wheel_is_one_abi3_manylinux_build_with_its_core_its_types_and_the_d
     assert "pyspark_rocketmq/__init__.py" in files
     harness = ("tests/", "benchmarks/", "native/", "jvm-shim/", "rmq_spark_testing/")
     assert not [f for f in files if f.startswith(harness)]
+    assert not [f for f in files if f.endswith(".pyc")], "set-up's bytecode of the checkout went into the wheel"
     assert {"LICENSE", "NOTICE"} <= {f.rsplit("/", 1)[-1] for f in files if ".dist-info/" in f}  # license-files
