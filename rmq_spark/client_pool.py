@@ -12,7 +12,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from rmq_spark.client.base import BaseClient
-from rmq_spark.client.grpc.client import GrpcClient
 from rmq_spark.client.model import Credentials
 from rmq_spark.client.remoting.client import RemotingClient
 from rmq_spark.options import ConnectionOptions
@@ -23,9 +22,12 @@ _REAP_EVERY_S = 60.0
 
 
 def new_client(o: ConnectionOptions) -> BaseClient:
-    """A fresh client of the transport the options select (the caller closes it)."""
+    """A fresh client of the transport the options select (the caller closes it). The gRPC transport (grpcio and
+    protobuf, a tenth of a second) is imported only by the processes whose options select it."""
     credentials = Credentials(o.access_key, o.secret_key or "", o.security_token) if o.access_key else None
     if o.endpoint:
+        from rmq_spark.client.grpc.client import GrpcClient
+
         return GrpcClient(
             o.endpoint,
             credentials=credentials,

@@ -1,4 +1,4 @@
-"""The "rocketmq" data source: parses the options and hands out the batch and stream readers."""
+"""The "rocketmq" data source: parses the options and hands out the batch and stream readers and the writers."""
 
 from __future__ import annotations
 
@@ -13,13 +13,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from rmq_spark.client_pool import new_client
-from rmq_spark.options import OptionError, SinkOptions, include_properties, parse_options, parse_sink_options
-from rmq_spark.sink.columns import check_columns
-from rmq_spark.sink.commit_home import refuse_static_topics
-from rmq_spark.sink.message_types import refuse_timers
-from rmq_spark.sink.transaction_check import refuse_unended_transactions
-from rmq_spark.sink.writers import RocketMQStreamWriter, RocketMQWriter
+from rmq_spark.options import include_properties, parse_options
 from rmq_spark.source.batch import RocketMQBatchReader, RocketMQPushdownBatchReader
 from rmq_spark.source.schema import default_columns, projection, schema_ddl
 from rmq_spark.source.stream import RocketMQStreamReader
@@ -51,43 +45,16 @@ class RocketMQDataSource(DataSource):
         options = parse_options(self.options, streaming=True)
         return RocketMQStreamReader(options, _columns(schema, options.include_properties))
 
+    # The sink's modules load where a write is planned only, not in every process that reads (70 ms each).
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
-        _append_only(overwrite)
-        options = parse_sink_options(self.options)
-        _check_sink_columns(schema, options)
-        return RocketMQWriter(options)
+        from rmq_spark.sink.write_plan import batch_writer
+
+        return batch_writer(self.options, schema, overwrite)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
-        _append_only(overwrite)
-        options = parse_sink_options(self.options)
-        _check_sink_columns(schema, options)
-        if options.exactly_once and options.topic is not None:
-            with new_client(options) as client:
-                refuse_static_topics(client, [options.topic])
-        return RocketMQStreamWriter(options)
+        from rmq_spark.sink.write_plan import stream_writer
 
-
-def _append_only(overwrite: bool) -> None:
-    if overwrite:
-        raise OptionError(
-            "a RocketMQ topic is append-only: write with mode('append') (output mode 'append' or "
-            "'update' in streaming), not overwrite or complete"
-        )
-
-
-def _check_sink_columns(schema: StructType, options: SinkOptions) -> None:
-    """The columns' names and types; a deliverTimeMs column where option topic's brokers have no timers, and an
-    exactly-once write where its servers end no transactions (a RocketMQ 5 proxy)."""
-    check_columns([(f.name, f.dataType.simpleString()) for f in schema.fields], default_topic=options.topic)
-    timers = "deliverTimeMs" in schema.fieldNames()
-    if options.topic is not None and (timers or options.exactly_once):
-        with new_client(options) as client:
-            if timers:
-                refuse_timers(client, options.topic)
-            if options.exactly_once:
-                refuse_unended_transactions(
-                    client, options.topic, options.producer_group, retry_timeout=options.broker_retry_timeout
-                )
+        return stream_writer(self.options, schema, overwrite)
 
 
 def _columns(schema: StructType | None, include_properties: bool = False) -> tuple[str, ...]:
