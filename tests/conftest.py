@@ -14,11 +14,13 @@ import pytest
 
 from rmq_spark_testing.embedded import EmbeddedRocketMQ
 from tests.support.sessions import local_session
+from tests.support.timer_slack import coarsen
 
 # Spark starts its Python workers with PYSPARK_PYTHON (default: python3 on PATH); use this interpreter, which has
 # rmq_spark and its dependencies.
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # keep Spark on loopback
+coarsen()  # before any process or thread starts: all of them inherit it
 
 
 @contextlib.contextmanager
