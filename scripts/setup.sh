@@ -43,7 +43,7 @@ elif [ ! -f "$native_lib" ] || [ -n "$(find "$ROOT/native/src" "$ROOT/native/Car
 fi
 # The checkout's bytecode (what changed since the last run): this machine and many CIs set PYTHONDONTWRITEBYTECODE,
 # and pip compiles installed packages only, so every Python process (each Spark worker) compiled ours from source:
-# 0.15 s each, a few minutes of CPU over the suite.
+# about 0.12 s of CPU each.
 "$VENV/bin/python" -m compileall -q -j 0 "$ROOT/rmq_spark" "$ROOT/pyspark_rocketmq" "$ROOT/rmq_spark_testing" \
   "$ROOT/tests" "$ROOT/benchmarks" || die "compiling the checkout's Python files failed (above)."
 echo "==> building jvm-shim (when missing or stale)"

@@ -5,8 +5,8 @@
 # tests ran) fails like any other. Without arguments (the whole suite, as CI runs it) tests/stock and tests/deploy,
 # which spend most of their time waiting on processes of their own (released brokers, a wheel build, a standalone
 # cluster), run in a second pytest beside the others, with the benchmark harness's smoke tests (their own clusters),
-# which even the two out: otherwise the first ran its last four minutes alone, on one core. A third process (the kill and benchmark-harness tests apart)
-# made no run shorter: the suite is CPU-bound on two cores, and the heavier load starved Spark's Python workers past
+# which even the two out: otherwise the first ran its last four minutes alone, on one core. A third process (the
+# kill and benchmark-harness tests apart) made no run shorter: the suite is CPU-bound on two cores, and the heavier load starved Spark's Python workers past
 # the 10 s they have to connect back. The BESIDE groups' output follows the first's; the run fails when any fails.
 source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
 cd "$ROOT"
