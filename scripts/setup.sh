@@ -27,12 +27,20 @@ fi
 export PATH="$VENV/bin:$PATH" VIRTUAL_ENV="$VENV"
 stamp="$VENV/.rmq-spark-installed"
 native_lib="$ROOT/rmq_spark/_native.abi3.so"
+# The native core is built as the release wheel builds it (scripts/wheel.sh): linked by zig for the wheel's
+# manylinux policy, so the tests run the binary users install, and the wheel's build finds cargo's output fresh
+# instead of compiling the core a second time.
+WHEEL_POLICY=manylinux_2_17
+export MATURIN_PEP517_ARGS="--zig --compatibility $WHEEL_POLICY"
 if [ ! -f "$stamp" ] || [ "$ROOT/pyproject.toml" -nt "$stamp" ]; then
-  echo "==> installing rmq-spark (editable: maturin builds the native core with cargo) and its test dependency group into $VENV"
+  echo "==> installing rmq-spark's test dependency group, then rmq-spark (editable: maturin builds the native core) into $VENV"
   "$VENV/bin/python" -m pip install -q --upgrade pip
+  # the group first: it brings the maturin and zig that build the core below
+  "$VENV/bin/python" -m pip install -q --group "$ROOT/pyproject.toml:test" \
+    || die "installing rmq-spark's test dependency group into $VENV failed; see the errors above."
   # maturin's editable install puts the checkout on sys.path (Spark's discovery of pyspark_* modules then sees
   # pyspark_rocketmq) and the built core beside its Python modules, in rmq_spark/
-  "$VENV/bin/python" -m pip install -q -e "$ROOT" --group "$ROOT/pyproject.toml:test" \
+  "$VENV/bin/python" -m pip install -q --no-build-isolation -e "$ROOT" \
     || die "installing rmq-spark into $VENV failed; see the errors above (cargo's, if the native core did not build)."
   touch "$stamp"
 elif [ ! -f "$native_lib" ] || [ -n "$(find "$ROOT/native/src" "$ROOT/native/Cargo.toml" "$ROOT/native/Cargo.lock" \

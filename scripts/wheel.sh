@@ -6,11 +6,12 @@
 source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
 cd "$ROOT"
 OUT="$(mkdir -p "${1:-$ROOT/dist}" && cd "${1:-$ROOT/dist}" && pwd)"
-POLICY=manylinux_2_17
 
 rm -f "$OUT"/rmq_spark-*.whl
-echo "==> building the release wheel (maturin, zig, $POLICY)" >&2
-"$PY" -m maturin build --release --locked --zig --compatibility "$POLICY" --out "$OUT" >&2 \
+echo "==> building the release wheel (maturin, zig, $WHEEL_POLICY)" >&2
+# set-up's editable install built the core with these same arguments (MATURIN_PEP517_ARGS): cargo finds it fresh
+# shellcheck disable=SC2086
+"$PY" -m maturin build --release --locked $MATURIN_PEP517_ARGS --out "$OUT" >&2 \
   || die "maturin build failed; see the errors above."
 wheel="$(ls "$OUT"/rmq_spark-*-cp310-abi3-*.whl 2>/dev/null | head -n 1)"
 [ -n "$wheel" ] || die "maturin wrote no cp310-abi3 wheel of rmq-spark into $OUT."
@@ -18,7 +19,7 @@ wheel="$(ls "$OUT"/rmq_spark-*-cp310-abi3-*.whl 2>/dev/null | head -n 1)"
 echo "==> checking $wheel" >&2
 shown="$("$PY" -m auditwheel show "$wheel")" || die "auditwheel show failed on $wheel."
 echo "$shown" >&2
-grep -q "\"${POLICY}_$(uname -m)\"" <<<"$shown" \
-  || die "auditwheel does not find $wheel consistent with ${POLICY}_$(uname -m) (its report is above)."
+grep -q "\"${WHEEL_POLICY}_$(uname -m)\"" <<<"$shown" \
+  || die "auditwheel does not find $wheel consistent with ${WHEEL_POLICY}_$(uname -m) (its report is above)."
 "$PY" -m twine check --strict "$wheel" >&2 || die "twine check failed on $wheel."
 echo "$wheel"
