@@ -65,14 +65,17 @@ class Sender:
         self._busy: dict[MessageQueue, _Send] = {}  # at most one send in flight per queue keeps its order
         self._inflight: deque[_Send] = deque()
         self._halves: list[tuple[int, HalfMessage]] = []
+        self._queued: list[_Send] = []  # half messages waiting to go out together
         self._seq = 0
         self.sent = 0
 
     def add(self, mq: MessageQueue, message: OutgoingMessage) -> None:
         message, sys_flag = self._client.wire_message(message)
         if self._transactional:
-            self._launch(_Send(mq, [message], sys_flag, seq=self._seq))
+            self._queued.append(_Send(mq, [message], sys_flag, seq=self._seq))
             self._seq += 1
+            if len(self._queued) * 2 >= self._max_in_flight:
+                self._launch_queued()
             return
         pending = self._pending.get(mq)
         alone = message.deliver_time_ms is not None  # the broker schedules timer messages sent one by one
@@ -100,6 +103,7 @@ class Sender:
 
     def finish(self) -> None:
         """Send what is pending and wait for every send."""
+        self._launch_queued()
         for mq in list(self._pending):
             self._flush(mq)
         while self._inflight:
@@ -113,6 +117,17 @@ class Sender:
         pending = self._pending.pop(mq, None)
         if pending is not None and pending.messages:
             self._launch(_Send(mq, pending.messages, pending.sys_flag))
+
+    def _launch_queued(self) -> None:
+        """The queued half messages, in one write per connection (one request each: the broker takes no half
+        message in a batch): room is made for all of them first, so that nothing is waited for inside the burst."""
+        queued, self._queued = self._queued, []
+        while self._inflight and len(self._inflight) + len(queued) > self._max_in_flight:
+            self._complete(self._inflight.popleft())
+        with self._client.burst():
+            for send in queued:
+                self._start(send)
+                self._inflight.append(send)
 
     def _launch(self, send: _Send) -> None:
         if not self._transactional:

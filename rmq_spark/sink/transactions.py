@@ -79,12 +79,13 @@ def end_halves(
     ended, half_of_them = 0, (len(halves) + 1) // 2
     while position:
         calls: list[tuple[MessageQueue, Call | Exception]] = []
-        for mq, i in position.items():
-            half = per_queue[mq][i]
-            try:
-                calls.append((mq, client.end_transaction_async(half, commit=commit, group=group)))
-            except RETRYABLE as e:
-                calls.append((mq, e))
+        with client.burst():  # one write per broker for the round's requests
+            for mq, i in position.items():
+                half = per_queue[mq][i]
+                try:
+                    calls.append((mq, client.end_transaction_async(half, commit=commit, group=group)))
+                except RETRYABLE as e:
+                    calls.append((mq, e))
         for mq, call in calls:
             try:
                 if isinstance(call, Exception):

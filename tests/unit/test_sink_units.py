@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import pyarrow as pa
 import pytest
 
@@ -25,6 +27,7 @@ from rmq_spark.sink.commit_log import CommitRecord, CommitStep, from_masters
 from rmq_spark.sink.message_types import TopicTypes
 from rmq_spark.sink.routing import Router, java_string_hash, queue_for_key
 from rmq_spark.sink.row_keys import RowsDigest, content_of, query_tag, row_key, rows_digest
+from rmq_spark.sink.sender import Sender
 from rmq_spark.sink.transactions import Action, end_halves, judge
 
 
@@ -274,10 +277,23 @@ class _Ending:
 
     def __init__(self, fail=None, away=None):
         self.ended, self.fail, self.away = [], dict(fail or {}), dict(away or {})
+        self.bursts = 0  # bursts begun
+        self.sent_in: list[tuple[str, int | None]] = []  # (msg_id, the burst it was sent in, None outside one)
+        self._burst: int | None = None
+
+    @contextlib.contextmanager
+    def burst(self):
+        self.bursts += 1
+        self._burst = self.bursts
+        try:
+            yield
+        finally:
+            self._burst = None
 
     def end_transaction_async(self, half, *, commit, group):
         if self.away.get(half.msg_id):
             raise self.away[half.msg_id].pop(0)
+        self.sent_in.append((half.msg_id, self._burst))
         errors = self.fail.get(half.msg_id)
         client = self
 
@@ -300,6 +316,17 @@ def test_end_halves_keeps_each_queue_in_order_and_retries_a_busy_broker():
     end_halves(client, halves, commit=True, group="g", retry_timeout=5)
     assert [m for m, _ in client.ended if m.startswith("0-")] == ["0-0", "0-1", "0-2"]
     assert [m for m, _ in client.ended if m.startswith("1-")] == ["1-0", "1-1"]
+
+
+def test_end_halves_sends_each_round_of_queues_in_one_burst():
+    client = _Ending()
+    end_halves(client, _halves([(0, 3), (1, 3), (2, 1)]), commit=True, group="g", retry_timeout=5)
+    # one request per queue a round, the round's requests written together
+    assert [sorted(m for m, b in client.sent_in if b == n) for n in range(1, client.bursts + 1)] == [
+        ["0-0", "1-0", "2-0"],
+        ["0-1", "1-1"],
+        ["0-2", "1-2"],
+    ]
 
 
 def test_a_commit_whose_answer_was_lost_is_not_sent_again():
@@ -389,3 +416,51 @@ def test_bodies_of_4_kib_or_more_are_compressed_for_remoting_only():
     sent, flag = remoting.wire_message(edge)  # the Java producer compresses at >= compressMsgBodyOverHowmuch
     assert zlib.decompress(sent.body) == edge.body and flag == 0x301
     assert grpc.wire_message(edge) == (edge, 0)  # no sysFlag travels over the v2 API
+
+
+class _Halving:
+    """Takes half messages: each answer is a handle naming the message's body; records what was in flight when each
+    was sent, and the burst it was sent in."""
+
+    def __init__(self):
+        self.bursts, self.in_flight, self.sent_in, self.most = 0, 0, [], 0
+        self._burst: int | None = None
+
+    @contextlib.contextmanager
+    def burst(self):
+        self.bursts += 1
+        self._burst = self.bursts
+        try:
+            yield
+        finally:
+            self._burst = None
+
+    def wire_message(self, message):
+        return message, 0
+
+    def send_half_async(self, mq, message, *, group, sys_flag):
+        client = self
+        client.in_flight += 1
+        client.most = max(client.most, client.in_flight)
+        client.sent_in.append((message.body.decode(), self._burst))
+
+        class Call:
+            def result(self):
+                client.in_flight -= 1
+                return HalfMessage(mq, message.body.decode(), "", 0, 0)
+
+        return Call()
+
+
+def test_a_transactional_sender_sends_its_halves_in_bursts_within_its_window_and_lists_them_in_row_order():
+    client = _Halving()
+    sender = Sender(client, "g", transactional=True, retry_timeout=1.0, max_in_flight=8)  # type: ignore[arg-type]
+    for i in range(21):
+        sender.add(MessageQueue("t", "b", i % 3), OutgoingMessage(f"{i}".encode()))
+    sender.finish()
+    assert [h.msg_id for h in sender.halves()] == [str(i) for i in range(21)]
+    assert sender.sent == 21 and client.in_flight == 0 and client.most <= 8
+    # half the window a burst, the rest when the task finishes
+    assert [[m for m, b in client.sent_in if b == n] for n in range(1, client.bursts + 1)] == [
+        [str(i) for i in range(start, min(start + 4, 21))] for start in range(0, 21, 4)
+    ]
