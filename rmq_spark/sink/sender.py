@@ -121,6 +121,8 @@ class Sender:
     def _launch_queued(self) -> None:
         """The queued half messages, in one write per connection (one request each: the broker takes no half
         message in a batch): room is made for all of them first, so that nothing is waited for inside the burst."""
+        if not self._queued:
+            return
         queued, self._queued = self._queued, []
         while self._inflight and len(self._inflight) + len(queued) > self._max_in_flight:
             self._complete(self._inflight.popleft())
