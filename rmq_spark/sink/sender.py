@@ -18,6 +18,10 @@ from rmq_spark.sink.retry import Retries
 BATCH_MESSAGES = 256  # messages per SEND_BATCH_MESSAGE at most
 BATCH_BYTES = 1 << 20  # body bytes per send at most (the broker takes up to maxMessageSize, 4 MiB by default)
 MAX_IN_FLIGHT = 16  # sends in flight per task
+# Half messages in flight per task (one message a request, so more of them), and their bodies' bytes at most: as
+# many as MAX_IN_FLIGHT full batches hold
+HALVES_IN_FLIGHT = 32
+HALF_BYTES_IN_FLIGHT = MAX_IN_FLIGHT * BATCH_BYTES
 
 
 @dataclass
@@ -54,18 +58,24 @@ class Sender:
         *,
         transactional: bool,
         retry_timeout: float,
-        max_in_flight: int = MAX_IN_FLIGHT,
+        max_in_flight: int | None = None,
+        max_half_bytes: int = HALF_BYTES_IN_FLIGHT,
     ) -> None:
         self._client = client
         self._group = group
         self._transactional = transactional
         self._retry_timeout = retry_timeout
+        if max_in_flight is None:
+            max_in_flight = HALVES_IN_FLIGHT if transactional else MAX_IN_FLIGHT
         self._max_in_flight = max_in_flight
+        self._max_half_bytes = max_half_bytes
         self._pending: dict[MessageQueue, _Batching] = {}
         self._busy: dict[MessageQueue, _Send] = {}  # at most one send in flight per queue keeps its order
         self._inflight: deque[_Send] = deque()
         self._halves: list[tuple[int, HalfMessage]] = []
         self._queued: list[_Send] = []  # half messages waiting to go out together
+        self._queued_bytes = 0
+        self._inflight_bytes = 0  # of the half messages in flight
         self._seq = 0
         self.sent = 0
 
@@ -73,8 +83,9 @@ class Sender:
         message, sys_flag = self._client.wire_message(message)
         if self._transactional:
             self._queued.append(_Send(mq, [message], sys_flag, seq=self._seq))
+            self._queued_bytes += len(message.body)
             self._seq += 1
-            if len(self._queued) * 2 >= self._max_in_flight:
+            if len(self._queued) * 2 >= self._max_in_flight or self._queued_bytes * 2 >= self._max_half_bytes:
                 self._launch_queued()
             return
         pending = self._pending.get(mq)
@@ -120,16 +131,24 @@ class Sender:
 
     def _launch_queued(self) -> None:
         """The queued half messages, in one write per connection (one request each: the broker takes no half
-        message in a batch): room is made for all of them first, so that nothing is waited for inside the burst."""
+        message in a batch). Room is made for all of them first, within the window's count and bytes, so that
+        nothing is waited for inside the burst."""
         if not self._queued:
             return
-        queued, self._queued = self._queued, []
-        while self._inflight and len(self._inflight) + len(queued) > self._max_in_flight:
-            self._complete(self._inflight.popleft())
+        queued, size = self._queued, self._queued_bytes
+        self._queued, self._queued_bytes = [], 0
+        while self._inflight and (
+            len(self._inflight) + len(queued) > self._max_in_flight
+            or self._inflight_bytes + size > self._max_half_bytes
+        ):
+            done = self._inflight.popleft()
+            self._complete(done)
+            self._inflight_bytes -= len(done.messages[0].body)
         with self._client.burst():
             for send in queued:
                 self._start(send)
                 self._inflight.append(send)
+        self._inflight_bytes += size
 
     def _launch(self, send: _Send) -> None:
         if not self._transactional:

@@ -464,3 +464,14 @@ def test_a_transactional_sender_sends_its_halves_in_bursts_within_its_window_and
     assert [[m for m, b in client.sent_in if b == n] for n in range(1, client.bursts + 1)] == [
         [str(i) for i in range(start, min(start + 4, 21))] for start in range(0, 21, 4)
     ]
+
+
+def test_a_transactional_sender_keeps_the_bytes_of_its_halves_in_flight_within_its_bound():
+    client = _Halving()
+    sender = Sender(client, "g", transactional=True, retry_timeout=1.0, max_half_bytes=1000)  # type: ignore[arg-type]
+    for i in range(10):
+        sender.add(MessageQueue("t", "b", 0), OutgoingMessage(f"{i:0300d}".encode()))  # 300 bytes each
+    sender.finish()
+    assert len(sender.halves()) == 10
+    assert client.most == 3  # 900 bytes in flight at most; a burst as soon as half the bound waits (2 halves)
+    assert [len([m for m, b in client.sent_in if b == n]) for n in range(1, client.bursts + 1)] == [2] * 5
