@@ -151,17 +151,17 @@ class Sender:
         self._inflight_bytes += size
 
     def _launch(self, send: _Send) -> None:
-        if not self._transactional:
-            before = self._busy.get(send.mq)
-            if before is not None:
-                self._inflight.remove(before)
-                self._complete(before)
+        """An at-least-once send (half messages go out by ``_launch_queued``): one in flight per queue keeps the
+        queue's order."""
+        before = self._busy.get(send.mq)
+        if before is not None:
+            self._inflight.remove(before)
+            self._complete(before)
         while len(self._inflight) >= self._max_in_flight:
             self._complete(self._inflight.popleft())
         self._start(send)
         self._inflight.append(send)
-        if not self._transactional:
-            self._busy[send.mq] = send
+        self._busy[send.mq] = send
 
     def _start(self, send: _Send) -> None:
         try:

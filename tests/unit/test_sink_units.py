@@ -271,14 +271,12 @@ def test_the_commit_decision_table_refuses_what_cannot_be_done_once(last, batch,
         judge(last, "q", batch, "g", "R on broker-a")
 
 
-class _Ending:
-    """Records END_TRANSACTION calls; ``fail`` maps a half's msg_id to the errors its next answers raise, ``away``
-    to the errors its next sends raise (the request never left: its broker is not in the route)."""
+class _Bursts:
+    """A fake transport's ``burst()``: records which burst each request was sent in (``sent``)."""
 
-    def __init__(self, fail=None, away=None):
-        self.ended, self.fail, self.away = [], dict(fail or {}), dict(away or {})
+    def __init__(self):
         self.bursts = 0  # bursts begun
-        self.sent_in: list[tuple[str, int | None]] = []  # (msg_id, the burst it was sent in, None outside one)
+        self.sent_in: list[tuple[str, int | None]] = []  # (request, the burst it was sent in, None outside one)
         self._burst: int | None = None
 
     @contextlib.contextmanager
@@ -290,10 +288,26 @@ class _Ending:
         finally:
             self._burst = None
 
+    def sent(self, request: str) -> None:
+        self.sent_in.append((request, self._burst))
+
+    def by_burst(self) -> list[list[str]]:
+        """The requests of each burst, in the order sent."""
+        return [[r for r, b in self.sent_in if b == n] for n in range(1, self.bursts + 1)]
+
+
+class _Ending(_Bursts):
+    """Records END_TRANSACTION calls; ``fail`` maps a half's msg_id to the errors its next answers raise, ``away``
+    to the errors its next sends raise (the request never left: its broker is not in the route)."""
+
+    def __init__(self, fail=None, away=None):
+        super().__init__()
+        self.ended, self.fail, self.away = [], dict(fail or {}), dict(away or {})
+
     def end_transaction_async(self, half, *, commit, group):
         if self.away.get(half.msg_id):
             raise self.away[half.msg_id].pop(0)
-        self.sent_in.append((half.msg_id, self._burst))
+        self.sent(half.msg_id)
         errors = self.fail.get(half.msg_id)
         client = self
 
@@ -322,7 +336,7 @@ def test_end_halves_sends_each_round_of_queues_in_one_burst():
     client = _Ending()
     end_halves(client, _halves([(0, 3), (1, 3), (2, 1)]), commit=True, group="g", retry_timeout=5)
     # one request per queue a round, the round's requests written together
-    assert [sorted(m for m, b in client.sent_in if b == n) for n in range(1, client.bursts + 1)] == [
+    assert [sorted(burst) for burst in client.by_burst()] == [
         ["0-0", "1-0", "2-0"],
         ["0-1", "1-1"],
         ["0-2", "1-2"],
@@ -418,22 +432,13 @@ def test_bodies_of_4_kib_or_more_are_compressed_for_remoting_only():
     assert grpc.wire_message(edge) == (edge, 0)  # no sysFlag travels over the v2 API
 
 
-class _Halving:
-    """Takes half messages: each answer is a handle naming the message's body; records what was in flight when each
-    was sent, and the burst it was sent in."""
+class _Halving(_Bursts):
+    """Takes half messages: each answer is a handle naming the message's body; records how many were in flight at
+    most, and the burst each was sent in."""
 
     def __init__(self):
-        self.bursts, self.in_flight, self.sent_in, self.most = 0, 0, [], 0
-        self._burst: int | None = None
-
-    @contextlib.contextmanager
-    def burst(self):
-        self.bursts += 1
-        self._burst = self.bursts
-        try:
-            yield
-        finally:
-            self._burst = None
+        super().__init__()
+        self.in_flight, self.most = 0, 0
 
     def wire_message(self, message):
         return message, 0
@@ -442,7 +447,7 @@ class _Halving:
         client = self
         client.in_flight += 1
         client.most = max(client.most, client.in_flight)
-        client.sent_in.append((message.body.decode(), self._burst))
+        client.sent(message.body.decode())
 
         class Call:
             def result(self):
@@ -461,9 +466,7 @@ def test_a_transactional_sender_sends_its_halves_in_bursts_within_its_window_and
     assert [h.msg_id for h in sender.halves()] == [str(i) for i in range(21)]
     assert sender.sent == 21 and client.in_flight == 0 and client.most <= 8
     # half the window a burst, the rest when the task finishes
-    assert [[m for m, b in client.sent_in if b == n] for n in range(1, client.bursts + 1)] == [
-        [str(i) for i in range(start, min(start + 4, 21))] for start in range(0, 21, 4)
-    ]
+    assert client.by_burst() == [[str(i) for i in range(start, min(start + 4, 21))] for start in range(0, 21, 4)]
 
 
 def test_a_transactional_sender_keeps_the_bytes_of_its_halves_in_flight_within_its_bound():
@@ -474,4 +477,4 @@ def test_a_transactional_sender_keeps_the_bytes_of_its_halves_in_flight_within_i
     sender.finish()
     assert len(sender.halves()) == 10
     assert client.most == 3  # 900 bytes in flight at most; a burst as soon as half the bound waits (2 halves)
-    assert [len([m for m, b in client.sent_in if b == n]) for n in range(1, client.bursts + 1)] == [2] * 5
+    assert [len(burst) for burst in client.by_burst()] == [2] * 5
