@@ -4,21 +4,15 @@ master and workers, each in its own process group (a worker and the executors it
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import urllib.request
 from pathlib import Path
 
 from tests.deploy.node import NodeVenv
+from tests.support.ports import server_port
 from tests.support.processes import kill_group
 from tests.support.sessions import JVM_OPTIONS
 from tests.support.waiting import wait_until
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class StandaloneCluster:
@@ -26,7 +20,7 @@ class StandaloneCluster:
 
     def __init__(self, venv: NodeVenv, home: Path, workers: int = 2, cores: int = 1, memory: str = "1g"):
         self.venv, self.home = venv, home
-        self.port, self.ui_port = free_port(), free_port()
+        self.port, self.ui_port = server_port(), server_port()
         self.url = f"spark://127.0.0.1:{self.port}"
         self.procs: dict[str, subprocess.Popen] = {}
         self.killed: set[str] = set()
@@ -88,10 +82,13 @@ class StandaloneCluster:
         return (self.home / f"{name}.log").read_text(errors="replace")
 
     def _state(self) -> dict | None:
+        """The master's state from its status page, or None while the page is not up. The master's web server
+        accepts requests while it is still adding its pages, so for a moment its "/" page answers "/json/" in
+        HTML."""
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{self.ui_port}/json/", timeout=2) as r:
                 return json.load(r)
-        except OSError:
+        except (OSError, ValueError):
             return None
 
     def alive_workers(self) -> list[dict]:
