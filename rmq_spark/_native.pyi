@@ -297,6 +297,20 @@ class SendEncoder:
     def add(
         self, rows: int, columns: dict[str, Any], topics: list[tuple[int, list[tuple[str, int]]]], turn: int
     ) -> tuple[list[tuple[int, int, int, int, bytes]], int]: ...
+    def halves(
+        self,
+        rows: int,
+        columns: dict[str, Any],
+        topics: list[tuple[int, list[tuple[str, int]]]],
+        names: list[tuple[str, str]],
+        turn: int,
+        *,
+        group: str,
+        key_prefix: str | None,
+        language: str,
+        version: int,
+        opaques: list[int],
+    ) -> tuple[bytes, list[tuple[int, int, int, str, str]], int]: ...
     def finish(self) -> list[tuple[int, int, int, int, bytes]]: ...
 
 def unique_ids_at(prefix: str, month_start_ms: int, times: list[int]) -> list[str]: ...

@@ -725,6 +725,56 @@ struct SendEncoder {
 }
 
 type SendTuple = (u32, i32, i32, u32, Py<PyBytes>);
+type HalfTuple = (u32, usize, usize, String, String);
+
+fn send_topics(topics: Vec<(u32, Vec<(String, i32)>)>) -> Vec<sends::Topic> {
+    topics
+        .into_iter()
+        .map(|(base, queues)| sends::Topic { base, queues: queues.into_iter().map(|(b, q)| (b.into_bytes(), q)).collect() })
+        .collect()
+}
+
+/// `f` over the sink's columns of a batch of `rows` rows (name: pyarrow array of the sink's canonical type), read
+/// in place through the Arrow C interface.
+fn with_columns<R>(rows: usize, columns: &Bound<'_, PyDict>, f: impl FnOnce(&Columns<'_>) -> PyResult<R>) -> PyResult<R> {
+    let mut held = Vec::new();
+    let mut names = Vec::new();
+    for (name, array) in columns.iter() {
+        names.push(name.extract::<String>()?);
+        held.push(lend(&array)?);
+    }
+    let get = |name: &str| -> PyResult<Option<Lent<'_>>> {
+        match names.iter().position(|n| n == name) {
+            Some(k) => Ok(Some(lent(&held[k])?)),
+            None => Ok(None),
+        }
+    };
+    let err = MalformedError::new_err;
+    let strs = |name: &str| -> PyResult<Option<Strs<'_>>> { get(name)?.map(|a| Strs::of(a, name)).transpose().map_err(err) };
+    let body = strs("body")?.ok_or_else(|| PyValueError::new_err("no body column"))?;
+    let keys = match get("keys")? {
+        None => None,
+        Some(a) if a.format() == b"+l" => Some(Keys::List(StrLists::of(a, "keys").map_err(err)?)),
+        Some(a) => Some(Keys::Text(Strs::of(a, "keys").map_err(err)?)),
+    };
+    let c = Columns {
+        rows,
+        body,
+        topic: get("topic")?.map(|a| Ints::of(a, b"i", "topic")).transpose().map_err(err)?,
+        tags: strs("tags")?,
+        keys,
+        properties: get("properties")?.map(|a| StrMaps::of(a, "properties")).transpose().map_err(err)?,
+        flag: get("flag")?.map(|a| Ints::of(a, b"i", "flag")).transpose().map_err(err)?,
+        sharding: strs("shardingKey")?,
+        broker: strs("brokerName")?,
+        queue_id: get("queueId")?.map(|a| Ints::of(a, b"i", "queueId")).transpose().map_err(err)?,
+    };
+    let short = [Some(body.len()), c.topic.map(|x| x.len()), c.flag.map(|x| x.len())];
+    if short.iter().flatten().any(|&n| n < rows) {
+        return Err(PyValueError::new_err(format!("a column shorter than the batch's {rows} rows")));
+    }
+    f(&c)
+}
 
 fn send_tuples(py: Python<'_>, sends: Vec<sends::Send>) -> Vec<SendTuple> {
     sends.into_iter().map(|s| (s.queue, s.sys_flag, s.flag, s.count, PyBytes::new(py, &s.body).unbind())).collect()
@@ -794,52 +844,50 @@ impl SendEncoder {
         topics: Vec<(u32, Vec<(String, i32)>)>,
         turn: u64,
     ) -> PyResult<(Vec<SendTuple>, u64)> {
-        let mut held = Vec::new();
-        let mut names = Vec::new();
-        for (name, array) in columns.iter() {
-            names.push(name.extract::<String>()?);
-            held.push(lend(&array)?);
-        }
-        let get = |name: &str| -> PyResult<Option<Lent<'_>>> {
-            match names.iter().position(|n| n == name) {
-                Some(k) => Ok(Some(lent(&held[k])?)),
-                None => Ok(None),
-            }
-        };
-        let err = MalformedError::new_err;
-        let strs = |name: &str| -> PyResult<Option<Strs<'_>>> {
-            get(name)?.map(|a| Strs::of(a, name)).transpose().map_err(err)
-        };
-        let body = strs("body")?.ok_or_else(|| PyValueError::new_err("no body column"))?;
-        let keys = match get("keys")? {
-            None => None,
-            Some(a) if a.format() == b"+l" => Some(Keys::List(StrLists::of(a, "keys").map_err(err)?)),
-            Some(a) => Some(Keys::Text(Strs::of(a, "keys").map_err(err)?)),
-        };
-        let c = Columns {
-            rows,
-            body,
-            topic: get("topic")?.map(|a| Ints::of(a, b"i", "topic")).transpose().map_err(err)?,
-            tags: strs("tags")?,
-            keys,
-            properties: get("properties")?.map(|a| StrMaps::of(a, "properties")).transpose().map_err(err)?,
-            flag: get("flag")?.map(|a| Ints::of(a, b"i", "flag")).transpose().map_err(err)?,
-            sharding: strs("shardingKey")?,
-            broker: strs("brokerName")?,
-            queue_id: get("queueId")?.map(|a| Ints::of(a, b"i", "queueId")).transpose().map_err(err)?,
-        };
-        let short = [Some(body.len()), c.topic.map(|x| x.len()), c.flag.map(|x| x.len())];
-        if short.iter().flatten().any(|&n| n < rows) {
-            return Err(PyValueError::new_err(format!("a column shorter than the batch's {rows} rows")));
-        }
-        let topics: Vec<sends::Topic> = topics
-            .into_iter()
-            .map(|(base, queues)| sends::Topic { base, queues: queues.into_iter().map(|(b, q)| (b.into_bytes(), q)).collect() })
-            .collect();
+        let topics = send_topics(topics);
         let encoder = &mut self.encoder;
         let mut turn = turn;
-        let sends = py.detach(|| encoder.add(&c, &topics, &mut turn, &mut unique_ids::now_ms)).map_err(encode_error)?;
+        let sends = with_columns(rows, columns, |c| {
+            py.detach(|| encoder.add(c, &topics, &mut turn, &mut unique_ids::now_ms)).map_err(encode_error)
+        })?;
         Ok((send_tuples(py, sends), turn))
+    }
+
+    /// The half messages of an exactly-once write's rows, routed as `add` routes (`names`: each topic's
+    /// (name, name on the wire)). Each row's SEND_MESSAGE_V2 frame, under its opaque of `opaques`, is in the
+    /// returned bytes; the list gives per row (queue number, body bytes as sent, end of its frame, UNIQ_KEY, row
+    /// key or ""), then the next turn. Rows carry a row key when `key_prefix` is given.
+    #[pyo3(signature = (rows, columns, topics, names, turn, *, group, key_prefix, language, version, opaques))]
+    #[allow(clippy::too_many_arguments)]
+    fn halves(
+        &mut self,
+        py: Python<'_>,
+        rows: usize,
+        columns: &Bound<'_, PyDict>,
+        topics: Vec<(u32, Vec<(String, i32)>)>,
+        names: Vec<(String, String)>,
+        turn: u64,
+        group: &str,
+        key_prefix: Option<&str>,
+        language: &str,
+        version: i64,
+        opaques: Vec<i32>,
+    ) -> PyResult<(Py<PyBytes>, Vec<HalfTuple>, u64)> {
+        let topics = send_topics(topics);
+        let names: Vec<sends::TopicNames> =
+            names.into_iter().map(|(name, wire)| sends::TopicNames { name: name.into_bytes(), wire }).collect();
+        let request = sends::HalfRequest { group, key_prefix, language, version };
+        let encoder = &mut self.encoder;
+        let mut turn = turn;
+        let mut frames = Vec::new();
+        let halves = with_columns(rows, columns, |c| {
+            py.detach(|| {
+                encoder.halves(c, &topics, &names, &mut turn, &mut unique_ids::now_ms, &request, &opaques, &mut frames)
+            })
+            .map_err(encode_error)
+        })?;
+        let halves = halves.into_iter().map(|h| (h.queue, h.size, h.end, h.unique_id, h.key)).collect();
+        Ok((PyBytes::new(py, &frames).unbind(), halves, turn))
     }
 
     /// Every send still gathering, as `add` returns them.

@@ -7,14 +7,22 @@
 //! bodyCRC 0 | int32 flag | int32 bodyLength | body | int16 propertiesLength | properties` (`key\x01value\x02`...).
 
 use std::collections::HashSet;
+use std::fmt::Write as _;
 use std::io::Write;
 
+use blake2::digest::{Update, VariableOutput};
+use blake2::Blake2bVar;
+
 use crate::arrow_in::{Ints, StrLists, StrMaps, Strs};
+use crate::frame::{self, Command};
 use crate::unique_ids::UniqueIds;
 
 const RECORD_FIXED: usize = 4 * 5 + 2;
 const MAX_PROPERTIES: usize = 0x7FFF;
 const COMPRESSED_ZLIB: i32 = 0x1 | 3 << 8; // MessageSysFlag: compressed, CompressionType ZLIB
+const TRANSACTION_PREPARED: i32 = 0x1 << 2; // MessageSysFlag.TRANSACTION_PREPARED_TYPE
+const SEND_MESSAGE_V2: i64 = 310;
+const ROW_KEY_BYTES: usize = 12; // a row key's content hash: blake2b of 96 bits
 
 /// The `keys` column: space-separated text or a list.
 #[derive(Clone, Copy)]
@@ -51,6 +59,34 @@ pub struct Send {
     pub flag: i32,
     pub count: u32,
     pub body: Vec<u8>,
+}
+
+/// A topic's names beside its `Topic`: as the row key hashes it (the user's) and as the broker knows it (in the
+/// client's namespace).
+pub struct TopicNames {
+    pub name: Vec<u8>,
+    pub wire: String,
+}
+
+/// The fixed parts of a half message's SEND_MESSAGE_V2 request.
+pub struct HalfRequest<'a> {
+    /// the producer group as the broker knows it (header and PGROUP property)
+    pub group: &'a str,
+    /// `Some(group/query/batch/)`: each row carries its row key under `ROW_KEY_PROPERTY` (a streaming write)
+    pub key_prefix: Option<&'a str>,
+    pub language: &'a str,
+    pub version: i64,
+}
+
+/// One half message's request, its frame in the caller's buffer up to `end`.
+pub struct Half {
+    pub queue: u32,
+    /// body bytes as sent
+    pub size: usize,
+    pub end: usize,
+    pub unique_id: String,
+    /// the row key ("" for rows that carry none)
+    pub key: String,
 }
 
 #[derive(Clone, Copy)]
@@ -93,6 +129,9 @@ pub struct Encoder {
     pairs: Vec<(usize, usize, usize, usize)>,
     compressed: Vec<u8>,
     scratch: Vec<u8>,
+    /// where the last row's UNIQ_KEY and KEYS values sit in `props`
+    uniq: (usize, usize),
+    keys_at: (usize, usize),
 }
 
 /// Java's `String.hashCode` over UTF-16 code units.
@@ -123,6 +162,8 @@ impl Encoder {
             pairs: Vec::new(),
             compressed: Vec::new(),
             scratch: Vec::new(),
+            uniq: (0, 0),
+            keys_at: (0, 0),
         }
     }
 
@@ -149,15 +190,7 @@ impl Encoder {
             let now = now_ms();
             self.properties(c, i, sharding, now)?;
             let mut compressed = std::mem::take(&mut self.compressed);
-            let (body, sys_flag) = if raw.len() >= self.limits.compress_from {
-                compressed.clear();
-                let mut e = flate2::write::ZlibEncoder::new(compressed, flate2::Compression::new(self.limits.level));
-                e.write_all(raw).expect("writing to a vector");
-                compressed = e.finish().expect("writing to a vector");
-                (&compressed[..], COMPRESSED_ZLIB)
-            } else {
-                (raw, 0)
-            };
+            let (body, sys_flag) = as_sent(raw, &self.limits, &mut compressed);
             let flag = c.flag.and_then(|f| f.get(i)).unwrap_or(0);
             let total = RECORD_FIXED + body.len() + self.props.len();
             if total > i32::MAX as usize {
@@ -188,6 +221,132 @@ impl Encoder {
             self.compressed = compressed;
         }
         Ok(out)
+    }
+
+    /// The half messages of the rows of `c` (an exactly-once write: one SEND_MESSAGE_V2 each, as
+    /// `client/remoting/broker.py` `half_request` makes it, with the row key of `sink/row_keys.py` `row_key`),
+    /// routed as `add` routes. Each frame is appended to `out` under the next of `opaques` (one per row).
+    #[allow(clippy::too_many_arguments)]
+    pub fn halves(
+        &mut self,
+        c: &Columns<'_>,
+        topics: &[Topic],
+        names: &[TopicNames],
+        turn: &mut u64,
+        now_ms: &mut dyn FnMut() -> i64,
+        request: &HalfRequest<'_>,
+        opaques: &[i32],
+        out: &mut Vec<u8>,
+    ) -> Result<Vec<Half>, EncodeError> {
+        if opaques.len() < c.rows || names.len() < topics.len() {
+            return Err(EncodeError::Malformed(format!("{} opaques for {} rows", opaques.len(), c.rows)));
+        }
+        let mut halves = Vec::with_capacity(c.rows);
+        let mut key = String::new();
+        for (i, &opaque) in opaques.iter().enumerate().take(c.rows) {
+            let queue = route(c, topics, i, turn)?;
+            let t = c.topic.and_then(|col| col.get(i)).unwrap_or(0) as usize;
+            let (broker, queue_id) = find_queue(topics, queue);
+            let raw = c.body.get(i).ok_or_else(|| EncodeError::Malformed(format!("row {i} has a null body")))?;
+            let sharding = c.sharding.and_then(|s| s.get(i));
+            let now = now_ms();
+            self.properties(c, i, sharding, now)?;
+            let unique_id = String::from_utf8_lossy(&self.props[self.uniq.0..self.uniq.1]).into_owned();
+            key.clear();
+            if let Some(prefix) = request.key_prefix {
+                key.push_str(prefix);
+                let named = c.broker.and_then(|b| b.get(i)).is_some();
+                self.row_hash(c, i, &names[t].name, sharding, named.then_some((broker, queue_id)), raw, &mut key);
+                push_pair(&mut self.props, b"rmqSparkRow", key.as_bytes());
+            }
+            push_pair(&mut self.props, b"TRAN_MSG", b"true");
+            push_pair(&mut self.props, b"PGROUP", request.group.as_bytes());
+            if self.props.len() > MAX_PROPERTIES {
+                return Err(EncodeError::Property(format!(
+                    "properties of {} bytes exceed the 32767 a message can carry",
+                    self.props.len()
+                )));
+            }
+            let properties = std::str::from_utf8(&self.props)
+                .map_err(|_| EncodeError::Malformed(format!("row {i}'s properties are not UTF-8")))?
+                .to_owned();
+            let mut compressed = std::mem::take(&mut self.compressed);
+            let (body, sys_flag) = as_sent(raw, &self.limits, &mut compressed);
+            let flag = c.flag.and_then(|f| f.get(i)).unwrap_or(0);
+            let ext: Vec<(String, String)> = vec![
+                ("a".into(), request.group.into()),
+                ("b".into(), names[t].wire.clone()),
+                ("c".into(), "TBW102".into()),
+                ("d".into(), "4".into()),
+                ("e".into(), queue_id.to_string()),
+                ("f".into(), (sys_flag | TRANSACTION_PREPARED).to_string()),
+                ("g".into(), now.to_string()),
+                ("h".into(), flag.to_string()),
+                ("i".into(), properties),
+                ("j".into(), "0".into()),
+                ("k".into(), "false".into()),
+                ("m".into(), "false".into()),
+                ("n".into(), String::from_utf8_lossy(broker).into_owned()),
+            ];
+            let command = Command {
+                code: SEND_MESSAGE_V2,
+                language: request.language,
+                version: request.version,
+                opaque: opaque as i64,
+                flag: 0,
+                remark: None,
+                ext: &ext,
+                body,
+                serialize_type: frame::JSON,
+            };
+            frame::encode_into(&command, out).map_err(EncodeError::Property)?;
+            halves.push(Half { queue, size: body.len(), end: out.len(), unique_id, key: key.clone() });
+            self.compressed = compressed;
+        }
+        Ok(halves)
+    }
+
+    /// Appends to `key` the hex of row `i`'s content hash: its topic, tags, keys, flag, delivery time (none: the
+    /// caller sends no timer row), sharding key and named queue, then its own properties by name, then its body.
+    #[allow(clippy::too_many_arguments)]
+    fn row_hash(
+        &self,
+        c: &Columns<'_>,
+        i: usize,
+        topic: &[u8],
+        sharding: Option<&[u8]>,
+        named: Option<(&[u8], i32)>,
+        raw: &[u8],
+        key: &mut String,
+    ) {
+        let mut h = Blake2bVar::new(ROW_KEY_BYTES).expect("12 bytes is a blake2b digest size");
+        let tags = c.tags.and_then(|t| t.get(i)).unwrap_or_default();
+        let keys = &self.props[self.keys_at.0..self.keys_at.1];
+        let flag = c.flag.and_then(|f| f.get(i)).unwrap_or(0).to_string();
+        let queue = named.map(|(b, q)| format!("{}/{q}", String::from_utf8_lossy(b))).unwrap_or_default();
+        let parts: [&[u8]; 7] =
+            [topic, tags, keys, flag.as_bytes(), b"None", sharding.unwrap_or_default(), queue.as_bytes()];
+        for part in parts {
+            h.update(part);
+            h.update(&[0]);
+        }
+        let mut pairs: Vec<_> = self.pairs.iter().map(|&(ks, ke, vs, ve)| (&self.scratch[ks..ke], &self.scratch[vs..ve])).collect();
+        if c.properties.is_none() {
+            pairs.clear();
+        }
+        pairs.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        for (k, v) in pairs {
+            h.update(k);
+            h.update(&[1]);
+            h.update(v);
+            h.update(&[2]);
+        }
+        h.update(raw);
+        let mut digest = [0u8; ROW_KEY_BYTES];
+        h.finalize_variable(&mut digest).expect("the digest's size");
+        for b in digest {
+            let _ = write!(key, "{b:02x}");
+        }
     }
 
     /// Every send still gathering, in the order they began.
@@ -233,8 +392,11 @@ impl Encoder {
             self.scratch = scratch;
         }
         self.props.extend_from_slice(b"UNIQ_KEY\x01");
+        let start = self.props.len();
         self.ids.push_next(now, &mut self.props);
+        self.uniq = (start, self.props.len());
         self.props.push(2);
+        self.keys_at = (0, 0);
         if let Some(tags) = c.tags.and_then(|t| t.get(i)).filter(|t| !t.is_empty()) {
             check_separators(b"TAGS", tags)?;
             push_pair(&mut self.props, b"TAGS", tags);
@@ -272,6 +434,7 @@ impl Encoder {
                 if self.props[start + 5..].contains(&2) {
                     return Err(EncodeError::Property("property \"KEYS\" contains a \\x01 or \\x02 separator character".into()));
                 }
+                self.keys_at = (start + 5, self.props.len());
                 self.props.push(2);
             } else {
                 self.props.truncate(start);
@@ -291,6 +454,18 @@ impl Encoder {
     }
 }
 
+/// `raw` as sent, and its sysFlag: zlib-compressed into `buf` from `limits.compress_from` bytes on.
+fn as_sent<'b>(raw: &'b [u8], limits: &Limits, buf: &'b mut Vec<u8>) -> (&'b [u8], i32) {
+    if raw.len() < limits.compress_from {
+        return (raw, 0);
+    }
+    buf.clear();
+    let mut e = flate2::write::ZlibEncoder::new(std::mem::take(buf), flate2::Compression::new(limits.level));
+    e.write_all(raw).expect("writing to a vector");
+    *buf = e.finish().expect("writing to a vector");
+    (&buf[..], COMPRESSED_ZLIB)
+}
+
 fn push_pair(props: &mut Vec<u8>, k: &[u8], v: &[u8]) {
     props.extend_from_slice(k);
     props.push(1);
@@ -300,6 +475,17 @@ fn push_pair(props: &mut Vec<u8>, k: &[u8], v: &[u8]) {
 
 fn send(queue: u32, p: Pending) -> Send {
     Send { queue, sys_flag: p.sys_flag, flag: p.flag, count: p.count, body: p.body }
+}
+
+/// The broker name and queue id of queue number `queue` of the caller's list.
+fn find_queue(topics: &[Topic], queue: u32) -> (&[u8], i32) {
+    let topic = topics
+        .iter()
+        .rev()
+        .find(|t| t.base <= queue && ((queue - t.base) as usize) < t.queues.len())
+        .expect("route gives a queue of a listed topic");
+    let (broker, id) = &topic.queues[(queue - topic.base) as usize];
+    (broker, *id)
 }
 
 /// The queue of row `i` (an index into the caller's list): the queue it names, its sharding key's

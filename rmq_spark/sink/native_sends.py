@@ -1,13 +1,16 @@
-"""An at-least-once write's rows encoded in the native core: each Arrow batch straight to SEND_BATCH_MESSAGE bodies
-per target queue, with no Python per row. Python keeps the plan: the topics' queues, the message-type checks, the
-sends and their retries (``sender.Sender.add_encoded``). The row-by-row path (``columns.to_rows``, ``Sender.add``)
-stays for exactly-once and timer rows, and is the test oracle: both give the same bodies."""
+"""A write's rows encoded in the native core, with no Python per row: at least once, each Arrow batch straight to
+SEND_BATCH_MESSAGE bodies per target queue; exactly once, each row's half message (SEND_MESSAGE_V2) framed whole,
+row key included. Python keeps the plan: the topics' queues, the message-type checks, the sends and their retries
+(``sender.Sender.add_encoded``, ``Sender.add_half``). The row-by-row path (``columns.to_rows``, ``Sender.add``)
+stays for timer rows, signed or TLS connections and the proxy, and is the test oracle: both give the same
+requests."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -15,6 +18,9 @@ import pyarrow.compute as pc
 from rmq_spark.client.clocks import now_ms
 from rmq_spark.client.errors import ProtocolError
 from rmq_spark.client.model import MessageQueue, MessageType
+from rmq_spark.client.namespaces import NO_NAMESPACE, Namespace
+from rmq_spark.client.remoting.connection import next_opaque
+from rmq_spark.client.remoting.frame import RemotingCommand
 from rmq_spark.client.remoting.send_codec import COMPRESS_FROM, ZLIB_LEVEL
 from rmq_spark.client.unique_ids import month_bounds, new_prefix
 from rmq_spark.compiled import MalformedError, SendEncoder
@@ -65,12 +71,37 @@ def _canonical(name: str, column: pa.Array) -> pa.Array:
     raise AssertionError(f"no native column {name}")
 
 
+@dataclass(frozen=True)
+class HalfSpec:
+    """What the half messages of an exactly-once write carry besides their rows: the producer group, and the row
+    key's start (``row_keys.batch_prefix``) in a streaming write, whose rows are keyed."""
+
+    group: str
+    key_prefix: str | None
+    language: str = RemotingCommand.language
+    version: int = RemotingCommand.version
+
+
+@dataclass(frozen=True)
+class EncodedHalf:
+    """One row's half message for ``mq``: its SEND_MESSAGE_V2 frame under request ``opaque``, its body's bytes as
+    sent, its UNIQ_KEY and its row key ("" in a write whose rows carry none)."""
+
+    mq: MessageQueue
+    frame: bytes
+    opaque: int
+    size: int
+    msg_id: str
+    key: str
+
+
 class NativeSends:
     """Encodes one task's batches; round robin continues ``router``'s turn, so both paths route alike."""
 
-    def __init__(self, router: Router, default_topic: str | None) -> None:
+    def __init__(self, router: Router, default_topic: str | None, namespace: Namespace = NO_NAMESPACE) -> None:
         self._router = router
         self._default_topic = default_topic
+        self._namespace = namespace
         self._queues: list[MessageQueue] = []
         self._first: dict[str, int] = {}  # topic: the number of its first queue in _queues
         self._pid = os.getpid()
@@ -89,6 +120,44 @@ class NativeSends:
     def add(self, batch: pa.RecordBatch) -> list[EncodedSend]:
         """The sends ``batch`` fills (its rows keep ``row_rules.COLUMN_RULES`` and ``takes``); ProtocolError for a
         row whose properties the wire cannot carry."""
+        columns, topics, table = self._prepared(batch)
+        try:
+            sends, self._router.turn = self._encoder.add(len(batch), columns, table, self._router.turn)
+        except MalformedError as e:
+            raise ProtocolError(f"a row of the batch cannot be sent: {e}") from None
+        return self._sends(sends)
+
+    def halves(self, batch: pa.RecordBatch, spec: HalfSpec) -> list[EncodedHalf]:
+        """The half messages of ``batch``'s rows (an exactly-once write; its rows keep ``row_rules.COLUMN_RULES``
+        and ``takes``), in row order, each framed under a new opaque; ProtocolError as ``add``."""
+        columns, topics, table = self._prepared(batch)
+        names = [(t, self._namespace.wrap(t)) for t in topics]
+        n = len(batch)
+        opaques = [next_opaque() for _ in range(n)]
+        try:
+            frames, rows, self._router.turn = self._encoder.halves(
+                n,
+                columns,
+                table,
+                names,
+                self._router.turn,
+                group=self._namespace.wrap(spec.group),
+                key_prefix=spec.key_prefix,
+                language=spec.language,
+                version=spec.version,
+                opaques=opaques,
+            )
+        except MalformedError as e:
+            raise ProtocolError(f"a row of the batch cannot be sent: {e}") from None
+        queues, view, start = self._queues, memoryview(frames), 0
+        out = []
+        for (q, size, end, msg_id, key), opaque in zip(rows, opaques, strict=True):
+            out.append(EncodedHalf(queues[q], bytes(view[start:end]), opaque, size, msg_id, key))
+            start = end
+        return out
+
+    def _prepared(self, batch: pa.RecordBatch) -> tuple[dict[str, pa.Array], list[str], list[Any]]:
+        """``batch``'s columns as the core takes them, its topics, and their queues' table."""
         self._fresh_ids()
         columns: dict[str, pa.Array] = {}
         names = batch.schema.names
@@ -102,12 +171,7 @@ class NativeSends:
         else:
             assert self._default_topic is not None, "check_columns: option topic or a topic column"
             topics = [self._default_topic]
-        table = [self._topic(t) for t in topics]
-        try:
-            sends, self._router.turn = self._encoder.add(len(batch), columns, table, self._router.turn)
-        except MalformedError as e:
-            raise ProtocolError(f"a row of the batch cannot be sent: {e}") from None
-        return self._sends(sends)
+        return columns, topics, [self._topic(t) for t in topics]
 
     def finish(self) -> list[EncodedSend]:
         """The sends still gathering."""

@@ -7,13 +7,17 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from rmq_spark.client.base import BaseClient
 from rmq_spark.client.errors import RETRYABLE, RocketMQError
 from rmq_spark.client.model import HalfMessage, MessageQueue, OutgoingMessage
-from rmq_spark.client.remoting.client import RemotingClient
+from rmq_spark.client.remoting.client import DirectSends, RemotingClient
 from rmq_spark.client.transport import Call
 from rmq_spark.sink.retry import Retries
+
+if TYPE_CHECKING:
+    from rmq_spark.sink.native_sends import EncodedHalf
 
 BATCH_MESSAGES = 256  # messages per SEND_BATCH_MESSAGE at most
 BATCH_BYTES = 1 << 20  # body bytes per send at most (the broker takes up to maxMessageSize, 4 MiB by default)
@@ -31,9 +35,11 @@ class _Send:
     mq: MessageQueue
     messages: list[OutgoingMessage]
     sys_flag: int
-    seq: int = -1
+    seq: int = -1  # the row sequence of a half message
     encoded: bytes | None = None  # a SEND_BATCH_MESSAGE body of ``count`` messages the native core encoded
-    count: int = 0  # the row sequence of a half message
+    count: int = 0
+    half: EncodedHalf | None = None  # a half message the native core framed
+    size: int = 0  # a half message's body bytes
     call: Call | None = None
     retries: Retries | None = None
 
@@ -60,8 +66,10 @@ class Sender:
         retry_timeout: float,
         max_in_flight: int | None = None,
         max_half_bytes: int = HALF_BYTES_IN_FLIGHT,
+        sends: DirectSends | None = None,
     ) -> None:
         self._client = client
+        self._sends = sends  # where the half messages of ``add_half`` go
         self._group = group
         self._transactional = transactional
         self._retry_timeout = retry_timeout
@@ -82,11 +90,7 @@ class Sender:
     def add(self, mq: MessageQueue, message: OutgoingMessage) -> None:
         message, sys_flag = self._client.wire_message(message)
         if self._transactional:
-            self._queued.append(_Send(mq, [message], sys_flag, seq=self._seq))
-            self._queued_bytes += len(message.body)
-            self._seq += 1
-            if len(self._queued) * 2 >= self._max_in_flight or self._queued_bytes * 2 >= self._max_half_bytes:
-                self._launch_queued()
+            self._queue_half(_Send(mq, [message], sys_flag, size=len(message.body)))
             return
         pending = self._pending.get(mq)
         alone = message.deliver_time_ms is not None  # the broker schedules timer messages sent one by one
@@ -106,6 +110,10 @@ class Sender:
         pending.messages.append(message)
         pending.size += len(message.body)
 
+    def add_half(self, half: EncodedHalf) -> None:
+        """Send a half message the native core framed (exactly-once over ``sends``), in row order with ``add``."""
+        self._queue_half(_Send(half.mq, [], 0, count=1, half=half, size=half.size))
+
     def add_encoded(self, mq: MessageQueue, body: bytes, count: int, sys_flag: int) -> None:
         """Send a batch body of ``count`` messages for ``mq`` (remoting, at-least-once), after what ``add`` gathered
         for ``mq``."""
@@ -113,12 +121,14 @@ class Sender:
         self._launch(_Send(mq, [], sys_flag, encoded=body, count=count))
 
     def finish(self) -> None:
-        """Send what is pending and wait for every send."""
+        """Send what is pending and wait for every send; then give back the direct connections."""
         self._launch_queued()
         for mq in list(self._pending):
             self._flush(mq)
         while self._inflight:
             self._complete(self._inflight.popleft())
+        if self._sends is not None:
+            self._sends.close()
 
     def halves(self) -> list[HalfMessage]:
         return [h for _, h in sorted(self._halves, key=lambda e: e[0])]
@@ -128,6 +138,14 @@ class Sender:
         pending = self._pending.pop(mq, None)
         if pending is not None and pending.messages:
             self._launch(_Send(mq, pending.messages, pending.sys_flag))
+
+    def _queue_half(self, send: _Send) -> None:
+        send.seq = self._seq
+        self._seq += 1
+        self._queued.append(send)
+        self._queued_bytes += send.size
+        if len(self._queued) * 2 >= self._max_in_flight or self._queued_bytes * 2 >= self._max_half_bytes:
+            self._launch_queued()
 
     def _launch_queued(self) -> None:
         """The queued half messages, in one write per connection (one request each: the broker takes no half
@@ -143,7 +161,7 @@ class Sender:
         ):
             done = self._inflight.popleft()
             self._complete(done)
-            self._inflight_bytes -= len(done.messages[0].body)
+            self._inflight_bytes -= done.size
         with self._client.burst():
             for send in queued:
                 self._start(send)
@@ -165,7 +183,11 @@ class Sender:
 
     def _start(self, send: _Send) -> None:
         try:
-            if send.encoded is not None:
+            if send.half is not None:
+                assert self._sends is not None, "the native core frames half messages for direct sends only"
+                h = send.half
+                send.call = self._sends.send_half(h.mq, h.frame, h.opaque, h.msg_id)
+            elif send.encoded is not None:
                 assert isinstance(self._client, RemotingClient), "the native core encodes for remoting only"
                 send.call = self._client.send_encoded_async(
                     send.mq, send.encoded, group=self._group, sys_flag=send.sys_flag

@@ -19,9 +19,9 @@ from rmq_spark.sink.columns import checked_batches, to_rows
 from rmq_spark.sink.commit_log import records_topic
 from rmq_spark.sink.commit_records import CommitRecords
 from rmq_spark.sink.message_types import TopicTypes
-from rmq_spark.sink.native_sends import NativeSends, takes
+from rmq_spark.sink.native_sends import HalfSpec, NativeSends, takes
 from rmq_spark.sink.routing import Router
-from rmq_spark.sink.row_keys import ROW_KEY_PROPERTY, row_key
+from rmq_spark.sink.row_keys import ROW_KEY_PROPERTY, batch_prefix, row_key
 from rmq_spark.sink.row_rules import RowRule, counter
 from rmq_spark.sink.sender import Sender
 from rmq_spark.sink.transactions import Outcome, commit_batch, end_halves
@@ -97,17 +97,40 @@ def write_task(
     eo = options.exactly_once
     with shared_client(options) as client:
         router = Router(client, start=partition)
-        sender = Sender(client, options.producer_group, transactional=eo, retry_timeout=options.broker_retry_timeout)
+        # over remoting the core encodes the rows (no timer rows: those go one by one); in exactly-once mode it
+        # frames each half message whole, which needs unsigned requests over plain TCP
+        remoting = isinstance(client, RemotingClient)
+        direct = client.direct_sends() if eo and isinstance(client, RemotingClient) else None
+        native = NativeSends(router, options.topic, client.namespace) if remoting and (direct or not eo) else None
+        sender = Sender(
+            client,
+            options.producer_group,
+            transactional=eo,
+            retry_timeout=options.broker_retry_timeout,
+            sends=direct,
+        )
         types = TopicTypes(
             client, transactional=eo, group=options.producer_group, retry_timeout=options.broker_retry_timeout
         )
         # a streaming exactly-once batch, whose commit a restart may recover: its rows are keyed
         keyed_batch = micro_batch if eo else None
+        spec = None
+        if eo:
+            prefix = None
+            if keyed_batch is not None:
+                prefix = batch_prefix(options.producer_group, keyed_batch.query, keyed_batch.batch_id)
+            spec = HalfSpec(options.producer_group, prefix)
         keys: list[str] = []
         rules = (router.named_queues(options.topic), *((TIMER_ROWS,) if keyed_batch is not None else ()))
-        # at least once over remoting, the core encodes the rows (no timer rows: those go one by one)
-        native = NativeSends(router, options.topic) if not eo and isinstance(client, RemotingClient) else None
         for batch in checked_batches(batches, partition, rules):
+            if native is not None and spec is not None and takes(batch):
+                framed = native.halves(batch, spec)  # routes first: a topic without one is named as such
+                for topic, kind in native.kinds(batch):
+                    types.check_kind(topic, kind)
+                for half in framed:
+                    keys.append(half.key)
+                    sender.add_half(half)
+                continue
             if native is not None and takes(batch):
                 sends = native.add(batch)  # routes first: a topic without one is named as such
                 for topic, kind in native.kinds(batch):
@@ -115,7 +138,7 @@ def write_task(
                 for send in sends:
                     sender.add_encoded(send.mq, send.body, send.count, send.sys_flag)
                 continue
-            if native is not None:  # what the core gathers goes first, keeping each queue's row order
+            if native is not None and spec is None:  # what the core gathers goes first, keeping each queue's order
                 for send in native.finish():
                     sender.add_encoded(send.mq, send.body, send.count, send.sys_flag)
             rows = to_rows(batch, options.topic)
@@ -140,7 +163,7 @@ def write_task(
                 elif eo:
                     keys.append("")
                 sender.add(mq, message)
-        for send in native.finish() if native is not None else ():
+        for send in native.finish() if native is not None and spec is None else ():
             sender.add_encoded(send.mq, send.body, send.count, send.sys_flag)
         sender.finish()
     halves = tuple(zip(keys, sender.halves(), strict=True)) if eo else ()

@@ -14,7 +14,7 @@ import time
 import pytest
 
 from rmq_spark.client.errors import ConnectionLostError, ProtocolError, RequestTimeoutError
-from rmq_spark.client.remoting.connection import Connection, ConnectionPool, DirectConnection, burst
+from rmq_spark.client.remoting.connection import Connection, ConnectionPool, DirectConnection, burst, next_opaque
 from rmq_spark.client.remoting.frame import RemotingCommand, encode_command
 from rmq_spark.client.tls import TlsConfig
 from tests.conftest import record_error
@@ -544,3 +544,45 @@ def test_a_direct_connection_given_back_busy_or_closed_by_the_server_is_not_dial
     assert fresh is not closing and closing.closed
     fresh.close()
     pool.close()
+
+
+class _CountedPipe:
+    """A direct connection's pipe whose writes are counted (the rest is the pipe's)."""
+
+    def __init__(self, pipe) -> None:
+        self._pipe, self.writes = pipe, 0
+
+    def send_frames(self, frames, opaques, timeout) -> None:
+        self.writes += 1
+        self._pipe.send_frames(frames, opaques, timeout)
+
+    def __getattr__(self, name):
+        return getattr(self._pipe, name)
+
+
+def _framed(code: int) -> tuple[bytes, int]:
+    cmd = RemotingCommand(code=code, opaque=next_opaque())
+    return encode_command(cmd), cmd.opaque
+
+
+def test_the_frames_of_a_burst_go_out_on_a_direct_connection_in_one_write_and_a_waited_one_first(peer_factory):
+    conn = DirectConnection(peer_factory(_answer_each(4)).address)
+    counted = conn.pipe = _CountedPipe(conn.pipe)
+    with burst():
+        calls = [conn.send_frame(*_framed(code), code, timeout=5) for code in (30, 31, 32)]
+        assert counted.writes == 0
+    assert counted.writes == 1
+    with burst():
+        waited = conn.send_frame(*_framed(33), 33, timeout=5)
+        assert waited.result().remark == "33" and counted.writes == 2
+    assert [c.result().remark for c in calls] == ["30", "31", "32"]
+    conn.close()
+
+
+def test_a_burst_to_a_closed_direct_connection_fails_its_requests_when_waited_for(peer_factory):
+    conn = DirectConnection(peer_factory(lambda sock: time.sleep(0.5)).address)
+    with burst():
+        call = conn.send_frame(*_framed(30), 30, timeout=5)
+        conn.close()
+    with pytest.raises(ConnectionLostError, match="closed"):
+        call.result()

@@ -1,5 +1,6 @@
 """The native core's encoding of the sink's rows against the row-by-row Python path (the oracle): the same Arrow
-batches give the same SEND_BATCH_MESSAGE bodies per queue, UNIQ_KEYs made alike, the same errors."""
+batches give the same SEND_BATCH_MESSAGE bodies per queue, the same half messages and row keys, UNIQ_KEYs made
+alike, the same errors."""
 
 from __future__ import annotations
 
@@ -14,11 +15,15 @@ import pytest
 from rmq_spark.client import unique_ids
 from rmq_spark.client.errors import ProtocolError
 from rmq_spark.client.model import MessageQueue, OutgoingMessage
+from rmq_spark.client.namespaces import NO_NAMESPACE, Namespace
+from rmq_spark.client.remoting import broker as req
+from rmq_spark.client.remoting.frame import RemotingCommand, decode_frame
 from rmq_spark.client.remoting.send_codec import COMPRESSED_FLAG, compressed_for_send, encode_batch
 from rmq_spark.compiled import unique_ids_at
 from rmq_spark.sink.columns import to_rows
-from rmq_spark.sink.native_sends import NativeSends, takes
+from rmq_spark.sink.native_sends import HalfSpec, NativeSends, takes
 from rmq_spark.sink.routing import Router
+from rmq_spark.sink.row_keys import ROW_KEY_PROPERTY, batch_prefix, row_key
 from rmq_spark.sink.sender import Sender
 
 QUEUES = {
@@ -200,3 +205,86 @@ def test_unique_ids_match_the_python_generator(monkeypatch):
     native = unique_ids_at(gen._prefix, start, times)
     assert native == python
     assert len(set(native)) == len(native)
+
+
+# -- half messages (exactly once) ------------------------------------------------------------------------------
+GROUP, QUERY, BATCH_ID = "pg", "3f2a-query", 7
+
+
+def _props(text: str) -> dict[str, str]:
+    return dict(pair.split("\x01", 1) for pair in text.split("\x02") if pair)
+
+
+def _half(cmd: RemotingCommand) -> tuple:
+    """A SEND_MESSAGE_V2 request with its born timestamp left out, its properties as a dict without the UNIQ_KEY
+    (returned beside), its body inflated."""
+    ext = dict(cmd.ext_fields)
+    del ext["g"]
+    props = _props(ext.pop("i"))
+    uniq = props.pop("UNIQ_KEY")
+    body = zlib.decompress(cmd.body) if int(ext["f"]) & COMPRESSED_FLAG else cmd.body
+    return (cmd.code, cmd.language, cmd.version, ext, props, body), uniq
+
+
+def _python_halves(batches, default_topic, keyed: bool, ns: Namespace) -> list[tuple]:
+    """What the row-by-row path sends (write_task's loop): each row's half request and its row key."""
+    router = Router(_Recorder(), start=3)  # type: ignore[arg-type]
+    out = []
+    for batch in batches:
+        rows = to_rows(batch, default_topic)
+        for i, m in enumerate(rows.messages):
+            named = rows.queues[i] if rows.queues is not None else (None, None)
+            mq = router.route(rows.topics[i], m.sharding_key, *named)
+            key = ""
+            if keyed:
+                queue = None if named[0] is None else (mq.broker_name, mq.queue_id)
+                key = row_key(GROUP, QUERY, BATCH_ID, rows.topics[i], m, queue)
+                m.properties[ROW_KEY_PROPERTY] = key
+            wire, sys_flag = compressed_for_send(m)
+            half, uniq = _half(req.half_request(ns.wrap(GROUP), ns.queue(mq), wire, sys_flag=sys_flag))
+            assert uniq == m.unique_id
+            out.append((mq, half, key))
+    return out
+
+
+def _native_halves(batches, default_topic, keyed: bool, ns: Namespace) -> list[tuple]:
+    native = NativeSends(Router(_Recorder(), start=3), default_topic, ns)  # type: ignore[arg-type]
+    spec = HalfSpec(GROUP, batch_prefix(GROUP, QUERY, BATCH_ID) if keyed else None)
+    out = []
+    for batch in batches:
+        assert takes(batch)
+        for h in native.halves(batch, spec):
+            cmd = decode_frame(h.frame[4:])
+            assert struct.unpack_from(">i", h.frame)[0] == len(h.frame) - 4 and cmd.opaque == h.opaque
+            half, uniq = _half(cmd)
+            assert uniq == h.msg_id and re.fullmatch("[0-9A-F]{32}", uniq)
+            assert h.size == len(cmd.body)
+            out.append((h.mq, half, h.key))
+    return out
+
+
+@pytest.mark.parametrize("keyed", [True, False], ids=["streaming", "batch"])
+def test_half_messages_and_row_keys_are_the_python_paths(keyed):
+    batches = [_batch(40), _batch(60, 40)]
+    python = _python_halves(batches, None, keyed, NO_NAMESPACE)
+    native = _native_halves(batches, None, keyed, NO_NAMESPACE)
+    assert len(native) == 100 and native == python
+
+
+def test_half_messages_of_named_queues_text_keys_and_a_namespace():
+    ns = Namespace("MQ_INST_1")
+    named = pa.RecordBatch.from_pydict(
+        {
+            "body": [f"b{i}" for i in range(10)],
+            "topic": ["ta"] * 10,
+            "brokerName": [None if i % 4 == 0 else "broker-b" for i in range(10)],
+            "queueId": pa.array([None if i % 4 == 0 else i % 3 for i in range(10)], pa.int32()),
+        }
+    )
+    texts = pa.RecordBatch.from_pydict(
+        {"body": pa.array([b"\x00\x01", b"", b"z" * 4096], pa.binary()), "keys": ["a  b", None, " c "]}
+    )
+    for batch, topic in ((named, None), (texts, "tb")):
+        python = _python_halves([batch], topic, True, ns)
+        assert python == _native_halves([batch], topic, True, ns)
+        assert all(h[1][3]["b"].startswith("MQ_INST_1%") and h[1][3]["a"] == "MQ_INST_1%pg" for h in python)

@@ -25,6 +25,7 @@ from rmq_spark.sink.columns import check_columns, iter_rows, to_rows
 from rmq_spark.sink.commit_home import fingerprint
 from rmq_spark.sink.commit_log import CommitRecord, CommitStep, from_masters
 from rmq_spark.sink.message_types import TopicTypes
+from rmq_spark.sink.native_sends import EncodedHalf
 from rmq_spark.sink.routing import Router, java_string_hash, queue_for_key
 from rmq_spark.sink.row_keys import RowsDigest, content_of, query_tag, row_key, rows_digest
 from rmq_spark.sink.sender import Sender
@@ -478,3 +479,44 @@ def test_a_transactional_sender_keeps_the_bytes_of_its_halves_in_flight_within_i
     assert len(sender.halves()) == 10
     assert client.most == 3  # 900 bytes in flight at most; a burst as soon as half the bound waits (2 halves)
     assert [len(burst) for burst in client.by_burst()] == [2] * 5
+
+
+class _DirectHalving:
+    """Direct sends of framed half messages, recorded in ``client``'s bursts; ``fail`` maps a msg_id to the
+    errors its next answers raise."""
+
+    def __init__(self, client: _Halving, fail=None):
+        self.client, self.fail, self.frames, self.closed = client, dict(fail or {}), [], False
+
+    def send_half(self, mq, frame, opaque, msg_id):
+        self.client.sent(msg_id)
+        self.frames.append((msg_id, frame, opaque))
+        errors = self.fail.get(msg_id)
+
+        class Call:
+            def result(self):
+                if errors:
+                    raise errors.pop(0)
+                return HalfMessage(mq, msg_id, "", 0, 0)
+
+        return Call()
+
+    def close(self):
+        self.closed = True
+
+
+def test_framed_halves_go_out_with_the_others_in_row_order_and_a_failed_one_is_sent_again_as_it_was():
+    client = _Halving()
+    direct = _DirectHalving(client, {"n3": [BrokerBusyError("busy")]})
+    sender = Sender(client, "g", transactional=True, retry_timeout=5.0, max_in_flight=8, sends=direct)  # type: ignore[arg-type]
+    for i in range(10):
+        mq = MessageQueue("t", "b", i % 3)
+        if i % 2:
+            sender.add_half(EncodedHalf(mq, f"frame-{i}".encode(), 100 + i, 5, f"n{i}", f"key-{i}"))
+        else:
+            sender.add(mq, OutgoingMessage(f"p{i}".encode()))
+    sender.finish()
+    assert [h.msg_id for h in sender.halves()] == [f"n{i}" if i % 2 else f"p{i}" for i in range(10)]
+    assert sender.sent == 10 and direct.closed
+    assert client.by_burst()[0] == ["p0", "n1", "p2", "n3"]  # both kinds in one burst, half the window
+    assert [f for f in direct.frames if f[0] == "n3"] == [("n3", b"frame-3", 103)] * 2  # the same frame again

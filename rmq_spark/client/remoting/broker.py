@@ -396,14 +396,15 @@ def half_request(group: str, mq: MessageQueue, message: OutgoingMessage, *, sys_
     return RemotingCommand(code=codes.SEND_MESSAGE_V2, ext_fields=header.ext_fields(), body=message.body)
 
 
-def half_result(response: RemotingCommand, mq: MessageQueue, address: str, message: OutgoingMessage) -> HalfMessage:
-    """The handle of a stored half message. Its commit-log offset is the tail of the broker's offset message id."""
+def half_result(response: RemotingCommand, mq: MessageQueue, address: str, msg_id: str) -> HalfMessage:
+    """The handle of the stored half message whose UNIQ_KEY is ``msg_id``. Its commit-log offset is the tail of the
+    broker's offset message id."""
     check(response, f"send of a transactional half message to {mq}", address)
     h = response.ext_fields
     try:
         return HalfMessage(
             queue=mq,
-            msg_id=message.unique_id or "",
+            msg_id=msg_id,
             transaction_id=h.get("transactionId") or "",
             commit_log_offset=commit_log_offset(h["msgId"]),
             half_queue_offset=int(h["queueOffset"]),

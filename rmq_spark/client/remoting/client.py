@@ -51,9 +51,10 @@ from rmq_spark.client.remoting.connection import (
     DirectPending,
     PendingRequest,
     burst,
+    next_opaque,
     pipe_failure,
 )
-from rmq_spark.client.remoting.frame import RemotingCommand, command_of, request_template
+from rmq_spark.client.remoting.frame import RemotingCommand, command_of, encode_command, request_template
 from rmq_spark.client.remoting.namesrv import NameServerClient
 from rmq_spark.client.remoting.native_holds import NativeHolds
 from rmq_spark.client.remoting.send_codec import compressed_for_send
@@ -124,6 +125,59 @@ class RemotingCall(Generic[P]):
     def add_done_callback(self: RemotingCall[PendingRequest], fn: Callable[[], None]) -> None:
         """``fn()`` once the answer is in (or the request failed), on the thread that completed it."""
         self._pending.add_done_callback(fn)
+
+
+class DirectSends:
+    """A task's half messages (framed by the native core, ``sink.native_sends``) and a commit's END_TRANSACTIONs,
+    each sent to the master of its queue over direct connections of the caller's own (one per broker): a burst's
+    frames in one write per connection, the answers read on the caller's thread, no reader thread in between.
+    Unsigned and plain TCP only; one thread uses it; ``close`` gives the connections back."""
+
+    def __init__(self, client: RemotingClient) -> None:
+        self._client = client
+        self._conns: dict[str, DirectConnection] = {}
+
+    def send_half(self, mq: MessageQueue, frame: bytes, opaque: int, msg_id: str) -> RemotingCall[DirectPending]:
+        """Send the SEND_MESSAGE_V2 ``frame`` (request ``opaque``) of the half message ``msg_id`` for ``mq``; the
+        call answers its HalfMessage. A frame sent again (after a transient failure) keeps its opaque: its first
+        request is answered or its connection closed by then."""
+        return self._send(mq, frame, opaque, codes.SEND_MESSAGE_V2, lambda r, a: req.half_result(r, mq, a, msg_id))
+
+    def end_transaction(self, half: HalfMessage, *, commit: bool, group: str) -> RemotingCall[DirectPending]:
+        """As ``RemotingClient.end_transaction_async``."""
+        wire_group, wire_queue = self._client._wire(group, half.queue)
+        cmd = req.end_transaction_request(wire_group, replace(half, queue=wire_queue), commit)
+        cmd.opaque = next_opaque()
+        return self._send(
+            half.queue,
+            encode_command(cmd),
+            cmd.opaque,
+            codes.END_TRANSACTION,
+            lambda r, a: req.end_transaction_result(r, half, commit, a),
+        )
+
+    def _send(
+        self, mq: MessageQueue, frame: bytes, opaque: int, code: int, parse: Callable[[RemotingCommand, str], T]
+    ) -> RemotingCall[DirectPending]:
+        client = self._client
+        address = client.master_address(mq)
+        conn = self._conns.get(address)
+        if conn is None or conn.closed:
+            try:
+                conn = self._conns[address] = client._pool.dial(address)
+            except ConnectionLostError as e:
+                client.invalidate_route(mq.topic)
+                noted = client.routed(e, address)
+                if noted is e:
+                    raise
+                raise noted from e
+        pending = conn.send_frame(frame, opaque, code, client.request_timeout)
+        return RemotingCall(client, mq.topic, pending, parse, address, replica=False)
+
+    def close(self) -> None:
+        for conn in self._conns.values():
+            self._client._pool.release(conn)
+        self._conns.clear()
 
 
 class DirectPulls:
@@ -692,13 +746,18 @@ class RemotingClient(BaseClient):
             master=True,
         )
 
+    def direct_sends(self) -> DirectSends | None:
+        """Direct connections for half messages the native core frames; None where requests are signed or go
+        over TLS (the core's frames are unsigned, its connections plain TCP)."""
+        return DirectSends(self) if self._pool.direct and not self._pool.signs else None
+
     def send_half_async(
         self, mq: MessageQueue, message: OutgoingMessage, *, group: str = DEFAULT_PRODUCER_GROUP, sys_flag: int = 0
     ) -> RemotingCall:
         return self._request(
             mq,
             req.half_request(*self._wire(group, mq), message, sys_flag=sys_flag),
-            lambda r, a: req.half_result(r, mq, a, message),
+            lambda r, a: req.half_result(r, mq, a, message.unique_id or ""),
             master=True,
         )
 

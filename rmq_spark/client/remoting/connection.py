@@ -433,6 +433,7 @@ class DirectPending:
 
     def result(self) -> RemotingCommand:
         c = self.connection
+        write_held(c)
         try:
             return command_of(c.pipe.receive(self.opaque, max(0.0, self.deadline - time.monotonic())))
         except CoreError as e:
@@ -479,6 +480,24 @@ class DirectConnection:
         except CoreError as e:
             raise pipe_failure(e, self.address, cmd.code) from None
         return DirectPending(self, cmd.code, cmd.opaque, deadline)
+
+    def send_frame(self, frame: bytes, opaque: int, code: int, timeout: float) -> DirectPending:
+        """Send request ``code`` the caller framed itself under ``opaque`` (unsigned); inside a ``burst()`` it is
+        written when the burst ends, with the others. The answer's ``result()`` waits for it."""
+        deadline = time.monotonic() + timeout
+        write_or_hold(self, (frame, opaque, deadline))
+        return DirectPending(self, code, opaque, deadline)
+
+    def _write(self, queued: list[tuple[bytes, int, float]]) -> None:
+        """Write the frames of a burst in one go, by the earliest of their deadlines. A failed write has closed the
+        pipe, and each request's ``result()`` raises the pipe's error."""
+        deadline = min(d for _, _, d in queued)
+        try:
+            self.pipe.send_frames(
+                b"".join(f for f, _, _ in queued), [o for _, o, _ in queued], max(0.0, deadline - time.monotonic())
+            )
+        except CoreError:
+            pass
 
     def close(self) -> None:
         self.pipe.close()
