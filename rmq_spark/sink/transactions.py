@@ -14,6 +14,7 @@ from typing import TypeVar
 from rmq_spark.client.base import BaseClient
 from rmq_spark.client.errors import RETRYABLE, BrokerBusyError, RocketMQError, TopicNotFoundError
 from rmq_spark.client.model import HalfMessage, MessageQueue
+from rmq_spark.client.remoting.client import DirectSends, RemotingClient
 from rmq_spark.client.transport import Call
 from rmq_spark.errors import CommitError
 from rmq_spark.sink.commit_log import CommitRecord, CommitStep, records_topic
@@ -71,19 +72,39 @@ def end_halves(
     failed rollback are asked again with backoff for up to ``retry_timeout`` seconds; a commit that was sent and
     failed raises CommitError, since a commit whose answer was lost may have been applied and must not be sent
     twice. ``midway`` is called once, when half of them are ended."""
+    direct = client.direct_sends() if isinstance(client, RemotingClient) else None
+    try:
+        _end_halves(client, direct, halves, commit=commit, group=group, retry_timeout=retry_timeout, midway=midway)
+    finally:
+        if direct is not None:
+            direct.close()
+
+
+def _end_halves(
+    client: BaseClient,
+    direct: DirectSends | None,
+    halves: Sequence[HalfMessage],
+    *,
+    commit: bool,
+    group: str,
+    retry_timeout: float,
+    midway: Callable[[], None] | None,
+) -> None:
+    """``end_halves``, its requests over ``direct`` connections where it is given."""
     per_queue: dict[MessageQueue, list[HalfMessage]] = defaultdict(list)
     for h in halves:
         per_queue[h.queue].append(h)
     position = {mq: 0 for mq in per_queue}
     retries = {mq: Retries(retry_timeout) for mq in per_queue}
     ended, half_of_them = 0, (len(halves) + 1) // 2
+    end = direct.end_transaction if direct is not None else client.end_transaction_async
     while position:
         calls: list[tuple[MessageQueue, Call | Exception]] = []
         with client.burst():  # one write per broker for the round's requests
             for mq, i in position.items():
                 half = per_queue[mq][i]
                 try:
-                    calls.append((mq, client.end_transaction_async(half, commit=commit, group=group)))
+                    calls.append((mq, end(half, commit=commit, group=group)))
                 except RETRYABLE as e:
                     calls.append((mq, e))
         for mq, call in calls:
