@@ -4,8 +4,9 @@
 # pytest. A lint, format or type error fails the run before any test; otherwise pytest's exit code is ours: 5 (no
 # tests ran) fails like any other. Without arguments (the whole suite, as CI runs it) tests/stock and tests/deploy,
 # which spend most of their time waiting on processes of their own (released brokers, a wheel build, a standalone
-# cluster), run in a second pytest beside the others, with the benchmark harness's smoke tests (their own clusters),
-# which even the two out: otherwise the first ran its last four minutes alone, on one core. A third process (the
+# cluster), run in a second pytest beside the others, with the benchmark harness's smoke tests (their own clusters)
+# and the static-topic tests (a remapping, 40 s), which even the two out: otherwise the first ran its last minutes
+# alone, on one core. A third process (the
 # kill and benchmark-harness tests apart) made no run shorter: the suite is CPU-bound on two cores, and the heavier load starved Spark's Python workers past
 # the 10 s they have to connect back. The BESIDE groups' output follows the first's; the run fails when any fails.
 source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
@@ -18,7 +19,7 @@ echo "==> type check (mypy)"
 [ "$#" -eq 0 ] || exec "$PY" -m pytest "$@"
 
 # each group a pytest of its own beside the rest
-BESIDE=("tests/stock tests/deploy tests/integration/test_benchmarks_smoke.py")
+BESIDE=("tests/stock tests/deploy tests/integration/test_benchmarks_smoke.py tests/integration/test_static_topics.py")
 logs=() pids=() ignore=()
 trap 'kill "${pids[@]}" 2>/dev/null || true; rm -f "${logs[@]}"' EXIT
 for group in "${BESIDE[@]}"; do
