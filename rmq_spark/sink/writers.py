@@ -99,9 +99,11 @@ def write_task(
         router = Router(client, start=partition)
         # over remoting the core encodes the rows (no timer rows: those go one by one); in exactly-once mode it
         # frames each half message whole, which needs unsigned requests over plain TCP
-        remoting = isinstance(client, RemotingClient)
-        direct = client.direct_sends() if eo and isinstance(client, RemotingClient) else None
-        native = NativeSends(router, options.topic, client.namespace) if remoting and (direct or not eo) else None
+        direct, native = None, None
+        if isinstance(client, RemotingClient):
+            direct = client.direct_sends() if eo else None
+            if direct is not None or not eo:
+                native = NativeSends(router, options.topic, client.namespace)
         sender = Sender(
             client,
             options.producer_group,
