@@ -14,6 +14,8 @@ import time
 import pytest
 
 from rmq_spark.client.errors import ConnectionLostError, ProtocolError, RequestTimeoutError
+from rmq_spark.client.model import HalfMessage, MessageQueue
+from rmq_spark.client.remoting.client import DirectSends
 from rmq_spark.client.remoting.connection import Connection, ConnectionPool, DirectConnection, burst, next_opaque
 from rmq_spark.client.remoting.frame import RemotingCommand, encode_command
 from rmq_spark.client.tls import TlsConfig
@@ -586,3 +588,36 @@ def test_a_burst_to_a_closed_direct_connection_fails_its_requests_when_waited_fo
         conn.close()
     with pytest.raises(ConnectionLostError, match="closed"):
         call.result()
+
+
+class _Masters:
+    """What DirectSends asks of its client: each queue's master (the peer), the pool, the request timeout, and
+    what a failed request tells it."""
+
+    def __init__(self, address: str) -> None:
+        self.address, self._pool, self.request_timeout = address, ConnectionPool(), 5.0
+
+    def master_address(self, mq: MessageQueue) -> str:
+        return self.address
+
+    def _wire(self, group: str, mq: MessageQueue) -> tuple[str, MessageQueue]:
+        return group, mq
+
+    def reroute(self, topic: str, e: ConnectionLostError) -> None:
+        """No route to look up again."""
+
+    def routed(self, e: Exception, address: str) -> Exception:
+        return e
+
+
+def test_a_commit_after_the_broker_closed_the_connection_between_rounds_goes_on_a_new_one(peer_factory):
+    """A restart between two rounds of a commit: the next END_TRANSACTION must not be written onto the closed
+    connection, where it would fail as sent (and a commit that may have been sent is never sent again)."""
+    peer = peer_factory(lambda sock: respond(sock, read_request(sock)))  # one answer, then the broker closes
+    sends = DirectSends(_Masters(peer.address))  # type: ignore[arg-type]
+    halves = [HalfMessage(MessageQueue("t", "b", 0), f"id-{i}", "", i, i) for i in range(2)]
+    sends.end_transaction(halves[0], commit=True, group="g").result()
+    time.sleep(0.3)  # the broker's close has arrived; nothing has read it
+    sends.end_transaction(halves[1], commit=True, group="g").result()
+    assert peer.accepted == 2
+    sends.close()

@@ -162,7 +162,9 @@ class DirectSends:
         client = self._client
         address = client.master_address(mq)
         conn = self._conns.get(address)
-        if conn is None or conn.closed:
+        # a connection the broker closed between two rounds (a restart) must not take a request: one written onto
+        # it fails as sent, and a commit that may have been sent is never sent again
+        if conn is None or not conn.open_when_idle():
             try:
                 conn = self._conns[address] = client._pool.dial(address)
             except ConnectionLostError as e:

@@ -462,6 +462,16 @@ class DirectConnection:
     def closed(self) -> bool:
         return self.pipe.closed
 
+    def open_when_idle(self) -> bool:
+        """Whether it is still open, judged by reading what came while nobody read (with nothing in flight): a
+        server that closed it meanwhile is seen only then, as the pipe has no reader thread."""
+        if not self.pipe.busy:
+            try:
+                self.pipe.ready()
+            except CoreError:
+                pass  # the server closed it: the pipe closed itself
+        return not self.closed
+
     @property
     def signs(self) -> bool:
         """Whether requests are signed (then the core cannot render them from a template)."""
@@ -621,13 +631,8 @@ class ConnectionPool:
                 if not idle:
                     return None
                 conn, since = idle.pop()
-            if time.monotonic() - since < self.IDLE_S:
-                try:
-                    conn.pipe.ready()
-                except CoreError:
-                    continue  # closed by the server meanwhile (the pipe closed itself)
-                if not conn.closed:
-                    return conn
+            if time.monotonic() - since < self.IDLE_S and conn.open_when_idle():
+                return conn
             conn.close()
 
     def release(self, conn: DirectConnection) -> None:
