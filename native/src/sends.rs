@@ -238,8 +238,11 @@ impl Encoder {
         opaques: &[i32],
         out: &mut Vec<u8>,
     ) -> Result<Vec<Half>, EncodeError> {
-        if opaques.len() < c.rows || names.len() < topics.len() {
+        if opaques.len() < c.rows {
             return Err(EncodeError::Malformed(format!("{} opaques for {} rows", opaques.len(), c.rows)));
+        }
+        if names.len() < topics.len() {
+            return Err(EncodeError::Malformed(format!("{} topic names for {} topics", names.len(), topics.len())));
         }
         let mut halves = Vec::with_capacity(c.rows);
         let mut key = String::new();

@@ -121,14 +121,12 @@ class Sender:
         self._launch(_Send(mq, [], sys_flag, encoded=body, count=count))
 
     def finish(self) -> None:
-        """Send what is pending and wait for every send; then give back the direct connections."""
+        """Send what is pending and wait for every send."""
         self._launch_queued()
         for mq in list(self._pending):
             self._flush(mq)
         while self._inflight:
             self._complete(self._inflight.popleft())
-        if self._sends is not None:
-            self._sends.close()
 
     def halves(self) -> list[HalfMessage]:
         return [h for _, h in sorted(self._halves, key=lambda e: e[0])]

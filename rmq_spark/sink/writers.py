@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -95,13 +96,15 @@ def write_task(
     them)."""
     partition = _partition()
     eo = options.exactly_once
-    with shared_client(options) as client:
+    with shared_client(options) as client, contextlib.ExitStack() as cleanup:
         router = Router(client, start=partition)
         # over remoting the core encodes the rows (no timer rows: those go one by one); in exactly-once mode it
         # frames each half message whole, which needs unsigned requests over plain TCP
         direct, native = None, None
         if isinstance(client, RemotingClient):
             direct = client.direct_sends() if eo else None
+            if direct is not None:
+                cleanup.callback(direct.close)  # its connections given back, also when the task fails
             if direct is not None or not eo:
                 native = NativeSends(router, options.topic, client.namespace)
         sender = Sender(

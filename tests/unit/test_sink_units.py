@@ -486,7 +486,7 @@ class _DirectHalving:
     errors its next answers raise."""
 
     def __init__(self, client: _Halving, fail=None):
-        self.client, self.fail, self.frames, self.closed = client, dict(fail or {}), [], False
+        self.client, self.fail, self.frames = client, dict(fail or {}), []
 
     def send_half(self, mq, frame, opaque, msg_id):
         self.client.sent(msg_id)
@@ -501,9 +501,6 @@ class _DirectHalving:
 
         return Call()
 
-    def close(self):
-        self.closed = True
-
 
 def test_framed_halves_go_out_with_the_others_in_row_order_and_a_failed_one_is_sent_again_as_it_was():
     client = _Halving()
@@ -517,6 +514,6 @@ def test_framed_halves_go_out_with_the_others_in_row_order_and_a_failed_one_is_s
             sender.add(mq, OutgoingMessage(f"p{i}".encode()))
     sender.finish()
     assert [h.msg_id for h in sender.halves()] == [f"n{i}" if i % 2 else f"p{i}" for i in range(10)]
-    assert sender.sent == 10 and direct.closed
+    assert sender.sent == 10
     assert client.by_burst()[0] == ["p0", "n1", "p2", "n3"]  # both kinds in one burst, half the window
     assert [f for f in direct.frames if f[0] == "n3"] == [("n3", b"frame-3", 103)] * 2  # the same frame again
