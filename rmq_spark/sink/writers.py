@@ -121,9 +121,8 @@ def write_task(
         keyed_batch = micro_batch if eo else None
         spec = None
         if eo:
-            prefix = None
-            if keyed_batch is not None:
-                prefix = batch_prefix(options.producer_group, keyed_batch.query, keyed_batch.batch_id)
+            b = keyed_batch
+            prefix = None if b is None else batch_prefix(options.producer_group, b.query, b.batch_id)
             spec = HalfSpec(options.producer_group, prefix)
         keys: list[str] = []
         rules = (router.named_queues(options.topic), *((TIMER_ROWS,) if keyed_batch is not None else ()))

@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import replace
-from typing import Generic, TypeVar
+from typing import Generic, NoReturn, TypeVar
 
 from rmq_spark.client.addresses import address_list
 from rmq_spark.client.base import BaseClient
@@ -109,10 +109,7 @@ class RemotingCall(Generic[P]):
         except RocketMQError as e:
             if isinstance(e, ConnectionLostError):
                 self._client.reroute(self._topic, e)
-            noted = self._client.routed(e, self._address)
-            if noted is e:
-                raise
-            raise noted from e
+            self._client.raise_routed(e, self._address)
 
     def cancel(self) -> None:
         self._pending.cancel()
@@ -169,10 +166,7 @@ class DirectSends:
                 conn = self._conns[address] = client._pool.dial(address)
             except ConnectionLostError as e:
                 client.invalidate_route(mq.topic)
-                noted = client.routed(e, address)
-                if noted is e:
-                    raise
-                raise noted from e
+                client.raise_routed(e, address)
         pending = conn.send_frame(frame, opaque, code, client.request_timeout)
         return RemotingCall(client, mq.topic, pending, parse, address, replica=False)
 
@@ -381,6 +375,13 @@ class RemotingClient(BaseClient):
             "rmq-proxy.json to an address Spark reaches",
         )
 
+    def raise_routed(self, e: RocketMQError, address: str) -> NoReturn:
+        """Raise ``e`` (being handled), with ``routed``'s note where it has one."""
+        noted = self.routed(e, address)
+        if noted is e:
+            raise e
+        raise noted from e
+
     def broker_address(self, topic: str, broker_name: str) -> str:
         """The master address of ``broker_name`` for ``topic``."""
         return self.master_address(MessageQueue(topic, broker_name, 0))
@@ -444,10 +445,7 @@ class RemotingClient(BaseClient):
             pending = self._pool.send(address, cmd, self.request_timeout if timeout is None else timeout)
         except ConnectionLostError as e:
             self.invalidate_route(mq.topic)
-            noted = self.routed(e, address)
-            if noted is e:
-                raise
-            raise noted from e
+            self.raise_routed(e, address)
         return RemotingCall(self, mq.topic, pending, parse, address, replica)
 
     # -- per-queue requests (the fan-out is BaseClient's) ----------------------------------------------------
